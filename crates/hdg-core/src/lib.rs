@@ -1,0 +1,5 @@
+//! Core of the HDG library.
+pub mod error;
+pub mod reference;
+pub use error::{CoreError, Result};
+pub use hdg_mesh::CellType;
