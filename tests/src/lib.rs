@@ -1,1 +1,51 @@
+//! Shared helpers of the integration tests: run the whole pipeline on a mesh and hand back
+//! everything a test wants to look at.
+use hdg_backend_cpu::CpuBackend;
+use hdg_core::{
+    solve, Discretization, HostFields, PipelineOptions, PipelineOutput, Problem, Real, Silent,
+};
+use hdg_linalg::{ConjugateGradient, Preconditioning};
+use hdg_mesh::Mesh;
 
+/// Default tolerance of the trace solve in a precision: far below discretisation errors.
+pub fn tolerance<T: Real>() -> f64 {
+    if T::NAME == "f64" {
+        1e-13
+    } else {
+        1e-6
+    }
+}
+
+/// Runs the CPU pipeline, keeping the operator.
+pub fn run_cpu<T: Real>(
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+) -> PipelineOutput<T, CpuBackend> {
+    let cg = ConjugateGradient::new(tolerance::<T>(), 100_000, Preconditioning::Jacobi);
+    let options = PipelineOptions {
+        keep_operator: true,
+    };
+    let out = solve::<T, CpuBackend>(&CpuBackend, mesh, problem, order, &cg, options, &mut Silent)
+        .expect("pipeline runs");
+    assert!(
+        out.report.solve.converged,
+        "trace solve did not converge: {:?}",
+        out.report.solve
+    );
+    out
+}
+
+/// The discretization of a run (rebuilt on the host, for diagnostics).
+pub fn discretization<'a, T: Real>(
+    mesh: &'a Mesh,
+    problem: &'a Problem,
+    order: usize,
+) -> Discretization<'a, T> {
+    Discretization::new(mesh, problem, order).expect("valid discretization")
+}
+
+/// Host copy of local fields.
+pub fn fields<T: Real>(out: &PipelineOutput<T, CpuBackend>) -> &HostFields<T> {
+    &out.fields
+}

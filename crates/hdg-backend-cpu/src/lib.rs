@@ -1,1 +1,320 @@
+//! The CPU backend: every stage of the HDG pipeline as batched kernels over Rayon.
+//!
+//! Per-element data is stored element-contiguous (one element's matrices in one block): each
+//! task processes whole elements, and a block per element is what the cache wants here. The
+//! kernels themselves are in [`condense`], [`local`] and [`dbf`]; this file only batches them.
+pub mod condense;
+pub mod dbf;
+pub mod dense;
+pub mod local;
+mod vector;
 
+use hdg_core::geometry::{cell_geometry, GeometryLayout};
+use hdg_core::{
+    Assembler, Backend, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
+    LocalSolver, Postprocessor, Real, Result, NONE,
+};
+use rayon::prelude::*;
+
+pub use dbf::DbfMatrix;
+
+use condense::{condense_element, CondenseScratch, CondensedElement, ElementInput};
+
+/// The CPU backend. Runs on Rayon's global pool (set `RAYON_NUM_THREADS` to choose the threads).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    /// A CPU backend.
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+/// Discretization data of the CPU backend.
+pub struct CpuPrepared<T> {
+    /// Geometry records, `layout.stride()` values per cell.
+    pub geometry: Vec<T>,
+    /// Record layout.
+    pub layout: GeometryLayout,
+    /// Vertex coordinates per cell (`[c][v][r]`), so that a kernel reads one contiguous record.
+    pub cell_vertices: Vec<f64>,
+    /// Face orientation codes per cell.
+    pub orientations: Vec<u8>,
+}
+
+/// Condensed element data, element-contiguous.
+pub struct CpuCondensed<T> {
+    /// K_e, nl x nl per element.
+    pub trace_matrices: Vec<T>,
+    /// b_e, nl per element.
+    pub trace_loads: Vec<T>,
+    /// Z = S^-1 P, n x nl per element.
+    pub recovery_operator: Vec<T>,
+    /// u0 = S^-1 F, n per element.
+    pub recovery_load: Vec<T>,
+}
+
+impl<T> CpuCondensed<T> {
+    /// Bytes held for recovery (Z and u0).
+    pub fn recovery_bytes(&self) -> usize {
+        (self.recovery_operator.len() + self.recovery_load.len()) * std::mem::size_of::<T>()
+    }
+}
+
+fn not_spd(element: usize, (pivot, value): (usize, impl Real)) -> CoreError {
+    CoreError::NotPositiveDefinite {
+        element,
+        pivot,
+        value: value.as_f64(),
+    }
+}
+
+impl<T: Real> LocalSolver<T> for CpuBackend {
+    type Prepared = CpuPrepared<T>;
+    type Condensed = CpuCondensed<T>;
+    type LocalFields = HostFields<T>;
+
+    fn prepare(&self, disc: &Discretization<'_, T>) -> Result<CpuPrepared<T>> {
+        let mesh = disc.mesh;
+        let cell_type = mesh.cell_type();
+        let layout = GeometryLayout::new(cell_type);
+        let (d, vpc, fpc) = (
+            mesh.dim(),
+            cell_type.vertices_per_cell(),
+            cell_type.faces_per_cell(),
+        );
+        let mut cell_vertices = vec![0.0; mesh.n_cells() * vpc * d];
+        cell_vertices
+            .par_chunks_mut(vpc * d)
+            .enumerate()
+            .for_each(|(c, out)| {
+                for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
+                    out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
+                }
+            });
+        let mut geometry = vec![T::zero(); mesh.n_cells() * layout.stride()];
+        let face_measure = disc.tables.face_parameter_measure;
+        geometry
+            .par_chunks_mut(layout.stride())
+            .zip(cell_vertices.par_chunks(vpc * d))
+            .for_each(|(g, v)| cell_geometry(cell_type, v, face_measure, g));
+        let mut orientations = vec![0u8; mesh.n_cells() * fpc];
+        orientations
+            .par_chunks_mut(fpc)
+            .enumerate()
+            .for_each(|(c, o)| {
+                o.copy_from_slice(mesh.cell_face_orientations(c));
+            });
+        Ok(CpuPrepared {
+            geometry,
+            layout,
+            cell_vertices,
+            orientations,
+        })
+    }
+
+    fn condense(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &CpuPrepared<T>,
+    ) -> Result<CpuCondensed<T>> {
+        let t = &disc.tables;
+        let (n, nl) = (t.n, t.n_local_trace());
+        let n_cells = disc.mesh.n_cells();
+        let mut out = CpuCondensed {
+            trace_matrices: vec![T::zero(); n_cells * nl * nl],
+            trace_loads: vec![T::zero(); n_cells * nl],
+            recovery_operator: vec![T::zero(); n_cells * n * nl],
+            recovery_load: vec![T::zero(); n_cells * n],
+        };
+        let (fpc, stride) = (t.n_faces, prep.layout.stride());
+        let vsz = prep.cell_vertices.len() / n_cells.max(1);
+        let source = disc.problem.source.as_ref();
+        (
+            out.trace_matrices.par_chunks_mut(nl * nl),
+            out.trace_loads.par_chunks_mut(nl),
+            out.recovery_operator.par_chunks_mut(n * nl),
+            out.recovery_load.par_chunks_mut(n),
+        )
+            .into_par_iter()
+            .enumerate()
+            .with_min_len(32)
+            .try_for_each_init(
+                || CondenseScratch::new(t),
+                |scratch, (e, (k, b, z, u0))| {
+                    let input = ElementInput {
+                        geometry: &prep.geometry[e * stride..(e + 1) * stride],
+                        vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+                        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
+                        kappa: disc.kappa[e],
+                        reaction: disc.reaction[e],
+                        tau: &disc.tau[e * fpc..(e + 1) * fpc],
+                    };
+                    let outputs = CondensedElement {
+                        trace_matrix: k,
+                        trace_load: b,
+                        recovery_operator: z,
+                        recovery_load: u0,
+                    };
+                    condense_element(t, &input, source, scratch, outputs).map_err(|p| not_spd(e, p))
+                },
+            )?;
+        Ok(out)
+    }
+
+    fn recover(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &CpuPrepared<T>,
+        condensed: &CpuCondensed<T>,
+        trace: &Vec<T>,
+    ) -> Result<HostFields<T>> {
+        let t = &disc.tables;
+        let (n, nf, d, fpc) = (t.n, t.n_f, t.dim, t.n_faces);
+        let nl = t.n_local_trace();
+        let stride = prep.layout.stride();
+        let n_cells = disc.mesh.n_cells();
+        let mut fields = HostFields {
+            u: vec![T::zero(); n_cells * n],
+            q: vec![T::zero(); n_cells * d * n],
+        };
+        let topology = &disc.topology;
+        fields
+            .u
+            .par_chunks_mut(n)
+            .zip(fields.q.par_chunks_mut(d * n))
+            .enumerate()
+            .with_min_len(64)
+            .for_each_init(
+                || vec![T::zero(); nl],
+                |lambda, (e, (u, q))| {
+                    for (f, &face) in disc.mesh.cell_faces(e).iter().enumerate() {
+                        let free = topology.free_index[face];
+                        let src = if free == NONE {
+                            &disc.dirichlet_values[face * nf..(face + 1) * nf]
+                        } else {
+                            &trace[free as usize * nf..(free as usize + 1) * nf]
+                        };
+                        lambda[f * nf..(f + 1) * nf].copy_from_slice(src);
+                    }
+                    local::recover_element(
+                        t,
+                        &prep.geometry[e * stride..(e + 1) * stride],
+                        &prep.orientations[e * fpc..(e + 1) * fpc],
+                        disc.kappa[e],
+                        &condensed.recovery_operator[e * n * nl..(e + 1) * n * nl],
+                        &condensed.recovery_load[e * n..(e + 1) * n],
+                        lambda,
+                        u,
+                        q,
+                    );
+                },
+            );
+        Ok(fields)
+    }
+
+    fn fields_to_host(&self, fields: &HostFields<T>) -> Result<HostFields<T>> {
+        Ok(fields.clone())
+    }
+}
+
+impl<T: Real> Assembler<T> for CpuBackend {
+    type Operator = DbfMatrix<T>;
+
+    fn assemble(
+        &self,
+        disc: &Discretization<'_, T>,
+        condensed: &CpuCondensed<T>,
+    ) -> Result<(DbfMatrix<T>, Vec<T>)> {
+        Ok(dbf::assemble(
+            &disc.topology,
+            disc.tables.n_f,
+            &condensed.trace_matrices,
+            &condensed.trace_loads,
+            &disc.dirichlet_values,
+        ))
+    }
+}
+
+impl<T: Real> Postprocessor<T> for CpuBackend {
+    type Postprocessed = Vec<T>;
+
+    fn postprocess(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &CpuPrepared<T>,
+        fields: &HostFields<T>,
+    ) -> Result<Vec<T>> {
+        let t = &disc.tables;
+        let (n, d, np) = (t.n, t.dim, t.n_post);
+        let stride = prep.layout.stride();
+        let mut u_star = vec![T::zero(); disc.mesh.n_cells() * np];
+        u_star
+            .par_chunks_mut(np)
+            .enumerate()
+            .with_min_len(64)
+            .try_for_each_init(
+                || vec![T::zero(); np * np],
+                |work, (e, us)| {
+                    local::postprocess_element(
+                        t,
+                        &prep.geometry[e * stride..(e + 1) * stride],
+                        disc.kappa[e],
+                        &fields.u[e * n..(e + 1) * n],
+                        &fields.q[e * d * n..(e + 1) * d * n],
+                        work,
+                        us,
+                    )
+                    .map_err(|p| not_spd(e, p))
+                },
+            )?;
+        Ok(u_star)
+    }
+
+    fn error_norms(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &CpuPrepared<T>,
+        fields: &HostFields<T>,
+        u_star: &Vec<T>,
+        exact: &ExactSolution,
+    ) -> Result<ErrorNorms> {
+        let t = &disc.tables;
+        let (n, d, np) = (t.n, t.dim, t.n_post);
+        let stride = prep.layout.stride();
+        let n_cells = disc.mesh.n_cells();
+        let vsz = prep.cell_vertices.len() / n_cells.max(1);
+        let sums = (0..n_cells)
+            .into_par_iter()
+            .with_min_len(64)
+            .map(|e| {
+                local::element_errors(
+                    t,
+                    &prep.geometry[e * stride..(e + 1) * stride],
+                    &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+                    disc.kappa[e].as_f64(),
+                    &fields.u[e * n..(e + 1) * n],
+                    &fields.q[e * d * n..(e + 1) * d * n],
+                    &u_star[e * np..(e + 1) * np],
+                    exact.u.as_ref(),
+                    exact.grad_u.as_ref(),
+                )
+            })
+            .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+        Ok(ErrorNorms {
+            u: sums[0].sqrt(),
+            q: sums[1].sqrt(),
+            u_star: sums[2].sqrt(),
+        })
+    }
+}
+
+impl<T: Real> Backend<T> for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn describe(&self) -> String {
+        format!("CPU, {} Rayon threads", rayon::current_num_threads())
+    }
+}

@@ -1,5 +1,44 @@
-//! Core of the HDG library.
+//! Core of the HDG library: precision and backend traits, reference elements, the problem
+//! description, and the pipeline that every backend runs.
+//!
+//! The pipeline, stage by stage, and where each lives:
+//!
+//! | stage | here | implemented by a backend through |
+//! | --- | --- | --- |
+//! | mesh | `hdg-mesh` | |
+//! | reference element | [`reference`], [`tables`] | |
+//! | setup (geometry, topology, Dirichlet data) | [`geometry`], [`topology`], [`discretization`] | [`LocalSolver::prepare`] |
+//! | local solve (static condensation) | | [`LocalSolver::condense`] |
+//! | assembly | [`topology`] (structure) | [`Assembler`] |
+//! | trace solve | [`TraceOperator`], [`KrylovSolver`] (`hdg-linalg`) | [`VectorOps`] |
+//! | recovery | | [`LocalSolver::recover`] |
+//! | postprocess, errors | | [`Postprocessor`] |
+//!
+//! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
+pub mod backend;
+pub mod diagnostics;
+pub mod discretization;
 pub mod error;
+pub mod geometry;
+pub mod pipeline;
+pub mod problem;
+pub mod real;
 pub mod reference;
+pub mod tables;
+pub mod topology;
+
+pub use backend::{
+    Assembler, Backend, ErrorNorms, HostFields, KrylovSolver, LocalSolver, Postprocessor,
+    SolveReport, TraceOperator, VectorOps,
+};
+pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};
 pub use hdg_mesh::CellType;
+pub use pipeline::{
+    solve, PipelineOptions, PipelineOutput, PipelineReport, Progress, Silent, Stage, StageTimings,
+};
+pub use problem::{Coefficient, ExactSolution, Manufactured, Problem};
+pub use real::Real;
+pub use reference::ReferenceElement;
+pub use tables::ElementTables;
+pub use topology::{TraceTopology, NONE};

@@ -1,0 +1,219 @@
+//! Batched static condensation: one call of [`condense_element`] per element, in parallel.
+//!
+//! Per element (see `hdg-formulation.md`; M_k = det/kappa I is diagonal, so q is eliminated
+//! for free):
+//!
+//! ```text
+//! S    = c det I + sum_f tau_f |f| E^_f + kappa det sum_{s,t} B_st D^_s D^_t^T     (B = J^-1 J^-T)
+//! P_f  = kappa |f| sum_s (J^-1 n_f)_s D^_s G^_{f,o} + tau_f |f| G^_{f,o}
+//! A_fg = kappa/det (n_f . n_g) |f||g| G^_{f,o}^T G^_{g,p} + delta_fg tau_f |f| I
+//! S = L L^T,  W = L^-1 P,  K_e = A - W^T W,  b_e = W^T L^-1 F,
+//! Z = L^-T W = S^-1 P,  u0 = S^-1 F                      (recovery: U = u0 + Z Lambda)
+//! ```
+//!
+//! where |f| is the face Jacobian |F| / |F^param|. Every matrix on the right is a constant table
+//! of [`ElementTables`]: per element the kernel forms linear combinations, one Cholesky
+//! factorisation and two triangular solves with nl = faces x n_f right-hand sides.
+use hdg_core::geometry::GeometryLayout;
+use hdg_core::{ElementTables, Real};
+
+use crate::dense;
+
+/// Per-thread work space of the condensation.
+pub struct CondenseScratch<T> {
+    schur: Vec<T>,
+    load: Vec<T>,
+    point: Vec<f64>,
+}
+
+impl<T: Real> CondenseScratch<T> {
+    /// Work space for the given tables.
+    pub fn new(t: &ElementTables<T>) -> Self {
+        CondenseScratch {
+            schur: vec![T::zero(); t.n * t.n],
+            load: vec![T::zero(); t.n],
+            point: vec![0.0; t.dim],
+        }
+    }
+}
+
+/// Outputs of one element's condensation (slices into the batched arrays).
+pub struct CondensedElement<'a, T> {
+    /// K_e, nl x nl.
+    pub trace_matrix: &'a mut [T],
+    /// b_e, nl.
+    pub trace_load: &'a mut [T],
+    /// Z = S^-1 P, n x nl.
+    pub recovery_operator: &'a mut [T],
+    /// u0 = S^-1 F, n.
+    pub recovery_load: &'a mut [T],
+}
+
+/// Inputs of one element's condensation.
+pub struct ElementInput<'a, T> {
+    /// Geometry record (see [`GeometryLayout`]).
+    pub geometry: &'a [T],
+    /// Vertex coordinates, vertex-major.
+    pub vertices: &'a [f64],
+    /// Orientation code of each local face.
+    pub orientations: &'a [u8],
+    /// kappa.
+    pub kappa: T,
+    /// c.
+    pub reaction: T,
+    /// tau of each local face.
+    pub tau: &'a [T],
+}
+
+/// B_st = sum_r (J^-1)_{sr} (J^-1)_{tr}: the metric of the reference gradients.
+pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
+    let mut b = [T::zero(); 9];
+    for s in 0..d {
+        for t in 0..d {
+            b[s * d + t] = (0..d)
+                .map(|r| inverse_jacobian[s * d + r] * inverse_jacobian[t * d + r])
+                .sum();
+        }
+    }
+    b
+}
+
+/// Physical coordinates of a reference point: x = v_0 + sum_s (v_{s+1} - v_0)(xi_s + 1)/2.
+pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+    for r in 0..d {
+        x[r] = vertices[r];
+        for s in 0..d {
+            x[r] += 0.5 * (vertices[(s + 1) * d + r] - vertices[r]) * (xi[s] + 1.0);
+        }
+    }
+}
+
+/// Condenses one element. Returns the failing pivot if S is not positive definite.
+pub fn condense_element<T: Real>(
+    t: &ElementTables<T>,
+    input: &ElementInput<'_, T>,
+    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    scratch: &mut CondenseScratch<T>,
+    out: CondensedElement<'_, T>,
+) -> Result<(), (usize, T)> {
+    let layout = GeometryLayout {
+        dim: t.dim,
+        n_faces: t.n_faces,
+    };
+    let (d, n, nf, nfaces) = (t.dim, t.n, t.n_f, t.n_faces);
+    let nl = nfaces * nf;
+    let g = input.geometry;
+    let det = g[layout.det()];
+    let jinv = &g[layout.inverse_jacobian()..layout.inverse_jacobian() + d * d];
+    let face_jac = &g[layout.face_jacobian()..layout.face_jacobian() + nfaces];
+    let normal = &g[layout.normal()..layout.normal() + nfaces * d];
+    let kappa = input.kappa;
+    let b = metric(d, jinv);
+
+    // S
+    let s_mat = &mut scratch.schur;
+    s_mat.iter_mut().for_each(|v| *v = T::zero());
+    for sd in 0..d {
+        for td in 0..d {
+            let coef = kappa * det * b[sd * d + td];
+            for (sv, &dv) in s_mat.iter_mut().zip(t.derivative_product(sd, td)) {
+                *sv += coef * dv;
+            }
+        }
+    }
+    for f in 0..nfaces {
+        let coef = input.tau[f] * face_jac[f];
+        for (sv, &ev) in s_mat.iter_mut().zip(t.face_mass(f)) {
+            *sv += coef * ev;
+        }
+    }
+    let mass = input.reaction * det;
+    for i in 0..n {
+        s_mat[i * n + i] += mass;
+    }
+
+    // P, written into the recovery operator's storage (it becomes W, then Z, in place).
+    let p = &mut *out.recovery_operator;
+    for f in 0..nfaces {
+        let o = input.orientations[f] as usize;
+        let mut a = [T::zero(); 3];
+        for (sd, a_s) in a.iter_mut().enumerate().take(d) {
+            let jn: T = (0..d).map(|r| jinv[sd * d + r] * normal[f * d + r]).sum();
+            *a_s = kappa * face_jac[f] * jn;
+        }
+        let tau_f = input.tau[f] * face_jac[f];
+        let gt = t.face_trace(f, o);
+        for i in 0..n {
+            for m in 0..nf {
+                let mut v = tau_f * gt[i * nf + m];
+                for (sd, &a_s) in a.iter().enumerate().take(d) {
+                    v += a_s * t.derivative_trace(sd, f, o)[i * nf + m];
+                }
+                p[i * nl + f * nf + m] = v;
+            }
+        }
+    }
+
+    // A, written into K_e's storage.
+    let k = &mut *out.trace_matrix;
+    for f in 0..nfaces {
+        let of = input.orientations[f] as usize;
+        for gf in 0..nfaces {
+            let og = input.orientations[gf] as usize;
+            let nn: T = (0..d).map(|r| normal[f * d + r] * normal[gf * d + r]).sum();
+            let coef = kappa / det * nn * face_jac[f] * face_jac[gf];
+            let gtg = t.trace_product(f, of, gf, og);
+            for m in 0..nf {
+                for l in 0..nf {
+                    k[(f * nf + m) * nl + gf * nf + l] = coef * gtg[m * nf + l];
+                }
+            }
+        }
+        let tau_f = input.tau[f] * face_jac[f];
+        for m in 0..nf {
+            k[(f * nf + m) * nl + f * nf + m] += tau_f;
+        }
+    }
+
+    // F = (f, phi_i)_K
+    let load = &mut scratch.load;
+    load.iter_mut().for_each(|v| *v = T::zero());
+    let rule = &t.load_rule;
+    for q in 0..rule.n_points() {
+        map_point(d, input.vertices, rule.point(q), &mut scratch.point);
+        let fq = T::from_f64_lossy(rule.weights[q] * source(&scratch.point)) * det;
+        for (li, &phi) in load.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
+            *li += fq * phi;
+        }
+    }
+
+    dense::cholesky(n, s_mat)?;
+    dense::forward_substitution(n, nl, s_mat, p); // W = L^-1 P
+    dense::subtract_gram(n, nl, p, k); // K_e = A - W^T W
+    dense::forward_substitution(n, 1, s_mat, load); // w0 = L^-1 F
+    dense::transpose_times(n, nl, p, load, out.trace_load); // b_e = W^T w0
+    dense::backward_substitution(n, nl, s_mat, p); // Z = L^-T W
+    dense::backward_substitution(n, 1, s_mat, load); // u0 = L^-T w0
+    out.recovery_load.copy_from_slice(load);
+    Ok(())
+}
+
+/// Floating-point operations of [`condense_element`] (the load quadrature included), for
+/// GFLOP/s reports.
+pub fn condensation_flops<T: Real>(t: &ElementTables<T>) -> f64 {
+    let (d, n, nl, nf, faces) = (
+        t.dim as f64,
+        t.n as f64,
+        t.n_local_trace() as f64,
+        t.n_f as f64,
+        t.n_faces as f64,
+    );
+    let nq = t.load_rule.n_points() as f64;
+    let schur = 2.0 * (d * d + faces) * n * n;
+    let p = 2.0 * (d + 1.0) * n * nl;
+    let a = faces * faces * nf * nf;
+    let load = 2.0 * nq * n;
+    let solves = 2.0 * n * n * nl + 2.0 * n * n; // two triangular solves, nl + 1 columns
+    let gram = n * nl * (nl + 1.0);
+    schur + p + a + load + dense::cholesky_flops(t.n) + solves + gram + 2.0 * n * nl
+}

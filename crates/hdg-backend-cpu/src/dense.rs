@@ -1,0 +1,189 @@
+//! Small dense kernels for one element's matrices (n = 3..66 for triangles, k <= 10).
+//!
+//! At these sizes a general library's per-call set-up costs more than the arithmetic, so the
+//! condensation uses these plain row-major loops (the benchmark compares them with faer). Each
+//! works on slices with explicit leading dimensions so that it runs inside caller-owned scratch.
+use hdg_core::Real;
+
+/// In-place Cholesky factorisation of the n x n SPD matrix `a` (row-major): on return the lower
+/// triangle holds L with A = L L^T (the strict upper triangle is left as it was).
+/// Returns `Err((pivot, value))` if a pivot is not positive.
+pub fn cholesky<T: Real>(n: usize, a: &mut [T]) -> Result<(), (usize, T)> {
+    for j in 0..n {
+        let mut d = a[j * n + j];
+        for k in 0..j {
+            d -= a[j * n + k] * a[j * n + k];
+        }
+        if !(d > T::zero()) {
+            return Err((j, d));
+        }
+        let d = d.sqrt();
+        a[j * n + j] = d;
+        let inv = T::one() / d;
+        // Column j below the diagonal: L[i][j] = (A[i][j] - sum_k L[i][k] L[j][k]) / L[j][j].
+        for i in j + 1..n {
+            let (upper, lower) = a.split_at_mut(i * n);
+            let row_j = &upper[j * n..j * n + j];
+            let row_i = &mut lower[..n];
+            let mut s = row_i[j];
+            for k in 0..j {
+                s -= row_i[k] * row_j[k];
+            }
+            row_i[j] = s * inv;
+        }
+    }
+    Ok(())
+}
+
+/// Solves L Y = B in place for `m` right-hand sides stored as the columns of the n x m
+/// row-major `b` (L from [`cholesky`]).
+pub fn forward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) {
+    for i in 0..n {
+        let (done, rest) = b.split_at_mut(i * m);
+        let row_i = &mut rest[..m];
+        for k in 0..i {
+            let lik = l[i * n + k];
+            let row_k = &done[k * m..(k + 1) * m];
+            for c in 0..m {
+                row_i[c] -= lik * row_k[c];
+            }
+        }
+        let inv = T::one() / l[i * n + i];
+        for v in row_i.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+/// Solves L^T X = B in place for `m` right-hand sides (columns of the n x m row-major `b`).
+pub fn backward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) {
+    for i in (0..n).rev() {
+        let (head, rest) = b.split_at_mut((i + 1) * m);
+        let row_i = &mut head[i * m..];
+        for k in i + 1..n {
+            let lki = l[k * n + i];
+            let row_k = &rest[(k - i - 1) * m..(k - i) * m];
+            for c in 0..m {
+                row_i[c] -= lki * row_k[c];
+            }
+        }
+        let inv = T::one() / l[i * n + i];
+        for v in row_i.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+/// C -= W^T W for the n x m row-major `w` and the m x m row-major `c`; only the upper
+/// triangle is computed and then mirrored, so C stays exactly symmetric.
+pub fn subtract_gram<T: Real>(n: usize, m: usize, w: &[T], c: &mut [T]) {
+    for k in 0..n {
+        let row = &w[k * m..(k + 1) * m];
+        for i in 0..m {
+            let wi = row[i];
+            let c_row = &mut c[i * m..(i + 1) * m];
+            for j in i..m {
+                c_row[j] -= wi * row[j];
+            }
+        }
+    }
+    for i in 0..m {
+        for j in 0..i {
+            c[i * m + j] = c[j * m + i];
+        }
+    }
+}
+
+/// y = A^T x for the n x m row-major `a` (y has m entries, overwritten).
+pub fn transpose_times<T: Real>(n: usize, m: usize, a: &[T], x: &[T], y: &mut [T]) {
+    y[..m].iter_mut().for_each(|v| *v = T::zero());
+    for k in 0..n {
+        let xk = x[k];
+        for (yj, &akj) in y.iter_mut().zip(&a[k * m..(k + 1) * m]) {
+            *yj += akj * xk;
+        }
+    }
+}
+
+/// y += alpha A x for the n x m row-major `a`.
+pub fn add_times<T: Real>(n: usize, m: usize, alpha: T, a: &[T], x: &[T], y: &mut [T]) {
+    for i in 0..n {
+        let row = &a[i * m..(i + 1) * m];
+        let mut s = T::zero();
+        for (&aij, &xj) in row.iter().zip(x) {
+            s += aij * xj;
+        }
+        y[i] += alpha * s;
+    }
+}
+
+/// Flop count of [`cholesky`] of size n.
+pub fn cholesky_flops(n: usize) -> f64 {
+    let n = n as f64;
+    n * n * n / 3.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::linalg::solvers::Solve;
+
+    fn spd(n: usize) -> Vec<f64> {
+        // A = B B^T + n I with a fixed pseudo-random B.
+        let b: Vec<f64> = (0..n * n)
+            .map(|i| ((i * 7919 % 101) as f64 / 50.0) - 1.0)
+            .collect();
+        let mut a = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                a[i * n + j] = (0..n).map(|k| b[i * n + k] * b[j * n + k]).sum::<f64>();
+            }
+            a[i * n + i] += n as f64;
+        }
+        a
+    }
+
+    #[test]
+    fn cholesky_and_solves_agree_with_faer() {
+        for n in [1, 3, 10, 21, 66] {
+            let a = spd(n);
+            let m = 4;
+            let rhs: Vec<f64> = (0..n * m).map(|i| (i as f64).sin()).collect();
+            let mut l = a.clone();
+            cholesky(n, &mut l).unwrap();
+            let mut x = rhs.clone();
+            forward_substitution(n, m, &l, &mut x);
+            backward_substitution(n, m, &l, &mut x);
+            let fa = faer::Mat::<f64>::from_fn(n, n, |i, j| a[i * n + j]);
+            let fb = faer::Mat::<f64>::from_fn(n, m, |i, j| rhs[i * m + j]);
+            let chol = fa.llt(faer::Side::Lower).unwrap();
+            let fx = chol.solve(&fb);
+            for i in 0..n {
+                for j in 0..m {
+                    assert!((x[i * m + j] - fx[(i, j)]).abs() < 1e-12, "n={n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cholesky_rejects_indefinite() {
+        let mut a = vec![1.0, 2.0, 2.0, 1.0];
+        assert_eq!(cholesky(2, &mut a).unwrap_err().0, 1);
+    }
+
+    #[test]
+    fn gram_is_symmetric_and_correct() {
+        let (n, m) = (5, 4);
+        let w: Vec<f64> = (0..n * m).map(|i| (i as f64 * 0.37).cos()).collect();
+        let mut c = vec![0.0; m * m];
+        subtract_gram(n, m, &w, &mut c);
+        for i in 0..m {
+            for j in 0..m {
+                let expect: f64 = -(0..n).map(|k| w[k * m + i] * w[k * m + j]).sum::<f64>();
+                assert!((c[i * m + j] - expect).abs() < 1e-14);
+                assert_eq!(c[i * m + j], c[j * m + i]);
+            }
+        }
+    }
+}

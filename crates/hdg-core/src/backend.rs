@@ -1,0 +1,179 @@
+//! The stage traits: what a backend must provide to run the HDG pipeline.
+//!
+//! Each trait is one stage of the formulation (`hdg-formulation.md`). Every backend-resident
+//! object is an associated type, so a GPU backend keeps geometry, condensed element data, the
+//! trace operator and the Krylov vectors on the device between stages; host round trips happen
+//! only where a method says `to_host`. Host-side setup (reference tables, the trace topology,
+//! Dirichlet data) is built once in [`crate::Discretization`] and handed to every backend.
+use crate::discretization::Discretization;
+use crate::error::Result;
+use crate::problem::ExactSolution;
+use crate::real::Real;
+
+/// Vector storage and the level-1 operations Krylov methods need.
+///
+/// Every operation returns a `Result` because on a device any launch may fail. Scalars (dot
+/// products) come back to the host: a solver decides when it needs them.
+pub trait VectorOps<T: Real>: Sync {
+    /// A vector resident on the backend.
+    type Vector: Send + Sync;
+    /// A vector of zeros.
+    fn zeros(&self, len: usize) -> Result<Self::Vector>;
+    /// A copy of host data.
+    fn from_host(&self, data: &[T]) -> Result<Self::Vector>;
+    /// A host copy.
+    fn to_host(&self, v: &Self::Vector) -> Result<Vec<T>>;
+    /// Length.
+    fn len(&self, v: &Self::Vector) -> usize;
+    /// dst = src.
+    fn copy(&self, src: &Self::Vector, dst: &mut Self::Vector) -> Result<()>;
+    /// y += alpha x.
+    fn axpy(&self, alpha: T, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
+    /// y = x + beta y.
+    fn xpby(&self, x: &Self::Vector, beta: T, y: &mut Self::Vector) -> Result<()>;
+    /// x . y (one global reduction).
+    fn dot(&self, x: &Self::Vector, y: &Self::Vector) -> Result<T>;
+    /// y = a .* x (elementwise).
+    fn pointwise_mul(&self, a: &Self::Vector, x: &Self::Vector, y: &mut Self::Vector)
+        -> Result<()>;
+    /// v = 1 ./ v (elementwise).
+    fn reciprocal(&self, v: &mut Self::Vector) -> Result<()>;
+}
+
+/// Stage "trace solve": the assembled (or matrix-free) global trace operator, Dirichlet unknowns
+/// eliminated, applied to a backend vector.
+pub trait TraceOperator<T: Real>: Sync {
+    /// The backend vector type it acts on.
+    type Vector;
+    /// Number of unknowns (rows).
+    fn dim(&self) -> usize;
+    /// y = A x.
+    fn apply(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
+    /// The diagonal of A (for Jacobi preconditioning).
+    fn diagonal(&self) -> Result<Self::Vector>;
+}
+
+/// Stages "local solve" and "recovery": batched static condensation of every element
+/// (eliminate q, then u: K_e, b_e and what recovery needs), and recovery of u_h, q_h from the
+/// trace solution.
+pub trait LocalSolver<T: Real>: VectorOps<T> {
+    /// Discretization data resident on the backend (geometric factors, tables, coefficients).
+    type Prepared: Send + Sync;
+    /// Condensed element data: element trace matrices and loads, and the recovery operators.
+    type Condensed: Send + Sync;
+    /// Recovered local fields u_h and q_h.
+    type LocalFields: Send + Sync;
+
+    /// Uploads what the kernels need and computes the geometric factors.
+    fn prepare(&self, disc: &Discretization<'_, T>) -> Result<Self::Prepared>;
+    /// Batched condensation of every element.
+    fn condense(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
+    ) -> Result<Self::Condensed>;
+    /// Batched recovery of u_h and q_h from the free trace values (Dirichlet faces take their
+    /// projected data).
+    fn recover(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
+        condensed: &Self::Condensed,
+        trace: &Self::Vector,
+    ) -> Result<Self::LocalFields>;
+    /// Host copy of the local fields.
+    fn fields_to_host(&self, fields: &Self::LocalFields) -> Result<HostFields<T>>;
+}
+
+/// Stage "assembly": element trace matrices to the global trace operator and right-hand side.
+pub trait Assembler<T: Real>: LocalSolver<T> {
+    /// The assembled operator.
+    type Operator: TraceOperator<T, Vector = Self::Vector>;
+    /// Assembles the operator and the right-hand side (Dirichlet columns moved to it).
+    fn assemble(
+        &self,
+        disc: &Discretization<'_, T>,
+        condensed: &Self::Condensed,
+    ) -> Result<(Self::Operator, Self::Vector)>;
+}
+
+/// Stage "postprocess": local P_{k+1} reconstruction u*, and error norms.
+pub trait Postprocessor<T: Real>: LocalSolver<T> {
+    /// Postprocessed field u* (coefficients in the order-(k+1) basis).
+    type Postprocessed: Send + Sync;
+    /// Batched postprocessing.
+    fn postprocess(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
+        fields: &Self::LocalFields,
+    ) -> Result<Self::Postprocessed>;
+    /// L2 errors of u_h, q_h and u* against an exact solution.
+    fn error_norms(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
+        fields: &Self::LocalFields,
+        post: &Self::Postprocessed,
+        exact: &ExactSolution,
+    ) -> Result<ErrorNorms>;
+}
+
+/// Stage "trace solve": a Krylov method over any trace operator, through vector operations only.
+pub trait KrylovSolver<T: Real, B: VectorOps<T>> {
+    /// Name for reports.
+    fn name(&self) -> String;
+    /// Solves A x = b from the initial guess in `x`.
+    fn solve(
+        &self,
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        rhs: &B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<SolveReport>;
+}
+
+/// A backend: all stages.
+pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> {
+    /// Short name ("cpu", "cuda").
+    fn name(&self) -> &'static str;
+    /// One line about the hardware it runs on.
+    fn describe(&self) -> String;
+}
+
+/// What a Krylov solve did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SolveReport {
+    /// Iterations taken.
+    pub iterations: usize,
+    /// Final relative residual ||b - A x|| / ||b|| (recomputed, not the recurrence's).
+    pub relative_residual: f64,
+    /// Whether the tolerance was met.
+    pub converged: bool,
+    /// Relative residual after each iteration (the recurrence's estimate).
+    pub residual_history: Vec<f64>,
+    /// Operator applications.
+    pub operator_applications: usize,
+    /// Global reductions (dot products, norms).
+    pub reductions: usize,
+}
+
+/// L2 errors of the recovered and postprocessed fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ErrorNorms {
+    /// ||u - u_h||
+    pub u: f64,
+    /// ||q - q_h||, q = -kappa grad u
+    pub q: f64,
+    /// ||u - u*||
+    pub u_star: f64,
+}
+
+/// Local fields on the host, element-contiguous: `u[e*n + i]`, `q[(e*d + r)*n + i]`.
+#[derive(Clone, Debug, Default)]
+pub struct HostFields<T> {
+    /// u_h coefficients.
+    pub u: Vec<T>,
+    /// q_h coefficients.
+    pub q: Vec<T>,
+}

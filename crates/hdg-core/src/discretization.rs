@@ -1,0 +1,138 @@
+//! Host-side setup shared by every backend: reference element, tables, trace topology,
+//! per-cell coefficients and the Dirichlet data (L2 projection onto the trace space).
+use hdg_mesh::Mesh;
+
+use crate::error::{CoreError, Result};
+use crate::problem::Problem;
+use crate::real::Real;
+use crate::reference::{reference_element, ReferenceElement};
+use crate::tables::ElementTables;
+use crate::topology::TraceTopology;
+use crate::CellType;
+
+/// Lowest supported polynomial order.
+pub const MIN_ORDER: usize = 1;
+/// Highest supported polynomial order.
+pub const MAX_ORDER: usize = 10;
+
+/// Everything about one problem on one mesh at one order that does not depend on the backend.
+pub struct Discretization<'a, T: Real> {
+    /// The mesh.
+    pub mesh: &'a Mesh,
+    /// The problem.
+    pub problem: &'a Problem,
+    /// Polynomial order k.
+    pub order: usize,
+    /// The order-k reference element.
+    pub element: Box<dyn ReferenceElement>,
+    /// Constant matrices for the kernels.
+    pub tables: ElementTables<T>,
+    /// Unknown numbering and DBF structure.
+    pub topology: TraceTopology,
+    /// kappa per cell.
+    pub kappa: Vec<T>,
+    /// c per cell.
+    pub reaction: Vec<T>,
+    /// tau per (cell, local face): `[c * faces_per_cell + f]`.
+    pub tau: Vec<T>,
+    /// Trace values on every face, by global face (`[f * n_f + m]`): the L2 projection of the
+    /// Dirichlet data on Dirichlet faces, zero elsewhere.
+    pub dirichlet_values: Vec<T>,
+}
+
+impl<'a, T: Real> Discretization<'a, T> {
+    /// Validates the inputs and builds the setup.
+    pub fn new(mesh: &'a Mesh, problem: &'a Problem, order: usize) -> Result<Self> {
+        if !(MIN_ORDER..=MAX_ORDER).contains(&order) {
+            return Err(CoreError::InvalidOrder {
+                order,
+                min: MIN_ORDER,
+                max: MAX_ORDER,
+            });
+        }
+        problem.validate(mesh.n_cells())?;
+        let element = reference_element(mesh.cell_type(), order)?;
+        let post_element = reference_element(mesh.cell_type(), order + 1)?;
+        let load_degree = match problem.source_degree {
+            Some(d) => order + d,
+            None => 2 * order + 4,
+        };
+        let tables = ElementTables::new(element.as_ref(), post_element.as_ref(), load_degree);
+        let topology = TraceTopology::new(mesh);
+        let fpc = mesh.cell_type().faces_per_cell();
+        let n_cells = mesh.n_cells();
+        let kappa = (0..n_cells)
+            .map(|c| T::from_f64_lossy(problem.kappa.on_cell(c)))
+            .collect();
+        let reaction = (0..n_cells)
+            .map(|c| T::from_f64_lossy(problem.reaction.on_cell(c)))
+            .collect();
+        let tau = vec![T::from_f64_lossy(problem.tau); n_cells * fpc];
+        let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
+        Ok(Discretization {
+            mesh,
+            problem,
+            order,
+            element,
+            tables,
+            topology,
+            kappa,
+            reaction,
+            tau,
+            dirichlet_values,
+        })
+    }
+
+    /// Trace unknowns of the global system (free faces x n_f).
+    pub fn trace_dofs(&self) -> usize {
+        self.topology.n_rows() * self.tables.n_f
+    }
+}
+
+/// Barycentric coordinates, over the face's canonical vertices, of a face parameter point.
+pub fn face_barycentric(cell_type: CellType, s: &[f64]) -> [f64; 3] {
+    match cell_type {
+        CellType::Triangle => [0.5 * (1.0 - s[0]), 0.5 * (1.0 + s[0]), 0.0],
+        CellType::Tetrahedron => [-0.5 * (s[0] + s[1]), 0.5 * (1.0 + s[0]), 0.5 * (1.0 + s[1])],
+    }
+}
+
+/// Lambda = H^{-1} <g_D, mu> on every Dirichlet face. The trace basis is orthonormal on the
+/// parameter domain (H^ = I) and H_F = (|F| / |F^|) H^, so Lambda_m is the parameter-domain
+/// integral of g_D mu_m in the face's canonical parametrisation.
+fn project_dirichlet<T: Real>(
+    mesh: &Mesh,
+    element: &dyn ReferenceElement,
+    topology: &TraceTopology,
+    problem: &Problem,
+) -> Vec<T> {
+    let n_f = element.n_face();
+    let d = mesh.dim();
+    let rule = element.face_quadrature(2 * element.order() + 6);
+    let mut values = vec![T::zero(); mesh.n_faces() * n_f];
+    let mut mu = vec![0.0; n_f];
+    let mut x = vec![0.0; d];
+    for f in (0..mesh.n_faces()).filter(|&f| topology.is_dirichlet(f)) {
+        let verts = mesh.face_vertices(f);
+        let mut acc = vec![0.0; n_f];
+        for q in 0..rule.n_points() {
+            let s = rule.point(q);
+            let lambda = face_barycentric(mesh.cell_type(), s);
+            x.iter_mut().for_each(|v| *v = 0.0);
+            for (i, &v) in verts.iter().enumerate() {
+                for r in 0..d {
+                    x[r] += lambda[i] * mesh.vertex(v)[r];
+                }
+            }
+            let g = (problem.dirichlet)(&x);
+            element.eval_trace_basis(s, &mut mu);
+            for m in 0..n_f {
+                acc[m] += rule.weights[q] * g * mu[m];
+            }
+        }
+        for m in 0..n_f {
+            values[f * n_f + m] = T::from_f64_lossy(acc[m]);
+        }
+    }
+    values
+}

@@ -1,0 +1,193 @@
+//! The pipeline, written once for every backend:
+//! setup -> condense -> assemble -> trace solve -> recover -> postprocess (and error norms).
+use std::time::Instant;
+
+use hdg_mesh::Mesh;
+
+use crate::backend::{Backend, ErrorNorms, KrylovSolver, SolveReport, VectorOps};
+use crate::discretization::Discretization;
+use crate::error::Result;
+use crate::problem::Problem;
+use crate::real::Real;
+
+/// A stage of the pipeline, for progress reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Reference tables, topology, Dirichlet data, geometric factors.
+    Setup,
+    /// Batched static condensation.
+    Condense,
+    /// Assembly of the trace operator.
+    Assemble,
+    /// Krylov solve of the trace system.
+    Solve,
+    /// Recovery of u_h, q_h.
+    Recover,
+    /// Postprocessing to u* and error norms.
+    Postprocess,
+}
+
+impl Stage {
+    /// Lower-case name, as in the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Setup => "setup",
+            Stage::Condense => "condense",
+            Stage::Assemble => "assemble",
+            Stage::Solve => "solve",
+            Stage::Recover => "recover",
+            Stage::Postprocess => "postprocess",
+        }
+    }
+}
+
+/// Receives stage events: `started(stage)` then `finished(stage, seconds)`.
+pub trait Progress {
+    /// A stage begins.
+    fn started(&mut self, _stage: Stage) {}
+    /// A stage ended after `seconds`.
+    fn finished(&mut self, _stage: Stage, _seconds: f64) {}
+}
+
+/// A progress observer that does nothing.
+pub struct Silent;
+impl Progress for Silent {}
+
+/// Wall-clock seconds of each stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimings {
+    /// Setup.
+    pub setup: f64,
+    /// Condensation.
+    pub condense: f64,
+    /// Assembly.
+    pub assemble: f64,
+    /// Trace solve.
+    pub solve: f64,
+    /// Recovery.
+    pub recover: f64,
+    /// Postprocessing and error norms.
+    pub postprocess: f64,
+    /// Everything.
+    pub total: f64,
+}
+
+/// What a pipeline run reports.
+#[derive(Clone, Debug)]
+pub struct PipelineReport {
+    /// Cells.
+    pub cells: usize,
+    /// Global trace unknowns.
+    pub trace_dofs: usize,
+    /// Polynomial order.
+    pub order: usize,
+    /// Backend name.
+    pub backend: String,
+    /// "f32" or "f64".
+    pub precision: &'static str,
+    /// Solver name.
+    pub solver: String,
+    /// The trace solve.
+    pub solve: SolveReport,
+    /// L2 errors, when the problem has an exact solution.
+    pub errors: Option<ErrorNorms>,
+    /// Stage timings.
+    pub timings: StageTimings,
+}
+
+/// Choices about what a run keeps.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PipelineOptions {
+    /// Keep the assembled trace operator and right-hand side in the output (for export or
+    /// benchmarks); otherwise it is freed as soon as the solve ends.
+    pub keep_operator: bool,
+}
+
+/// The results a run leaves on the backend, with its report.
+pub struct PipelineOutput<T: Real, B: Backend<T>> {
+    /// Report.
+    pub report: PipelineReport,
+    /// Free trace values.
+    pub trace: <B as VectorOps<T>>::Vector,
+    /// u_h, q_h.
+    pub fields: B::LocalFields,
+    /// u*.
+    pub postprocessed: B::Postprocessed,
+    /// The trace operator and right-hand side, if [`PipelineOptions::keep_operator`].
+    pub operator: Option<(B::Operator, <B as VectorOps<T>>::Vector)>,
+}
+
+fn timed<R>(
+    progress: &mut dyn Progress,
+    stage: Stage,
+    slot: &mut f64,
+    work: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    progress.started(stage);
+    let start = Instant::now();
+    let result = work()?;
+    *slot = start.elapsed().as_secs_f64();
+    progress.finished(stage, *slot);
+    Ok(result)
+}
+
+/// Solves `problem` on `mesh` at `order` with `backend` and the Krylov method `solver`.
+pub fn solve<T: Real, B: Backend<T>>(
+    backend: &B,
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+    solver: &dyn KrylovSolver<T, B>,
+    options: PipelineOptions,
+    progress: &mut dyn Progress,
+) -> Result<PipelineOutput<T, B>> {
+    let start = Instant::now();
+    let mut t = StageTimings::default();
+    let (disc, prep) = timed(progress, Stage::Setup, &mut t.setup, || {
+        let disc = Discretization::<T>::new(mesh, problem, order)?;
+        let prep = backend.prepare(&disc)?;
+        Ok((disc, prep))
+    })?;
+    let condensed = timed(progress, Stage::Condense, &mut t.condense, || {
+        backend.condense(&disc, &prep)
+    })?;
+    let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
+        backend.assemble(&disc, &condensed)
+    })?;
+    let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
+        let mut x = backend.zeros(disc.trace_dofs())?;
+        let report = solver.solve(backend, &operator, &rhs, &mut x)?;
+        Ok((x, report))
+    })?;
+    let operator = options.keep_operator.then_some((operator, rhs));
+    let fields = timed(progress, Stage::Recover, &mut t.recover, || {
+        backend.recover(&disc, &prep, &condensed, &trace)
+    })?;
+    drop(condensed);
+    let (postprocessed, errors) = timed(progress, Stage::Postprocess, &mut t.postprocess, || {
+        let post = backend.postprocess(&disc, &prep, &fields)?;
+        let errors = match &problem.exact {
+            Some(exact) => Some(backend.error_norms(&disc, &prep, &fields, &post, exact)?),
+            None => None,
+        };
+        Ok((post, errors))
+    })?;
+    t.total = start.elapsed().as_secs_f64();
+    Ok(PipelineOutput {
+        report: PipelineReport {
+            cells: mesh.n_cells(),
+            trace_dofs: disc.trace_dofs(),
+            order,
+            backend: backend.name().to_string(),
+            precision: T::NAME,
+            solver: solver.name(),
+            solve: solve_report,
+            errors,
+            timings: t,
+        },
+        trace,
+        fields,
+        postprocessed,
+        operator,
+    })
+}

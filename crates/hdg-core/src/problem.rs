@@ -1,0 +1,262 @@
+//! Problem description: coefficients, data and (optionally) the exact solution of
+//! `-div(kappa grad u) + c u = f` with Dirichlet data on the whole boundary.
+use std::f64::consts::PI;
+use std::sync::Arc;
+
+use crate::error::{CoreError, Result};
+
+/// A scalar field of the physical coordinates.
+pub type ScalarField = Arc<dyn Fn(&[f64]) -> f64 + Send + Sync>;
+/// A vector field of the physical coordinates, written into the second argument.
+pub type VectorField = Arc<dyn Fn(&[f64], &mut [f64]) + Send + Sync>;
+
+/// A coefficient that is constant or given per cell.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Coefficient {
+    /// The same value on every cell.
+    Constant(f64),
+    /// One value per cell (in the mesh's cell numbering).
+    PerCell(Vec<f64>),
+}
+
+impl Coefficient {
+    /// The value on cell `c`.
+    pub fn on_cell(&self, c: usize) -> f64 {
+        match self {
+            Coefficient::Constant(v) => *v,
+            Coefficient::PerCell(v) => v[c],
+        }
+    }
+
+    fn validate(&self, name: &'static str, n_cells: usize, positive: bool) -> Result<()> {
+        let bad = |v: f64| !v.is_finite() || if positive { v <= 0.0 } else { v < 0.0 };
+        let rule = if positive { "> 0" } else { ">= 0" };
+        match self {
+            Coefficient::Constant(v) if bad(*v) => Err(CoreError::InvalidParameter {
+                name,
+                reason: format!("{v} is not finite and {rule}"),
+            }),
+            Coefficient::PerCell(v) if v.len() != n_cells => Err(CoreError::InvalidParameter {
+                name,
+                reason: format!("{} values given for {} cells", v.len(), n_cells),
+            }),
+            Coefficient::PerCell(v) => match v.iter().position(|&x| bad(x)) {
+                Some(c) => Err(CoreError::InvalidParameter {
+                    name,
+                    reason: format!("value {} on cell {c} is not finite and {rule}", v[c]),
+                }),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The exact solution, for error norms.
+#[derive(Clone)]
+pub struct ExactSolution {
+    /// u
+    pub u: ScalarField,
+    /// grad u (the flux is q = -kappa grad u)
+    pub grad_u: VectorField,
+}
+
+/// `-div(kappa grad u) + c u = f` in the domain, `u = g_D` on the boundary.
+#[derive(Clone)]
+pub struct Problem {
+    /// Diffusion coefficient kappa > 0.
+    pub kappa: Coefficient,
+    /// Reaction coefficient c >= 0 (0: Poisson).
+    pub reaction: Coefficient,
+    /// Stabilisation tau > 0, the same on every (cell, face) pair.
+    pub tau: f64,
+    /// Source f.
+    pub source: ScalarField,
+    /// Dirichlet data g_D.
+    pub dirichlet: ScalarField,
+    /// Exact solution, when known.
+    pub exact: Option<ExactSolution>,
+    /// Polynomial degree of f if it is a polynomial: lets loads use the exact quadrature.
+    pub source_degree: Option<usize>,
+}
+
+impl std::fmt::Debug for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Problem")
+            .field("kappa", &self.kappa)
+            .field("reaction", &self.reaction)
+            .field("tau", &self.tau)
+            .field("has_exact", &self.exact.is_some())
+            .finish()
+    }
+}
+
+impl Problem {
+    /// Checks coefficients against the mesh: kappa > 0, c >= 0, tau > 0, all finite.
+    pub fn validate(&self, n_cells: usize) -> Result<()> {
+        self.kappa.validate("kappa", n_cells, true)?;
+        self.reaction
+            .validate("reaction coefficient c", n_cells, false)?;
+        if !(self.tau.is_finite() && self.tau > 0.0) {
+            return Err(CoreError::InvalidParameter {
+                name: "tau",
+                reason: format!("{} is not finite and > 0", self.tau),
+            });
+        }
+        Ok(())
+    }
+
+    /// A manufactured problem: `f` and `g_D` computed from a known `u`, for constant kappa and c.
+    pub fn manufactured(solution: Manufactured, kappa: f64, reaction: f64) -> Problem {
+        let (u, grad_u, laplacian, degree) = solution.fields();
+        let (u_f, lap_f) = (u.clone(), laplacian);
+        Problem {
+            kappa: Coefficient::Constant(kappa),
+            reaction: Coefficient::Constant(reaction),
+            tau: 1.0,
+            source: Arc::new(move |x| -kappa * lap_f(x) + reaction * u_f(x)),
+            dirichlet: u.clone(),
+            exact: Some(ExactSolution { u, grad_u }),
+            source_degree: degree,
+        }
+    }
+}
+
+/// Known solutions for verification, on the unit square (they are defined everywhere).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Manufactured {
+    /// u = sin(pi x) sin(pi y): symmetric, zero on the boundary of the unit square.
+    Sine,
+    /// u = exp(x) sin(2 y): not symmetric, non-zero boundary data.
+    ExpSin,
+    /// A full polynomial of the given degree (two powers of oblique linear forms and a mixed
+    /// monomial), which a method of that order must reproduce to round-off.
+    Polynomial(usize),
+}
+
+type Fields = (ScalarField, VectorField, ScalarField, Option<usize>);
+
+impl Manufactured {
+    /// u, grad u, the Laplacian of u, and the polynomial degree of the Laplacian if any.
+    fn fields(self) -> Fields {
+        match self {
+            Manufactured::Sine => (
+                Arc::new(|x| (PI * x[0]).sin() * (PI * x[1]).sin()),
+                Arc::new(|x, g| {
+                    g[0] = PI * (PI * x[0]).cos() * (PI * x[1]).sin();
+                    g[1] = PI * (PI * x[0]).sin() * (PI * x[1]).cos();
+                }),
+                Arc::new(|x| -2.0 * PI * PI * (PI * x[0]).sin() * (PI * x[1]).sin()),
+                None,
+            ),
+            Manufactured::ExpSin => (
+                Arc::new(|x| x[0].exp() * (2.0 * x[1]).sin()),
+                Arc::new(|x, g| {
+                    g[0] = x[0].exp() * (2.0 * x[1]).sin();
+                    g[1] = 2.0 * x[0].exp() * (2.0 * x[1]).cos();
+                }),
+                Arc::new(|x| -3.0 * x[0].exp() * (2.0 * x[1]).sin()),
+                None,
+            ),
+            Manufactured::Polynomial(k) => polynomial_fields(k),
+        }
+    }
+}
+
+/// u = (a0 + a1 x + a2 y)^k + (b0 + b1 x + b2 y)^k + x y^(k-1): degree exactly k, no symmetry.
+fn polynomial_fields(k: usize) -> Fields {
+    // Coefficients keep |u| = O(1) on the unit square for every k, so absolute error
+    // thresholds mean the same at k = 1 and k = 8.
+    const A: [f64; 3] = [0.2, 0.5, 0.3];
+    const B: [f64; 3] = [0.6, -0.5, 0.4];
+    let ki = k as i32;
+    let kf = k as f64;
+    let pow = |base: f64, e: i32| if e < 0 { 0.0 } else { base.powi(e) };
+    let lin = |c: &[f64; 3], x: &[f64]| c[0] + c[1] * x[0] + c[2] * x[1];
+    let u: ScalarField =
+        Arc::new(move |x| pow(lin(&A, x), ki) + pow(lin(&B, x), ki) + x[0] * pow(x[1], ki - 1));
+    let grad: VectorField = Arc::new(move |x, g| {
+        let (la, lb) = (lin(&A, x), lin(&B, x));
+        let (da, db) = (kf * pow(la, ki - 1), kf * pow(lb, ki - 1));
+        g[0] = da * A[1] + db * B[1] + pow(x[1], ki - 1);
+        g[1] = da * A[2] + db * B[2] + x[0] * (kf - 1.0) * pow(x[1], ki - 2);
+    });
+    let lap: ScalarField = Arc::new(move |x| {
+        let (la, lb) = (lin(&A, x), lin(&B, x));
+        let c2 = kf * (kf - 1.0);
+        c2 * (A[1] * A[1] + A[2] * A[2]) * pow(la, ki - 2)
+            + c2 * (B[1] * B[1] + B[2] * B[2]) * pow(lb, ki - 2)
+            + x[0] * (kf - 1.0) * (kf - 2.0) * pow(x[1], ki - 3)
+    });
+    (u, grad, lap, Some(k.saturating_sub(2)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The analytic gradient and Laplacian of each manufactured solution against central
+    /// differences: a wrong derivative would make every convergence test meaningless.
+    #[test]
+    fn manufactured_derivatives_match_finite_differences() {
+        let cases = [
+            Manufactured::Sine,
+            Manufactured::ExpSin,
+            Manufactured::Polynomial(1),
+            Manufactured::Polynomial(2),
+            Manufactured::Polynomial(5),
+        ];
+        for m in cases {
+            let (u, grad, lap, _) = m.fields();
+            for x in [[0.3, 0.7], [0.91, 0.15], [0.5, 0.5]] {
+                let h = 1e-4;
+                let mut g = [0.0; 2];
+                grad(&x, &mut g);
+                for d in 0..2 {
+                    let (mut xp, mut xm) = (x, x);
+                    xp[d] += h;
+                    xm[d] -= h;
+                    let fd = (u(&xp) - u(&xm)) / (2.0 * h);
+                    assert!(
+                        (fd - g[d]).abs() < 1e-6 * (1.0 + g[d].abs()),
+                        "{m:?} grad {d}"
+                    );
+                }
+                let h = 1e-3;
+                let mut fd_lap = 0.0;
+                for d in 0..2 {
+                    let (mut xp, mut xm) = (x, x);
+                    xp[d] += h;
+                    xm[d] -= h;
+                    fd_lap += (u(&xp) - 2.0 * u(&x) + u(&xm)) / (h * h);
+                }
+                let l = lap(&x);
+                assert!(
+                    (fd_lap - l).abs() < 1e-4 * (1.0 + l.abs()),
+                    "{m:?} laplacian {fd_lap} {l}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_coefficients_are_rejected() {
+        let mut p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+        assert!(p.validate(4).is_ok());
+        p.kappa = Coefficient::Constant(0.0);
+        assert!(p.validate(4).is_err());
+        p.kappa = Coefficient::PerCell(vec![1.0, 1.0, f64::NAN, 1.0]);
+        assert!(matches!(
+            p.validate(4),
+            Err(CoreError::InvalidParameter { name: "kappa", .. })
+        ));
+        p.kappa = Coefficient::PerCell(vec![1.0; 3]);
+        assert!(p.validate(4).is_err());
+        p.kappa = Coefficient::Constant(1.0);
+        p.reaction = Coefficient::Constant(-1.0);
+        assert!(p.validate(4).is_err());
+        p.reaction = Coefficient::Constant(0.0);
+        p.tau = 0.0;
+        assert!(p.validate(4).is_err());
+    }
+}

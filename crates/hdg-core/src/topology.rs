@@ -1,0 +1,135 @@
+//! The global trace system's structure: which faces are unknowns, and the dense block format.
+//!
+//! **Dense block format (DBF, seed 000).** One block row per free (non-Dirichlet) face. A face
+//! couples, through the element trace matrices of the (at most two) cells that contain it, to
+//! itself and to the other faces of those cells: `slots = 1 + 2 (faces_per_cell - 1)` dense
+//! n_f x n_f blocks per row (5 for triangles, 7 for tetrahedra). The slot order is fixed:
+//!
+//! - slot 0: the face itself (the sum of both cells' diagonal blocks);
+//! - slots 1..faces_per_cell: the other faces of the first cell, in increasing local face order;
+//! - the remaining slots: the other faces of the second cell, in the same order (padding on a
+//!   boundary face).
+//!
+//! A slot whose column face is a Dirichlet face or padding has neighbour [`NONE`]: the SpMV skips
+//! it, and assembly moves a Dirichlet column into the right-hand side. The arrays here are built
+//! once on the host; assembly is then a lock-free gather per block row (each row reads the
+//! element trace matrices it needs), with no atomics and no sort at solve time.
+use hdg_mesh::{Mesh, NO_CELL};
+
+/// Sentinel index: no face, no cell, no neighbour.
+pub const NONE: u32 = u32::MAX;
+
+/// Unknown numbering and DBF structure of the trace system.
+#[derive(Clone, Debug)]
+pub struct TraceTopology {
+    /// Faces in the mesh.
+    pub n_faces: usize,
+    /// Faces per cell.
+    pub faces_per_cell: usize,
+    /// Block slots per row (5 for triangles, 7 for tetrahedra).
+    pub slots: usize,
+    /// Free (unknown) index of each global face, [`NONE`] for Dirichlet faces.
+    pub free_index: Vec<u32>,
+    /// Global face of each free row.
+    pub free_faces: Vec<u32>,
+    /// Cells of each row's face (`[row][side]`, [`NONE`] for a missing second cell).
+    pub row_cells: Vec<[u32; 2]>,
+    /// Local index of the row's face in each of `row_cells`.
+    pub row_local_face: Vec<[u8; 2]>,
+    /// Free index of the column face of each slot (`[row * slots + a]`), [`NONE`] if Dirichlet
+    /// or padding.
+    pub neighbours: Vec<u32>,
+    /// Global face of each slot's column ([`NONE`] for padding).
+    pub slot_faces: Vec<u32>,
+    /// Cell contributing to each slot >= 1 ([`NONE`] for padding); slot 0 uses `row_cells`.
+    pub slot_cell: Vec<u32>,
+    /// Local face (row, column) of the contribution to each slot >= 1.
+    pub slot_local: Vec<[u8; 2]>,
+}
+
+impl TraceTopology {
+    /// Builds the structure with every boundary face Dirichlet.
+    pub fn new(mesh: &Mesh) -> Self {
+        let dirichlet: Vec<bool> = (0..mesh.n_faces())
+            .map(|f| mesh.is_boundary_face(f))
+            .collect();
+        Self::with_dirichlet(mesh, &dirichlet)
+    }
+
+    /// Builds the structure for a given set of Dirichlet faces.
+    pub fn with_dirichlet(mesh: &Mesh, dirichlet: &[bool]) -> Self {
+        let fpc = mesh.cell_type().faces_per_cell();
+        let slots = 1 + 2 * (fpc - 1);
+        let n_faces = mesh.n_faces();
+        let mut free_index = vec![NONE; n_faces];
+        let mut free_faces = Vec::new();
+        for f in 0..n_faces {
+            if !dirichlet[f] {
+                free_index[f] = free_faces.len() as u32;
+                free_faces.push(f as u32);
+            }
+        }
+        let n_rows = free_faces.len();
+        let mut row_cells = vec![[NONE; 2]; n_rows];
+        let mut row_local_face = vec![[0u8; 2]; n_rows];
+        let mut neighbours = vec![NONE; n_rows * slots];
+        let mut slot_faces = vec![NONE; n_rows * slots];
+        let mut slot_cell = vec![NONE; n_rows * slots];
+        let mut slot_local = vec![[0u8; 2]; n_rows * slots];
+        for (row, &face) in free_faces.iter().enumerate() {
+            let face = face as usize;
+            let base = row * slots;
+            neighbours[base] = row as u32;
+            slot_faces[base] = face as u32;
+            let cells = mesh.face_cells(face);
+            let local = mesh.face_local_index(face);
+            for side in 0..2 {
+                if cells[side] == NO_CELL {
+                    continue;
+                }
+                let cell = cells[side];
+                row_cells[row][side] = cell as u32;
+                row_local_face[row][side] = local[side];
+                let mut slot = base + 1 + side * (fpc - 1);
+                for (j, &other) in mesh.cell_faces(cell).iter().enumerate() {
+                    if j == local[side] as usize {
+                        continue;
+                    }
+                    neighbours[slot] = free_index[other];
+                    slot_faces[slot] = other as u32;
+                    slot_cell[slot] = cell as u32;
+                    slot_local[slot] = [local[side], j as u8];
+                    slot += 1;
+                }
+            }
+        }
+        TraceTopology {
+            n_faces,
+            faces_per_cell: fpc,
+            slots,
+            free_index,
+            free_faces,
+            row_cells,
+            row_local_face,
+            neighbours,
+            slot_faces,
+            slot_cell,
+            slot_local,
+        }
+    }
+
+    /// Number of block rows (free faces).
+    pub fn n_rows(&self) -> usize {
+        self.free_faces.len()
+    }
+
+    /// Whether global face `f` carries Dirichlet data.
+    pub fn is_dirichlet(&self, f: usize) -> bool {
+        self.free_index[f] == NONE
+    }
+
+    /// Number of stored (non-padding, non-Dirichlet) blocks.
+    pub fn n_stored_blocks(&self) -> usize {
+        self.neighbours.iter().filter(|&&n| n != NONE).count()
+    }
+}

@@ -1,0 +1,206 @@
+//! The `hdg` program: a real solve prints a summary and stable JSON; bad arguments give a
+//! one-line error and a non-zero exit code.
+use std::process::Command;
+
+fn hdg(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hdg"))
+        .args(args)
+        .output()
+        .expect("runs hdg");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_rejected(args: &[&str], needle: &str) {
+    let (code, _, err) = hdg(args);
+    assert_ne!(code, 0, "{args:?} should fail");
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "{args:?}: stderr was {err}"
+    );
+    let lines: Vec<_> = err.lines().filter(|l| l.contains("error")).collect();
+    assert!(!lines.is_empty(), "{args:?}: no error line in {err}");
+}
+
+#[test]
+fn solve_prints_a_summary() {
+    let (code, out, err) = hdg(&["solve", "--mesh", "square:8", "--order", "2"]);
+    assert_eq!(code, 0, "{err}");
+    for needle in ["cells", "trace dofs", "iterations", "L2 errors", "total"] {
+        assert!(out.contains(needle), "missing {needle} in {out}");
+    }
+}
+
+#[test]
+fn solve_json_has_the_stable_keys_and_poly_is_exact() {
+    let (code, out, err) = hdg(&[
+        "solve",
+        "--mesh",
+        "square:4",
+        "--order",
+        "3",
+        "--problem",
+        "poly",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    for key in [
+        "cells",
+        "trace_dofs",
+        "order",
+        "backend",
+        "precision",
+        "iterations",
+        "relative_residual",
+        "errors",
+        "timings_s",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in [
+        "setup",
+        "condense",
+        "assemble",
+        "solve",
+        "recover",
+        "postprocess",
+        "total",
+    ] {
+        assert!(
+            v["timings_s"][key].as_f64().is_some(),
+            "missing timing {key}"
+        );
+    }
+    assert_eq!(v["cells"], 32);
+    // 4 x 4 squares: 3*16 + 8 = 56 edges, 16 on the boundary: 40 free faces x 4 dofs.
+    assert_eq!(v["trace_dofs"], 160);
+    assert_eq!(v["backend"], "cpu");
+    assert_eq!(v["precision"], "f64");
+    assert!(v["errors"]["u"].as_f64().unwrap() < 1e-10);
+    assert!(v["errors"]["u_star"].as_f64().unwrap() < 1e-10);
+}
+
+#[test]
+fn f32_runs() {
+    let (code, out, err) = hdg(&[
+        "solve",
+        "--mesh",
+        "square:4",
+        "--order",
+        "2",
+        "--precision",
+        "f32",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["precision"], "f32");
+}
+
+#[test]
+fn convergence_prints_rates() {
+    let (code, out, err) = hdg(&[
+        "convergence",
+        "--order",
+        "1",
+        "--levels",
+        "3",
+        "--start",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rate"), "{out}");
+    let (code, out, _) = hdg(&[
+        "convergence",
+        "--order",
+        "2",
+        "--levels",
+        "3",
+        "--start",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let rate = v[2]["rates"]["u"].as_f64().unwrap();
+    assert!((rate - 3.0).abs() < 0.3, "{rate}");
+}
+
+#[test]
+fn bad_arguments_are_rejected_with_one_line() {
+    assert_rejected(&["solve", "--mesh", "square:8", "--order", "0"], "order");
+    assert_rejected(&["solve", "--mesh", "square:8", "--order", "11"], "order");
+    assert_rejected(
+        &["solve", "--mesh", "square:0", "--order", "2"],
+        "at least 1",
+    );
+    assert_rejected(
+        &["solve", "--mesh", "disk:4", "--order", "2"],
+        "unknown mesh",
+    );
+    assert_rejected(
+        &["solve", "--mesh", "square:x", "--order", "2"],
+        "not a positive integer",
+    );
+    assert_rejected(
+        &[
+            "solve",
+            "--mesh",
+            "square:4",
+            "--order",
+            "2",
+            "--backend",
+            "gpu",
+        ],
+        "backend",
+    );
+    assert_rejected(
+        &[
+            "solve",
+            "--mesh",
+            "square:4",
+            "--order",
+            "2",
+            "--precision",
+            "f16",
+        ],
+        "precision",
+    );
+    assert_rejected(
+        &["solve", "--mesh", "square:4", "--order", "2", "--tol", "2"],
+        "tolerance",
+    );
+    assert_rejected(
+        &[
+            "solve",
+            "--mesh",
+            "square:4",
+            "--order",
+            "2",
+            "--perturb",
+            "0.9",
+        ],
+        "perturb",
+    );
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cuda_backend_without_cuda_says_so() {
+    let (code, _, err) = hdg(&[
+        "solve",
+        "--mesh",
+        "square:4",
+        "--order",
+        "2",
+        "--backend",
+        "cuda",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no CUDA support"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

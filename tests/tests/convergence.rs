@@ -1,0 +1,60 @@
+//! Observed rates of convergence over the last two refinements: k+1 for u and q, k+2 for u*.
+use hdg_core::{Manufactured, Problem};
+use hdg_mesh::{generate, Diagonal, Mesh};
+use tests::run_cpu;
+
+fn mesh(n: usize, perturbed: bool) -> Mesh {
+    let m = generate::unit_square(n, Diagonal::Alternating).unwrap();
+    if perturbed {
+        generate::perturb(&m, 0.15, 11 + n as u64).unwrap()
+    } else {
+        m
+    }
+}
+
+fn check_rates(solution: Manufactured, perturbed: bool) {
+    for k in 1..=4usize {
+        let sizes: [usize; 3] = if k <= 2 { [8, 16, 32] } else { [4, 8, 16] };
+        let errors: Vec<_> = sizes
+            .iter()
+            .map(|&n| {
+                let problem = Problem::manufactured(solution, 1.0, 0.0);
+                run_cpu::<f64>(&mesh(n, perturbed), &problem, k)
+                    .report
+                    .errors
+                    .unwrap()
+            })
+            .collect();
+        let rate = |a: f64, b: f64| (a / b).log2();
+        let (c, f) = (errors[1], errors[2]);
+        let rates = [rate(c.u, f.u), rate(c.q, f.q), rate(c.u_star, f.u_star)];
+        println!("{solution:?} perturbed={perturbed} k={k}: errors {f:?} rates {rates:?}");
+        let expect = [k as f64 + 1.0, k as f64 + 1.0, k as f64 + 2.0];
+        for (name, (r, e)) in ["u", "q", "u*"].iter().zip(rates.iter().zip(expect)) {
+            assert!(
+                (r - e).abs() <= 0.2,
+                "{solution:?} perturbed={perturbed} k={k}: rate of {name} is {r:.3}, expected {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sine_structured() {
+    check_rates(Manufactured::Sine, false);
+}
+
+#[test]
+fn sine_perturbed() {
+    check_rates(Manufactured::Sine, true);
+}
+
+#[test]
+fn exp_sin_structured() {
+    check_rates(Manufactured::ExpSin, false);
+}
+
+#[test]
+fn exp_sin_perturbed() {
+    check_rates(Manufactured::ExpSin, true);
+}
