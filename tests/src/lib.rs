@@ -10,7 +10,7 @@ use hdg_mesh::Mesh;
 /// Default tolerance of the trace solve in a precision: far below discretisation errors.
 pub fn tolerance<T: Real>() -> f64 {
     if T::NAME == "f64" {
-        1e-13
+        1e-12
     } else {
         1e-6
     }

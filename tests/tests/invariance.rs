@@ -30,9 +30,11 @@ fn f32_agrees_with_f64_to_f32_accuracy() {
             diff / scale
         );
         assert!(diff <= 1e-4 * scale, "k = {k}: {diff:e}");
-        // The discretisation errors agree where they are well above f32 round-off.
-        assert!((e64.u - e32.u).abs() <= 1e-3 * e64.u.max(1e-4), "k = {k}");
-        assert!((e64.q - e32.q).abs() <= 1e-3 * e64.q.max(1e-4), "k = {k}");
+        // | |u - u_32| - |u - u_64| | <= |u_32 - u_64|: the errors differ by at most the
+        // (f32-sized) difference of the solutions; |u| ~ 1 and |q| ~ pi here.
+        assert!((e64.u - e32.u).abs() <= 1e-4, "k = {k}");
+        assert!((e64.q - e32.q).abs() <= 4e-4, "k = {k}");
+        assert!((e64.u_star - e32.u_star).abs() <= 1e-4, "k = {k}");
     }
 }
 
@@ -53,7 +55,9 @@ fn random_cell_renumbering_changes_errors_only_by_round_off() {
         for m in [&renumbered, &both] {
             let e = run_cpu::<f64>(m, &problem, k).report.errors.unwrap();
             for (a, b) in [(base.u, e.u), (base.q, e.q), (base.u_star, e.u_star)] {
-                assert!((a - b).abs() <= 1e-9 * a, "k = {k}: {a:e} vs {b:e}");
+                // Round-off, and the trace solve's tolerance (1e-12) seen through a different
+                // order of operations.
+                assert!((a - b).abs() <= 1e-9 * a + 1e-12, "k = {k}: {a:e} vs {b:e}");
             }
         }
     }

@@ -14,7 +14,7 @@ pub fn cholesky<T: Real>(n: usize, a: &mut [T]) -> Result<(), (usize, T)> {
         for k in 0..j {
             d -= a[j * n + k] * a[j * n + k];
         }
-        if !(d > T::zero()) {
+        if d.is_nan() || d <= T::zero() {
             return Err((j, d));
         }
         let d = d.sqrt();

@@ -13,7 +13,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
     fn zeros(&self, len: usize) -> Result<Vec<T>> {
         Ok(vec![T::zero(); len])
     }
-    fn from_host(&self, data: &[T]) -> Result<Vec<T>> {
+    fn copy_from_host(&self, data: &[T]) -> Result<Vec<T>> {
         Ok(data.to_vec())
     }
     fn to_host(&self, v: &Vec<T>) -> Result<Vec<T>> {

@@ -20,7 +20,7 @@ pub trait VectorOps<T: Real>: Sync {
     /// A vector of zeros.
     fn zeros(&self, len: usize) -> Result<Self::Vector>;
     /// A copy of host data.
-    fn from_host(&self, data: &[T]) -> Result<Self::Vector>;
+    fn copy_from_host(&self, data: &[T]) -> Result<Self::Vector>;
     /// A host copy.
     fn to_host(&self, v: &Self::Vector) -> Result<Vec<T>>;
     /// Length.

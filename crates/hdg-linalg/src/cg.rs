@@ -121,7 +121,7 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for ConjugateGradient {
             report.operator_applications += 1;
             let pap = backend.dot(&p, &ap)?;
             report.reductions += 1;
-            if !(pap.as_f64() > 0.0) {
+            if pap.is_nan() || pap <= T::zero() {
                 return Err(CoreError::Solver(format!(
                     "CG breakdown at iteration {}: p.Ap = {:e} (the operator is not positive definite, or the data has NaN)",
                     report.iterations,
@@ -164,10 +164,11 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for ConjugateGradient {
         backend.xpby(rhs, -T::one(), &mut r)?;
         report.relative_residual = backend.dot(&r, &r)?.as_f64().sqrt() / b_norm;
         report.reductions += 1;
-        // Converged if the recurrence met the tolerance and the true residual is close to it
-        // (round-off can leave it a little above; more than 10x means the answer is not good).
-        report.converged = residual <= self.tolerance
-            && report.relative_residual <= 10.0 * self.tolerance.max(1e3 * T::UNIT_ROUNDOFF);
+        // Converged means the recurrence met the tolerance. The true residual is reported
+        // beside it: in finite precision it stalls near u ||A|| ||x|| / ||b||, which for trace
+        // systems on fine meshes (||b|| ~ h^2) lies above tight tolerances; a gap between the
+        // two says how much of the requested accuracy the precision allows.
+        report.converged = residual <= self.tolerance && report.relative_residual.is_finite();
         Ok(report)
     }
 }
