@@ -1,11 +1,12 @@
 //! The trace matrix in dense block format (DBF): assembly by per-row gather, and its SpMV.
 //!
 //! Layout (host, row-major throughout): `blocks[((row * slots) + a) * n_f^2 + i * n_f + j]` is
-//! entry (i, j) of block `a` of block row `row`; `neighbours[row * slots + a]` is the block
+//! entry (i, j) of block `a` of block row `row`; `columns[row * slots + a]` is the block
 //! column (a free face) or [`NONE`]. One row's blocks are contiguous, so a thread that owns a
 //! range of rows streams its part of the matrix once, and the only indirection is one index
 //! per n_f x n_f block. Padding and Dirichlet slots keep their place (fixed stride, simple
-//! addressing) but are skipped by the SpMV, so they cost memory and no bandwidth.
+//! addressing): their block is zero and their column is the row itself, so the SpMV loop has
+//! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
 use std::path::Path;
 
 use hdg_core::{CoreError, Real, Result, TraceOperator, TraceTopology, NONE};
@@ -20,7 +21,9 @@ pub struct DbfMatrix<T> {
     n_f: usize,
     slots: usize,
     blocks: Vec<T>,
-    neighbours: Vec<u32>,
+    /// Block column of each slot; an inactive (padding or Dirichlet) slot holds its own row,
+    /// which no active slot other than slot 0 can.
+    columns: Vec<u32>,
 }
 
 /// Assembles the DBF matrix and the right-hand side from element trace matrices and loads.
@@ -88,12 +91,18 @@ pub fn assemble<T: Real>(
                 }
             }
         });
+    let columns = topology
+        .neighbours
+        .iter()
+        .enumerate()
+        .map(|(s, &c)| if c == NONE { (s / slots) as u32 } else { c })
+        .collect();
     (
         DbfMatrix {
             n_f,
             slots,
             blocks,
-            neighbours: topology.neighbours.clone(),
+            columns,
         },
         rhs,
     )
@@ -102,7 +111,12 @@ pub fn assemble<T: Real>(
 impl<T: Real> DbfMatrix<T> {
     /// Block rows.
     pub fn n_rows(&self) -> usize {
-        self.neighbours.len() / self.slots
+        self.columns.len() / self.slots
+    }
+
+    /// Whether slot `a` of block row `row` holds a block of the matrix (not padding).
+    fn is_active(&self, row: usize, a: usize) -> bool {
+        a == 0 || self.columns[row * self.slots + a] as usize != row
     }
 
     /// Block size n_f.
@@ -117,36 +131,39 @@ impl<T: Real> DbfMatrix<T> {
 
     /// Stored blocks that the SpMV reads (not padding, not Dirichlet).
     pub fn n_active_blocks(&self) -> usize {
-        self.neighbours.iter().filter(|&&c| c != NONE).count()
+        (0..self.n_rows())
+            .map(|r| (0..self.slots).filter(|&a| self.is_active(r, a)).count())
+            .sum()
     }
 
     /// Bytes held by the matrix (blocks and neighbour table, padding included).
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.len() * std::mem::size_of::<T>() + self.neighbours.len() * 4
+        self.blocks.len() * std::mem::size_of::<T>() + self.columns.len() * 4
     }
 
-    /// Bytes one SpMV must move at least: active blocks, their indices, x once and y once.
+    /// Bytes one SpMV must move at least: the active blocks, the column table, x once and y
+    /// once (inactive slots are not counted, though the branch-free kernel reads them).
     pub fn spmv_bytes(&self) -> usize {
         let t = std::mem::size_of::<T>();
         let rows = self.n_rows() * self.n_f;
-        self.n_active_blocks() * self.n_f * self.n_f * t + self.neighbours.len() * 4 + 2 * rows * t
+        self.n_active_blocks() * self.n_f * self.n_f * t + self.columns.len() * 4 + 2 * rows * t
     }
 
     /// y = A x.
     pub fn spmv(&self, x: &[T], y: &mut [T]) {
         match self.n_f {
-            1 => spmv_fixed::<T, 1>(self.slots, &self.blocks, &self.neighbours, x, y),
-            2 => spmv_fixed::<T, 2>(self.slots, &self.blocks, &self.neighbours, x, y),
-            3 => spmv_fixed::<T, 3>(self.slots, &self.blocks, &self.neighbours, x, y),
-            4 => spmv_fixed::<T, 4>(self.slots, &self.blocks, &self.neighbours, x, y),
-            5 => spmv_fixed::<T, 5>(self.slots, &self.blocks, &self.neighbours, x, y),
-            6 => spmv_fixed::<T, 6>(self.slots, &self.blocks, &self.neighbours, x, y),
-            7 => spmv_fixed::<T, 7>(self.slots, &self.blocks, &self.neighbours, x, y),
-            8 => spmv_fixed::<T, 8>(self.slots, &self.blocks, &self.neighbours, x, y),
-            9 => spmv_fixed::<T, 9>(self.slots, &self.blocks, &self.neighbours, x, y),
-            10 => spmv_fixed::<T, 10>(self.slots, &self.blocks, &self.neighbours, x, y),
-            11 => spmv_fixed::<T, 11>(self.slots, &self.blocks, &self.neighbours, x, y),
-            _ => spmv_dynamic(self.n_f, self.slots, &self.blocks, &self.neighbours, x, y),
+            1 => spmv_fixed::<T, 1>(self.slots, &self.blocks, &self.columns, x, y),
+            2 => spmv_fixed::<T, 2>(self.slots, &self.blocks, &self.columns, x, y),
+            3 => spmv_fixed::<T, 3>(self.slots, &self.blocks, &self.columns, x, y),
+            4 => spmv_fixed::<T, 4>(self.slots, &self.blocks, &self.columns, x, y),
+            5 => spmv_fixed::<T, 5>(self.slots, &self.blocks, &self.columns, x, y),
+            6 => spmv_fixed::<T, 6>(self.slots, &self.blocks, &self.columns, x, y),
+            7 => spmv_fixed::<T, 7>(self.slots, &self.blocks, &self.columns, x, y),
+            8 => spmv_fixed::<T, 8>(self.slots, &self.blocks, &self.columns, x, y),
+            9 => spmv_fixed::<T, 9>(self.slots, &self.blocks, &self.columns, x, y),
+            10 => spmv_fixed::<T, 10>(self.slots, &self.blocks, &self.columns, x, y),
+            11 => spmv_fixed::<T, 11>(self.slots, &self.blocks, &self.columns, x, y),
+            _ => spmv_dynamic(self.n_f, self.slots, &self.blocks, &self.columns, x, y),
         }
     }
 
@@ -172,8 +189,8 @@ impl<T: Real> DbfMatrix<T> {
         indptr.push(0);
         for row in 0..self.n_rows() {
             let mut cols: Vec<(u32, usize)> = (0..self.slots)
-                .filter(|&a| self.neighbours[row * self.slots + a] != NONE)
-                .map(|a| (self.neighbours[row * self.slots + a], a))
+                .filter(|&a| self.is_active(row, a))
+                .map(|a| (self.columns[row * self.slots + a], a))
                 .collect();
             cols.sort_unstable();
             for m in 0..nf {
@@ -200,7 +217,23 @@ impl<T: Real> DbfMatrix<T> {
 fn spmv_fixed<T: Real, const NF: usize>(
     slots: usize,
     blocks: &[T],
-    neighbours: &[u32],
+    columns: &[u32],
+    x: &[T],
+    y: &mut [T],
+) {
+    match slots {
+        5 => spmv_rows::<T, NF, 5>(blocks, columns, x, y),
+        7 => spmv_rows::<T, NF, 7>(blocks, columns, x, y),
+        _ => spmv_dynamic(NF, slots, blocks, columns, x, y),
+    }
+}
+
+/// The SpMV with the block size and the slots per row known at compile time: the loops unroll
+/// and every bounds check folds away. Each slot's product goes to its own partial sum, so the
+/// slots' gathers and FMAs overlap instead of waiting on one accumulator.
+fn spmv_rows<T: Real, const NF: usize, const SLOTS: usize>(
+    blocks: &[T],
+    columns: &[u32],
     x: &[T],
     y: &mut [T],
 ) {
@@ -210,24 +243,23 @@ fn spmv_fixed<T: Real, const NF: usize>(
             let first_row = task * ROWS_PER_TASK;
             for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
                 let row = first_row + r;
-                let mut acc = [T::zero(); NF];
-                for a in 0..slots {
-                    let c = neighbours[row * slots + a];
-                    if c == NONE {
-                        continue;
-                    }
-                    // Fixed-length slices: NF is a constant, so the bounds checks below fold away.
-                    let block = &blocks[(row * slots + a) * NF * NF..][..NF * NF];
-                    let xc = &x[c as usize * NF..][..NF];
+                let row_blocks = &blocks[row * SLOTS * NF * NF..][..SLOTS * NF * NF];
+                let row_columns = &columns[row * SLOTS..][..SLOTS];
+                let mut partial = [[T::zero(); NF]; SLOTS];
+                for a in 0..SLOTS {
+                    let block = &row_blocks[a * NF * NF..][..NF * NF];
+                    let xc = &x[row_columns[a] as usize * NF..][..NF];
                     for i in 0..NF {
                         let mut s = T::zero();
                         for j in 0..NF {
                             s += block[i * NF + j] * xc[j];
                         }
-                        acc[i] += s;
+                        partial[a][i] = s;
                     }
                 }
-                y_row.copy_from_slice(&acc);
+                for i in 0..NF {
+                    y_row[i] = (0..SLOTS).map(|a| partial[a][i]).sum();
+                }
             }
         });
 }
@@ -236,7 +268,7 @@ fn spmv_dynamic<T: Real>(
     nf: usize,
     slots: usize,
     blocks: &[T],
-    neighbours: &[u32],
+    columns: &[u32],
     x: &[T],
     y: &mut [T],
 ) {
@@ -248,10 +280,7 @@ fn spmv_dynamic<T: Real>(
                 let row = first_row + r;
                 y_row.iter_mut().for_each(|v| *v = T::zero());
                 for a in 0..slots {
-                    let c = neighbours[row * slots + a];
-                    if c == NONE {
-                        continue;
-                    }
+                    let c = columns[row * slots + a];
                     let block = &blocks[(row * slots + a) * nf * nf..][..nf * nf];
                     let xc = &x[c as usize * nf..][..nf];
                     for (i, yi) in y_row.iter_mut().enumerate() {

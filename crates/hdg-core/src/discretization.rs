@@ -5,10 +5,9 @@ use hdg_mesh::Mesh;
 use crate::error::{CoreError, Result};
 use crate::problem::Problem;
 use crate::real::Real;
-use crate::reference::{reference_element, ReferenceElement};
+use crate::reference::{face_parameter_barycentric, reference_element, ReferenceElement};
 use crate::tables::ElementTables;
 use crate::topology::TraceTopology;
-use crate::CellType;
 
 /// Lowest supported polynomial order.
 pub const MIN_ORDER: usize = 1;
@@ -89,14 +88,6 @@ impl<'a, T: Real> Discretization<'a, T> {
     }
 }
 
-/// Barycentric coordinates, over the face's canonical vertices, of a face parameter point.
-pub fn face_barycentric(cell_type: CellType, s: &[f64]) -> [f64; 3] {
-    match cell_type {
-        CellType::Triangle => [0.5 * (1.0 - s[0]), 0.5 * (1.0 + s[0]), 0.0],
-        CellType::Tetrahedron => [-0.5 * (s[0] + s[1]), 0.5 * (1.0 + s[0]), 0.5 * (1.0 + s[1])],
-    }
-}
-
 /// Lambda = H^{-1} <g_D, mu> on every Dirichlet face. The trace basis is orthonormal on the
 /// parameter domain (H^ = I) and H_F = (|F| / |F^|) H^, so Lambda_m is the parameter-domain
 /// integral of g_D mu_m in the face's canonical parametrisation.
@@ -111,13 +102,14 @@ fn project_dirichlet<T: Real>(
     let rule = element.face_quadrature(2 * element.order() + 6);
     let mut values = vec![T::zero(); mesh.n_faces() * n_f];
     let mut mu = vec![0.0; n_f];
+    let mut lambda = [0.0; 3];
     let mut x = vec![0.0; d];
     for f in (0..mesh.n_faces()).filter(|&f| topology.is_dirichlet(f)) {
         let verts = mesh.face_vertices(f);
         let mut acc = vec![0.0; n_f];
         for q in 0..rule.n_points() {
             let s = rule.point(q);
-            let lambda = face_barycentric(mesh.cell_type(), s);
+            face_parameter_barycentric(s, &mut lambda[..verts.len()]);
             x.iter_mut().for_each(|v| *v = 0.0);
             for (i, &v) in verts.iter().enumerate() {
                 for r in 0..d {

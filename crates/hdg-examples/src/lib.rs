@@ -1,11 +1,14 @@
 //! The pieces of the `hdg` program that tests and benchmarks reuse: mesh specifications, the
 //! problem catalogue, and one solve with a chosen backend and precision.
+pub mod bench;
+
+use std::path::Path;
 use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Backend, CoreError, Manufactured, PipelineOptions, PipelineReport, Problem, Progress,
-    Real,
+    solve, Backend, CoreError, Manufactured, PipelineOptions, PipelineOutput, PipelineReport,
+    Problem, Progress, Real,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -99,14 +102,30 @@ pub struct SolveSettings {
     pub solver: SolverKind,
 }
 
-/// Runs the pipeline on the CPU backend in precision `T`.
+/// Runs the pipeline on the CPU backend in precision `T`; with `export_matrix`, also writes
+/// the assembled trace matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
 pub fn solve_cpu<T: Real>(
     mesh: &Mesh,
     problem: &Problem,
     settings: &SolveSettings,
+    export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError> {
-    run::<T, _>(&CpuBackend::new(), mesh, problem, settings, progress)
+    let options = PipelineOptions {
+        keep_operator: export_matrix.is_some(),
+    };
+    let output = run::<T, _>(
+        &CpuBackend::new(),
+        mesh,
+        problem,
+        settings,
+        options,
+        progress,
+    )?;
+    if let (Some(path), Some((matrix, _))) = (export_matrix, &output.operator) {
+        matrix.write_matrix_market(path)?;
+    }
+    Ok(output.report)
 }
 
 /// Runs the pipeline on any backend.
@@ -115,23 +134,23 @@ pub fn run<T: Real, B: Backend<T>>(
     mesh: &Mesh,
     problem: &Problem,
     settings: &SolveSettings,
+    options: PipelineOptions,
     progress: &mut dyn Progress,
-) -> Result<PipelineReport, CoreError> {
+) -> Result<PipelineOutput<T, B>, CoreError> {
     let preconditioning = match settings.solver {
         SolverKind::Cg => Preconditioning::None,
         SolverKind::PcgJacobi => Preconditioning::Jacobi,
     };
     let cg = ConjugateGradient::new(settings.tolerance, settings.max_iterations, preconditioning);
-    let output = solve::<T, B>(
+    solve::<T, B>(
         backend,
         mesh,
         problem,
         settings.order,
         &cg,
-        PipelineOptions::default(),
+        options,
         progress,
-    )?;
-    Ok(output.report)
+    )
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.

@@ -84,6 +84,9 @@ struct Common {
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     json: bool,
+    /// Write the assembled trace matrix to this Matrix Market file (`solve` only).
+    #[arg(long, value_name = "FILE.mtx")]
+    export_matrix: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -106,6 +109,27 @@ enum Command {
         start: u64,
         #[command(flatten)]
         common: Common,
+    },
+    /// Measure every stage on the CPU for several orders, with baselines from the same run.
+    Bench {
+        /// Orders to measure (comma separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
+        orders: Vec<usize>,
+        /// Approximate trace unknowns per problem.
+        #[arg(long, default_value_t = 1_000_000)]
+        dofs: usize,
+        /// SpMV repetitions (median reported).
+        #[arg(long, default_value_t = 20)]
+        repeats: usize,
+        /// Skip the trace solve (the slowest stage).
+        #[arg(long)]
+        no_solve: bool,
+        /// Relative residual tolerance of the solve.
+        #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
+        tol: f64,
+        /// Print JSON instead of Markdown tables.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -195,8 +219,20 @@ fn run_one(
         solver: common.solver,
     };
     match common.precision {
-        Precision::F64 => solve_cpu::<f64>(&built, &problem, &settings, log),
-        Precision::F32 => solve_cpu::<f32>(&built, &problem, &settings, log),
+        Precision::F64 => solve_cpu::<f64>(
+            &built,
+            &problem,
+            &settings,
+            common.export_matrix.as_deref(),
+            log,
+        ),
+        Precision::F32 => solve_cpu::<f32>(
+            &built,
+            &problem,
+            &settings,
+            common.export_matrix.as_deref(),
+            log,
+        ),
     }
 }
 
@@ -261,6 +297,14 @@ fn main() -> ExitCode {
             start,
             common,
         } => convergence(common, *levels as usize, *start as usize),
+        Command::Bench {
+            orders,
+            dofs,
+            repeats,
+            no_solve,
+            tol,
+            json,
+        } => bench(orders, *dofs, *repeats, !*no_solve, *tol, *json),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -366,4 +410,103 @@ fn convergence(common: &Common, levels: usize, start: usize) -> Result<bool, Cor
         );
     }
     Ok(all_converged)
+}
+
+fn bench(
+    orders: &[usize],
+    dofs: usize,
+    repeats: usize,
+    solve: bool,
+    tol: f64,
+    json: bool,
+) -> Result<bool, CoreError> {
+    if let Some(&k) = orders.iter().find(|&&k| !(1..=MAX_ORDER).contains(&k)) {
+        return Err(CoreError::InvalidOrder {
+            order: k,
+            min: 1,
+            max: MAX_ORDER,
+        });
+    }
+    if dofs < 100 || repeats == 0 {
+        return Err(CoreError::InvalidParameter {
+            name: "bench size",
+            reason: "need --dofs >= 100 and --repeats >= 1".into(),
+        });
+    }
+    let options = hdg_examples::bench::BenchOptions {
+        orders: orders.to_vec(),
+        target_dofs: dofs,
+        spmv_repeats: repeats,
+        solve,
+        tolerance: tol,
+    };
+    let (copy, rows) = hdg_examples::bench::run(&options, |line| eprintln!("{line}"))?;
+    let dense = hdg_examples::bench::dense_comparison(orders, 20_000);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "threads": rayon::current_num_threads(), "copy_gbs": copy, "stages": rows, "dense": dense })
+        );
+        return Ok(true);
+    }
+    println!("threads: {}, memory copy bandwidth: {copy:.2} GB/s (read + write, best of 6 copies of 256 MiB)\n", rayon::current_num_threads());
+    println!("| k | N | cells | trace dofs | setup s | condense s | cells/s | GFLOP/s | assemble s | recover s | postprocess s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3e} | {:.2} | {:.3} | {:.3} | {:.3} |",
+            r.order,
+            r.n,
+            r.cells,
+            r.trace_dofs,
+            r.setup_s,
+            r.condense_s,
+            r.condense_cells_per_s,
+            r.condense_gflops,
+            r.assemble_s,
+            r.recover_s,
+            r.postprocess_s
+        );
+    }
+    println!("\n| k | DBF SpMV ms | GB/s | of copy | CSR (Rayon) ms | CSR (sprs, serial) ms | DBF speed-up vs CSR (Rayon) | DBF B/dof | CSR B/dof | recovery B/dof |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            r.order,
+            r.dbf_spmv_s * 1e3,
+            r.dbf_spmv_gbs,
+            r.dbf_fraction_of_copy,
+            r.csr_parallel_spmv_s * 1e3,
+            r.csr_serial_spmv_s * 1e3,
+            r.dbf_speedup_over_csr_parallel,
+            r.matrix_bytes_per_dof,
+            r.csr_bytes_per_dof,
+            r.recovery_bytes_per_dof
+        );
+    }
+    if solve {
+        println!("\n| k | solve iterations | solve s | true relative residual | L2 error u | L2 error u* |");
+        println!("|---|---|---|---|---|---|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {:.2} | {:.1e} | {:.2e} | {:.2e} |",
+                r.order,
+                r.solve_iterations.unwrap_or(0),
+                r.solve_s.unwrap_or(0.0),
+                r.solve_relative_residual.unwrap_or(0.0),
+                r.error_u,
+                r.error_u_star
+            );
+        }
+    }
+    println!("\n| k | n | 3 n_f | ours us/element | faer us/element | faer / ours |");
+    println!("|---|---|---|---|---|---|");
+    for d in &dense {
+        println!(
+            "| {} | {} | {} | {:.3} | {:.3} | {:.2} |",
+            d.order, d.n, d.nl, d.ours_us_per_element, d.faer_us_per_element, d.faer_over_ours
+        );
+    }
+    Ok(true)
 }

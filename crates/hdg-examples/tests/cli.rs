@@ -204,3 +204,37 @@ fn cuda_backend_without_cuda_says_so() {
     assert!(err.contains("no CUDA support"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn the_trace_matrix_exports_to_matrix_market() {
+    let path = std::env::temp_dir().join(format!("hdg-export-{}.mtx", std::process::id()));
+    let p = path.to_str().unwrap();
+    let (code, out, err) = hdg(&[
+        "solve",
+        "--mesh",
+        "square:3",
+        "--order",
+        "2",
+        "--json",
+        "--export-matrix",
+        p,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let dofs = v["trace_dofs"].as_u64().unwrap() as usize;
+    let tri = sprs::io::read_matrix_market::<f64, usize, _>(&path).expect("readable Matrix Market");
+    std::fs::remove_file(&path).ok();
+    let a: sprs::CsMat<f64> = tri.to_csr();
+    assert_eq!(a.shape(), (dofs, dofs));
+    // 3 x 3 squares: 21 interior edges x 3 dofs; each interior row couples to <= 5 faces.
+    assert_eq!(dofs, 21 * 3);
+    for (v, (i, j)) in a.iter() {
+        let t = a.get(j, i).copied().unwrap_or(0.0);
+        assert!(
+            (v - t).abs() <= 1e-12 * v.abs().max(1.0),
+            "A[{i}][{j}] = {v} but A[{j}][{i}] = {t}"
+        );
+    }
+    // The diagonal of an SPD matrix is positive.
+    assert!((0..dofs).all(|i| a.get(i, i).copied().unwrap_or(0.0) > 0.0));
+}

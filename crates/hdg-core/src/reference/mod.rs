@@ -92,7 +92,7 @@ pub fn reference_element(
 /// `lambda_j = (1 + s_{j-1})/2` for `j >= 1` and `lambda_0 = 1 - sum_{j>=1} lambda_j`.
 ///
 /// `lambda` has length `s.len() + 1`. For the segment this is `((1-s)/2, (1+s)/2)`.
-pub(crate) fn face_parameter_barycentric(s: &[f64], lambda: &mut [f64]) {
+pub fn face_parameter_barycentric(s: &[f64], lambda: &mut [f64]) {
     debug_assert_eq!(lambda.len(), s.len() + 1);
     let mut rest = 1.0;
     for (j, sj) in s.iter().enumerate() {
