@@ -23,16 +23,10 @@ pub fn run_cpu<T: Real>(
     order: usize,
 ) -> PipelineOutput<T, CpuBackend> {
     let cg = ConjugateGradient::new(tolerance::<T>(), 100_000, Preconditioning::Jacobi);
-    let options = PipelineOptions {
-        keep_operator: true,
-    };
+    let options = PipelineOptions { keep_operator: true };
     let out = solve::<T, CpuBackend>(&CpuBackend, mesh, problem, order, &cg, options, &mut Silent)
         .expect("pipeline runs");
-    assert!(
-        out.report.solve.converged,
-        "trace solve did not converge: {:?}",
-        out.report.solve
-    );
+    assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
     out
 }
 

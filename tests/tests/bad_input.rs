@@ -22,14 +22,8 @@ fn try_solve(problem: &Problem, order: usize, tol: f64) -> Result<(), CoreError>
 #[test]
 fn order_out_of_range_is_an_error() {
     let p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    assert!(matches!(
-        try_solve(&p, 0, 1e-10),
-        Err(CoreError::InvalidOrder { order: 0, .. })
-    ));
-    assert!(matches!(
-        try_solve(&p, 11, 1e-10),
-        Err(CoreError::InvalidOrder { order: 11, .. })
-    ));
+    assert!(matches!(try_solve(&p, 0, 1e-10), Err(CoreError::InvalidOrder { order: 0, .. })));
+    assert!(matches!(try_solve(&p, 11, 1e-10), Err(CoreError::InvalidOrder { order: 11, .. })));
     assert!(try_solve(&p, 10, 1e-10).is_ok());
 }
 
@@ -44,10 +38,7 @@ fn bad_coefficients_and_tolerance_are_errors() {
     let p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
     assert!(matches!(
         try_solve(&p, 1, 0.0),
-        Err(CoreError::InvalidParameter {
-            name: "tolerance",
-            ..
-        })
+        Err(CoreError::InvalidParameter { name: "tolerance", .. })
     ));
 }
 

@@ -19,10 +19,7 @@ fn check_rates(solution: Manufactured, perturbed: bool) {
             .iter()
             .map(|&n| {
                 let problem = Problem::manufactured(solution, 1.0, 0.0);
-                run_cpu::<f64>(&mesh(n, perturbed), &problem, k)
-                    .report
-                    .errors
-                    .unwrap()
+                run_cpu::<f64>(&mesh(n, perturbed), &problem, k).report.errors.unwrap()
             })
             .collect();
         let rate = |a: f64, b: f64| (a / b).log2();

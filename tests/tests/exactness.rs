@@ -6,12 +6,8 @@ use tests::run_cpu;
 
 #[test]
 fn polynomials_of_degree_k_are_reproduced_for_k_1_to_8() {
-    let mesh = generate::perturb(
-        &generate::unit_square(4, Diagonal::Alternating).unwrap(),
-        0.3,
-        7,
-    )
-    .unwrap();
+    let mesh = generate::perturb(&generate::unit_square(4, Diagonal::Alternating).unwrap(), 0.3, 7)
+        .unwrap();
     for k in 1..=8 {
         let problem = Problem::manufactured(Manufactured::Polynomial(k), 1.0, 0.0);
         let out = run_cpu::<f64>(&mesh, &problem, k);
@@ -20,10 +16,7 @@ fn polynomials_of_degree_k_are_reproduced_for_k_1_to_8() {
             "k = {k}: |u - u_h| = {:.2e}, |q - q_h| = {:.2e}, |u - u*| = {:.2e}",
             e.u, e.q, e.u_star
         );
-        assert!(
-            e.u < 1e-10 && e.q < 1e-10 && e.u_star < 1e-10,
-            "k = {k}: {e:?}"
-        );
+        assert!(e.u < 1e-10 && e.q < 1e-10 && e.u_star < 1e-10, "k = {k}: {e:?}");
     }
 }
 
@@ -36,10 +29,7 @@ fn reaction_diffusion_polynomial_is_reproduced() {
     for k in [1, 3] {
         let problem = Problem::manufactured(Manufactured::Polynomial(k), 2.5, 3.0);
         let e = run_cpu::<f64>(&mesh, &problem, k).report.errors.unwrap();
-        assert!(
-            e.u < 1e-10 && e.q < 1e-10 && e.u_star < 1e-10,
-            "k = {k}: {e:?}"
-        );
+        assert!(e.u < 1e-10 && e.q < 1e-10 && e.u_star < 1e-10, "k = {k}: {e:?}");
     }
 }
 

@@ -7,12 +7,8 @@ use tests::run_cpu;
 
 #[test]
 fn f32_agrees_with_f64_to_f32_accuracy() {
-    let mesh = generate::perturb(
-        &generate::unit_square(8, Diagonal::Alternating).unwrap(),
-        0.2,
-        1,
-    )
-    .unwrap();
+    let mesh = generate::perturb(&generate::unit_square(8, Diagonal::Alternating).unwrap(), 0.2, 1)
+        .unwrap();
     for k in [1, 2, 3] {
         let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
         let o64 = run_cpu::<f64>(&mesh, &problem, k);

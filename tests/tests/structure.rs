@@ -8,17 +8,11 @@ use tests::{discretization, run_cpu};
 
 #[test]
 fn every_cell_conserves_to_round_off() {
-    let mesh = generate::perturb(
-        &generate::unit_square(6, Diagonal::Alternating).unwrap(),
-        0.3,
-        5,
-    )
-    .unwrap();
-    for (k, solution, c) in [
-        (1, Manufactured::Sine, 0.0),
-        (3, Manufactured::ExpSin, 2.0),
-        (5, Manufactured::Sine, 0.5),
-    ] {
+    let mesh = generate::perturb(&generate::unit_square(6, Diagonal::Alternating).unwrap(), 0.3, 5)
+        .unwrap();
+    for (k, solution, c) in
+        [(1, Manufactured::Sine, 0.0), (3, Manufactured::ExpSin, 2.0), (5, Manufactured::Sine, 0.5)]
+    {
         let problem = Problem::manufactured(solution, 1.3, c);
         let out = run_cpu::<f64>(&mesh, &problem, k);
         let disc = discretization::<f64>(&mesh, &problem, k);
@@ -58,10 +52,7 @@ fn trace_matrix_is_symmetric() {
         let diff = &a - &at;
         let worst = diff.data().iter().fold(0.0f64, |m, v| m.max(v.abs()));
         println!("k = {k}: max |A - A^T| / max |A| = {:.2e}", worst / max);
-        assert!(
-            worst <= 1e-12 * max,
-            "k = {k}: asymmetry {worst:e} of {max:e}"
-        );
+        assert!(worst <= 1e-12 * max, "k = {k}: asymmetry {worst:e} of {max:e}");
         assert_eq!(a.nnz(), at.nnz());
     }
 }
@@ -78,11 +69,6 @@ fn numerical_flux_is_single_valued_across_faces() {
     let mut ax = vec![0.0; rhs.len()];
     op.spmv(&out.trace, &mut ax);
     let rhs_norm = rhs.iter().map(|v| v * v).sum::<f64>().sqrt();
-    let res = ax
-        .iter()
-        .zip(rhs)
-        .map(|(a, b)| (a - b).powi(2))
-        .sum::<f64>()
-        .sqrt();
+    let res = ax.iter().zip(rhs).map(|(a, b)| (a - b).powi(2)).sum::<f64>().sqrt();
     assert!(res <= 1e-12 * rhs_norm, "{res:e} vs {rhs_norm:e}");
 }

@@ -70,9 +70,8 @@ pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
     let mut b = [T::zero(); 9];
     for s in 0..d {
         for t in 0..d {
-            b[s * d + t] = (0..d)
-                .map(|r| inverse_jacobian[s * d + r] * inverse_jacobian[t * d + r])
-                .sum();
+            b[s * d + t] =
+                (0..d).map(|r| inverse_jacobian[s * d + r] * inverse_jacobian[t * d + r]).sum();
         }
     }
     b
@@ -96,10 +95,7 @@ pub fn condense_element<T: Real>(
     scratch: &mut CondenseScratch<T>,
     out: CondensedElement<'_, T>,
 ) -> Result<(), (usize, T)> {
-    let layout = GeometryLayout {
-        dim: t.dim,
-        n_faces: t.n_faces,
-    };
+    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
     let (d, n, nf, nfaces) = (t.dim, t.n, t.n_f, t.n_faces);
     let nl = nfaces * nf;
     let g = input.geometry;
@@ -201,13 +197,8 @@ pub fn condense_element<T: Real>(
 /// Floating-point operations of [`condense_element`] (the load quadrature included), for
 /// GFLOP/s reports.
 pub fn condensation_flops<T: Real>(t: &ElementTables<T>) -> f64 {
-    let (d, n, nl, nf, faces) = (
-        t.dim as f64,
-        t.n as f64,
-        t.n_local_trace() as f64,
-        t.n_f as f64,
-        t.n_faces as f64,
-    );
+    let (d, n, nl, nf, faces) =
+        (t.dim as f64, t.n as f64, t.n_local_trace() as f64, t.n_f as f64, t.n_faces as f64);
     let nq = t.load_rule.n_points() as f64;
     let schur = 2.0 * (d * d + faces) * n * n;
     let p = 2.0 * (d + 1.0) * n * nl;

@@ -97,15 +97,7 @@ pub fn assemble<T: Real>(
         .enumerate()
         .map(|(s, &c)| if c == NONE { (s / slots) as u32 } else { c })
         .collect();
-    (
-        DbfMatrix {
-            n_f,
-            slots,
-            blocks,
-            columns,
-        },
-        rhs,
-    )
+    (DbfMatrix { n_f, slots, blocks, columns }, rhs)
 }
 
 impl<T: Real> DbfMatrix<T> {
@@ -131,9 +123,7 @@ impl<T: Real> DbfMatrix<T> {
 
     /// Stored blocks that the SpMV reads (not padding, not Dirichlet).
     pub fn n_active_blocks(&self) -> usize {
-        (0..self.n_rows())
-            .map(|r| (0..self.slots).filter(|&a| self.is_active(r, a)).count())
-            .sum()
+        (0..self.n_rows()).map(|r| (0..self.slots).filter(|&a| self.is_active(r, a)).count()).sum()
     }
 
     /// Bytes held by the matrix (blocks and neighbour table, padding included).
@@ -237,31 +227,29 @@ fn spmv_rows<T: Real, const NF: usize, const SLOTS: usize>(
     x: &[T],
     y: &mut [T],
 ) {
-    y.par_chunks_mut(NF * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, y_task)| {
-            let first_row = task * ROWS_PER_TASK;
-            for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
-                let row = first_row + r;
-                let row_blocks = &blocks[row * SLOTS * NF * NF..][..SLOTS * NF * NF];
-                let row_columns = &columns[row * SLOTS..][..SLOTS];
-                let mut partial = [[T::zero(); NF]; SLOTS];
-                for a in 0..SLOTS {
-                    let block = &row_blocks[a * NF * NF..][..NF * NF];
-                    let xc = &x[row_columns[a] as usize * NF..][..NF];
-                    for i in 0..NF {
-                        let mut s = T::zero();
-                        for j in 0..NF {
-                            s += block[i * NF + j] * xc[j];
-                        }
-                        partial[a][i] = s;
-                    }
-                }
+    y.par_chunks_mut(NF * ROWS_PER_TASK).enumerate().for_each(|(task, y_task)| {
+        let first_row = task * ROWS_PER_TASK;
+        for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
+            let row = first_row + r;
+            let row_blocks = &blocks[row * SLOTS * NF * NF..][..SLOTS * NF * NF];
+            let row_columns = &columns[row * SLOTS..][..SLOTS];
+            let mut partial = [[T::zero(); NF]; SLOTS];
+            for a in 0..SLOTS {
+                let block = &row_blocks[a * NF * NF..][..NF * NF];
+                let xc = &x[row_columns[a] as usize * NF..][..NF];
                 for i in 0..NF {
-                    y_row[i] = (0..SLOTS).map(|a| partial[a][i]).sum();
+                    let mut s = T::zero();
+                    for j in 0..NF {
+                        s += block[i * NF + j] * xc[j];
+                    }
+                    partial[a][i] = s;
                 }
             }
-        });
+            for i in 0..NF {
+                y_row[i] = (0..SLOTS).map(|a| partial[a][i]).sum();
+            }
+        }
+    });
 }
 
 fn spmv_dynamic<T: Real>(
@@ -272,27 +260,22 @@ fn spmv_dynamic<T: Real>(
     x: &[T],
     y: &mut [T],
 ) {
-    y.par_chunks_mut(nf * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, y_task)| {
-            let first_row = task * ROWS_PER_TASK;
-            for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
-                let row = first_row + r;
-                y_row.iter_mut().for_each(|v| *v = T::zero());
-                for a in 0..slots {
-                    let c = columns[row * slots + a];
-                    let block = &blocks[(row * slots + a) * nf * nf..][..nf * nf];
-                    let xc = &x[c as usize * nf..][..nf];
-                    for (i, yi) in y_row.iter_mut().enumerate() {
-                        *yi += block[i * nf..(i + 1) * nf]
-                            .iter()
-                            .zip(xc)
-                            .map(|(&b, &v)| b * v)
-                            .sum::<T>();
-                    }
+    y.par_chunks_mut(nf * ROWS_PER_TASK).enumerate().for_each(|(task, y_task)| {
+        let first_row = task * ROWS_PER_TASK;
+        for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
+            let row = first_row + r;
+            y_row.iter_mut().for_each(|v| *v = T::zero());
+            for a in 0..slots {
+                let c = columns[row * slots + a];
+                let block = &blocks[(row * slots + a) * nf * nf..][..nf * nf];
+                let xc = &x[c as usize * nf..][..nf];
+                for (i, yi) in y_row.iter_mut().enumerate() {
+                    *yi +=
+                        block[i * nf..(i + 1) * nf].iter().zip(xc).map(|(&b, &v)| b * v).sum::<T>();
                 }
             }
-        });
+        }
+    });
 }
 
 impl<T: Real> TraceOperator<T> for DbfMatrix<T> {

@@ -130,9 +130,7 @@ mod tests {
 
     fn spd(n: usize) -> Vec<f64> {
         // A = B B^T + n I with a fixed pseudo-random B.
-        let b: Vec<f64> = (0..n * n)
-            .map(|i| ((i * 7919 % 101) as f64 / 50.0) - 1.0)
-            .collect();
+        let b: Vec<f64> = (0..n * n).map(|i| ((i * 7919 % 101) as f64 / 50.0) - 1.0).collect();
         let mut a = vec![0.0; n * n];
         for i in 0..n {
             for j in 0..n {

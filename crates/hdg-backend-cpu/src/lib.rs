@@ -63,11 +63,7 @@ impl<T> CpuCondensed<T> {
 }
 
 fn not_spd(element: usize, (pivot, value): (usize, impl Real)) -> CoreError {
-    CoreError::NotPositiveDefinite {
-        element,
-        pivot,
-        value: value.as_f64(),
-    }
+    CoreError::NotPositiveDefinite { element, pivot, value: value.as_f64() }
 }
 
 impl<T: Real> LocalSolver<T> for CpuBackend {
@@ -79,20 +75,13 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         let mesh = disc.mesh;
         let cell_type = mesh.cell_type();
         let layout = GeometryLayout::new(cell_type);
-        let (d, vpc, fpc) = (
-            mesh.dim(),
-            cell_type.vertices_per_cell(),
-            cell_type.faces_per_cell(),
-        );
+        let (d, vpc, fpc) = (mesh.dim(), cell_type.vertices_per_cell(), cell_type.faces_per_cell());
         let mut cell_vertices = vec![0.0; mesh.n_cells() * vpc * d];
-        cell_vertices
-            .par_chunks_mut(vpc * d)
-            .enumerate()
-            .for_each(|(c, out)| {
-                for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
-                    out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
-                }
-            });
+        cell_vertices.par_chunks_mut(vpc * d).enumerate().for_each(|(c, out)| {
+            for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
+                out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
+            }
+        });
         let mut geometry = vec![T::zero(); mesh.n_cells() * layout.stride()];
         let face_measure = disc.tables.face_parameter_measure;
         geometry
@@ -100,18 +89,10 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
             .zip(cell_vertices.par_chunks(vpc * d))
             .for_each(|(g, v)| cell_geometry(cell_type, v, face_measure, g));
         let mut orientations = vec![0u8; mesh.n_cells() * fpc];
-        orientations
-            .par_chunks_mut(fpc)
-            .enumerate()
-            .for_each(|(c, o)| {
-                o.copy_from_slice(mesh.cell_face_orientations(c));
-            });
-        Ok(CpuPrepared {
-            geometry,
-            layout,
-            cell_vertices,
-            orientations,
-        })
+        orientations.par_chunks_mut(fpc).enumerate().for_each(|(c, o)| {
+            o.copy_from_slice(mesh.cell_face_orientations(c));
+        });
+        Ok(CpuPrepared { geometry, layout, cell_vertices, orientations })
     }
 
     fn condense(
@@ -175,10 +156,8 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         let nl = t.n_local_trace();
         let stride = prep.layout.stride();
         let n_cells = disc.mesh.n_cells();
-        let mut fields = HostFields {
-            u: vec![T::zero(); n_cells * n],
-            q: vec![T::zero(); n_cells * d * n],
-        };
+        let mut fields =
+            HostFields { u: vec![T::zero(); n_cells * n], q: vec![T::zero(); n_cells * d * n] };
         let topology = &disc.topology;
         fields
             .u
@@ -250,25 +229,21 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
         let (n, d, np) = (t.n, t.dim, t.n_post);
         let stride = prep.layout.stride();
         let mut u_star = vec![T::zero(); disc.mesh.n_cells() * np];
-        u_star
-            .par_chunks_mut(np)
-            .enumerate()
-            .with_min_len(64)
-            .try_for_each_init(
-                || vec![T::zero(); np * np],
-                |work, (e, us)| {
-                    local::postprocess_element(
-                        t,
-                        &prep.geometry[e * stride..(e + 1) * stride],
-                        disc.kappa[e],
-                        &fields.u[e * n..(e + 1) * n],
-                        &fields.q[e * d * n..(e + 1) * d * n],
-                        work,
-                        us,
-                    )
-                    .map_err(|p| not_spd(e, p))
-                },
-            )?;
+        u_star.par_chunks_mut(np).enumerate().with_min_len(64).try_for_each_init(
+            || vec![T::zero(); np * np],
+            |work, (e, us)| {
+                local::postprocess_element(
+                    t,
+                    &prep.geometry[e * stride..(e + 1) * stride],
+                    disc.kappa[e],
+                    &fields.u[e * n..(e + 1) * n],
+                    &fields.q[e * d * n..(e + 1) * d * n],
+                    work,
+                    us,
+                )
+                .map_err(|p| not_spd(e, p))
+            },
+        )?;
         Ok(u_star)
     }
 
@@ -302,11 +277,7 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
                 )
             })
             .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
-        Ok(ErrorNorms {
-            u: sums[0].sqrt(),
-            q: sums[1].sqrt(),
-            u_star: sums[2].sqrt(),
-        })
+        Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() })
     }
 }
 

@@ -19,10 +19,7 @@ pub fn recover_element<T: Real>(
     u: &mut [T],
     q: &mut [T],
 ) {
-    let layout = GeometryLayout {
-        dim: t.dim,
-        n_faces: t.n_faces,
-    };
+    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
     let (d, n, nf) = (t.dim, t.n, t.n_f);
     let nl = t.n_local_trace();
     u.copy_from_slice(recovery_load);
@@ -68,10 +65,7 @@ pub fn postprocess_element<T: Real>(
     work: &mut [T],
     u_star: &mut [T],
 ) -> Result<(), (usize, T)> {
-    let layout = GeometryLayout {
-        dim: t.dim,
-        n_faces: t.n_faces,
-    };
+    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
     let (d, n, np) = (t.dim, t.n, t.n_post);
     let m = np - 1;
     let det = geometry[layout.det()];
@@ -127,12 +121,7 @@ pub fn element_errors<T: Real>(
     exact_grad: &(dyn Fn(&[f64], &mut [f64]) + Send + Sync),
 ) -> [f64; 3] {
     let (d, n, np) = (t.dim, t.n, t.n_post);
-    let det = geometry[GeometryLayout {
-        dim: d,
-        n_faces: t.n_faces,
-    }
-    .det()]
-    .as_f64();
+    let det = geometry[GeometryLayout { dim: d, n_faces: t.n_faces }.det()].as_f64();
     let rule = &t.error_rule;
     let mut x = [0.0; 3];
     let mut grad = [0.0; 3];
@@ -147,18 +136,11 @@ pub fn element_errors<T: Real>(
         let uh: f64 = phi.iter().zip(u).map(|(&p, &c)| (p * c).as_f64()).sum();
         err[0] += w * (ue - uh).powi(2);
         for r in 0..d {
-            let qh: f64 = phi
-                .iter()
-                .zip(&q[r * n..(r + 1) * n])
-                .map(|(&p, &c)| (p * c).as_f64())
-                .sum();
+            let qh: f64 =
+                phi.iter().zip(&q[r * n..(r + 1) * n]).map(|(&p, &c)| (p * c).as_f64()).sum();
             err[1] += w * (-kappa * grad[r] - qh).powi(2);
         }
-        let us: f64 = phi_post
-            .iter()
-            .zip(u_star)
-            .map(|(&p, &c)| (p * c).as_f64())
-            .sum();
+        let us: f64 = phi_post.iter().zip(u_star).map(|(&p, &c)| (p * c).as_f64()).sum();
         err[2] += w * (ue - us).powi(2);
     }
     err

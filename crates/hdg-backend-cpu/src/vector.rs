@@ -61,9 +61,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         Ok(())
     }
     fn reciprocal(&self, v: &mut Vec<T>) -> Result<()> {
-        v.par_iter_mut()
-            .with_min_len(MIN_PARALLEL_CHUNK)
-            .for_each(|x| *x = T::one() / *x);
+        v.par_iter_mut().with_min_len(MIN_PARALLEL_CHUNK).for_each(|x| *x = T::one() / *x);
         Ok(())
     }
 }

@@ -44,12 +44,7 @@ pub fn conservation_defects<T: Real>(
             for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
                 vertices[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
             }
-            cell_geometry(
-                mesh.cell_type(),
-                &vertices,
-                t.face_parameter_measure,
-                &mut geometry,
-            );
+            cell_geometry(mesh.cell_type(), &vertices, t.face_parameter_measure, &mut geometry);
             let det = geometry[layout.det()];
             let u = &fields.u[c * n..(c + 1) * n];
             let q = &fields.q[c * d * n..(c + 1) * d * n];
@@ -60,10 +55,7 @@ pub fn conservation_defects<T: Real>(
                 let phi_int = &t.face_basis_integral[f * n..(f + 1) * n];
                 let qn: f64 = (0..n)
                     .map(|i| {
-                        (0..d)
-                            .map(|r| normal[r] * q[r * n + i].as_f64())
-                            .sum::<f64>()
-                            * phi_int[i]
+                        (0..d).map(|r| normal[r] * q[r * n + i].as_f64()).sum::<f64>() * phi_int[i]
                     })
                     .sum();
                 let uh: f64 = (0..n).map(|i| u[i].as_f64() * phi_int[i]).sum();

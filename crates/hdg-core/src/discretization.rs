@@ -43,11 +43,7 @@ impl<'a, T: Real> Discretization<'a, T> {
     /// Validates the inputs and builds the setup.
     pub fn new(mesh: &'a Mesh, problem: &'a Problem, order: usize) -> Result<Self> {
         if !(MIN_ORDER..=MAX_ORDER).contains(&order) {
-            return Err(CoreError::InvalidOrder {
-                order,
-                min: MIN_ORDER,
-                max: MAX_ORDER,
-            });
+            return Err(CoreError::InvalidOrder { order, min: MIN_ORDER, max: MAX_ORDER });
         }
         problem.validate(mesh.n_cells())?;
         let element = reference_element(mesh.cell_type(), order)?;
@@ -60,12 +56,9 @@ impl<'a, T: Real> Discretization<'a, T> {
         let topology = TraceTopology::new(mesh);
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
-        let kappa = (0..n_cells)
-            .map(|c| T::from_f64_lossy(problem.kappa.on_cell(c)))
-            .collect();
-        let reaction = (0..n_cells)
-            .map(|c| T::from_f64_lossy(problem.reaction.on_cell(c)))
-            .collect();
+        let kappa = (0..n_cells).map(|c| T::from_f64_lossy(problem.kappa.on_cell(c))).collect();
+        let reaction =
+            (0..n_cells).map(|c| T::from_f64_lossy(problem.reaction.on_cell(c))).collect();
         let tau = vec![T::from_f64_lossy(problem.tau); n_cells * fpc];
         let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
         Ok(Discretization {

@@ -6,11 +6,7 @@ use thiserror::Error;
 pub enum CoreError {
     /// A polynomial order outside the supported range.
     #[error("polynomial order {order} is not supported (allowed: {min}..={max})")]
-    InvalidOrder {
-        order: usize,
-        min: usize,
-        max: usize,
-    },
+    InvalidOrder { order: usize, min: usize, max: usize },
     /// A parameter with a value the method cannot use (with the reason).
     #[error("invalid {name}: {reason}")]
     InvalidParameter { name: &'static str, reason: String },
@@ -22,11 +18,7 @@ pub enum CoreError {
     Mesh(#[from] hdg_mesh::MeshError),
     /// A local (per-element) matrix that should be SPD is not.
     #[error("element {element}: local Schur complement is not positive definite (pivot {pivot} = {value:e})")]
-    NotPositiveDefinite {
-        element: usize,
-        pivot: usize,
-        value: f64,
-    },
+    NotPositiveDefinite { element: usize, pivot: usize, value: f64 },
     /// The backend cannot run (for instance, built without CUDA, or no device).
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),

@@ -25,10 +25,7 @@ pub struct GeometryLayout {
 impl GeometryLayout {
     /// Layout for a cell type.
     pub fn new(cell_type: CellType) -> Self {
-        GeometryLayout {
-            dim: cell_type.dim(),
-            n_faces: cell_type.faces_per_cell(),
-        }
+        GeometryLayout { dim: cell_type.dim(), n_faces: cell_type.faces_per_cell() }
     }
     /// Values per cell.
     pub const fn stride(&self) -> usize {
@@ -143,11 +140,7 @@ mod tests {
                                                      // J = [[1, 0], [0, 0.5]] -> J^{-1} = [[1, 0], [0, 2]].
         assert_eq!(&out[1..5], &[1.0, 0.0, 0.0, 2.0]);
         let len = [5f64.sqrt(), 1.0, 2.0]; // faces opposite vertices 0, 1, 2
-        let normals = [
-            [1.0 / 5f64.sqrt(), 2.0 / 5f64.sqrt()],
-            [-1.0, 0.0],
-            [0.0, -1.0],
-        ];
+        let normals = [[1.0 / 5f64.sqrt(), 2.0 / 5f64.sqrt()], [-1.0, 0.0], [0.0, -1.0]];
         for f in 0..3 {
             assert!((out[l.face_jacobian() + f] - len[f] / 2.0).abs() < 1e-14);
             for r in 0..2 {
@@ -164,19 +157,14 @@ mod tests {
         let mut out = vec![0.0f64; l.stride()];
         cell_geometry(CellType::Tetrahedron, &v, 2.0, &mut out);
         for r in 0..3 {
-            let s: f64 = (0..4)
-                .map(|f| out[l.face_jacobian() + f] * out[l.normal() + 3 * f + r])
-                .sum();
+            let s: f64 =
+                (0..4).map(|f| out[l.face_jacobian() + f] * out[l.normal() + 3 * f + r]).sum();
             assert!(s.abs() < 1e-14, "closure {r}: {s}");
         }
         // Face 3 is (v0, v1, v2): area = |(v1 - v0) x (v2 - v0)| / 2.
         let a: [f64; 3] = [0.9, 0.2, 0.0];
         let b: [f64; 3] = [-0.1, 1.0, 0.3];
-        let c = [
-            a[1] * b[2] - a[2] * b[1],
-            a[2] * b[0] - a[0] * b[2],
-            a[0] * b[1] - a[1] * b[0],
-        ];
+        let c = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]];
         let area = 0.5 * f64::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
         assert!((out[l.face_jacobian() + 3] * 2.0 - area).abs() < 1e-14);
     }

@@ -148,12 +148,10 @@ pub fn solve<T: Real, B: Backend<T>>(
         let prep = backend.prepare(&disc)?;
         Ok((disc, prep))
     })?;
-    let condensed = timed(progress, Stage::Condense, &mut t.condense, || {
-        backend.condense(&disc, &prep)
-    })?;
-    let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
-        backend.assemble(&disc, &condensed)
-    })?;
+    let condensed =
+        timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
+    let (operator, rhs) =
+        timed(progress, Stage::Assemble, &mut t.assemble, || backend.assemble(&disc, &condensed))?;
     let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
         let mut x = backend.zeros(disc.trace_dofs())?;
         let report = solver.solve(backend, &operator, &rhs, &mut x)?;

@@ -95,8 +95,7 @@ impl Problem {
     /// Checks coefficients against the mesh: kappa > 0, c >= 0, tau > 0, all finite.
     pub fn validate(&self, n_cells: usize) -> Result<()> {
         self.kappa.validate("kappa", n_cells, true)?;
-        self.reaction
-            .validate("reaction coefficient c", n_cells, false)?;
+        self.reaction.validate("reaction coefficient c", n_cells, false)?;
         if !(self.tau.is_finite() && self.tau > 0.0) {
             return Err(CoreError::InvalidParameter {
                 name: "tau",
@@ -217,10 +216,7 @@ mod tests {
                     xp[d] += h;
                     xm[d] -= h;
                     let fd = (u(&xp) - u(&xm)) / (2.0 * h);
-                    assert!(
-                        (fd - g[d]).abs() < 1e-6 * (1.0 + g[d].abs()),
-                        "{m:?} grad {d}"
-                    );
+                    assert!((fd - g[d]).abs() < 1e-6 * (1.0 + g[d].abs()), "{m:?} grad {d}");
                 }
                 let h = 1e-3;
                 let mut fd_lap = 0.0;
@@ -246,10 +242,7 @@ mod tests {
         p.kappa = Coefficient::Constant(0.0);
         assert!(p.validate(4).is_err());
         p.kappa = Coefficient::PerCell(vec![1.0, 1.0, f64::NAN, 1.0]);
-        assert!(matches!(
-            p.validate(4),
-            Err(CoreError::InvalidParameter { name: "kappa", .. })
-        ));
+        assert!(matches!(p.validate(4), Err(CoreError::InvalidParameter { name: "kappa", .. })));
         p.kappa = Coefficient::PerCell(vec![1.0; 3]);
         assert!(p.validate(4).is_err());
         p.kappa = Coefficient::Constant(1.0);

@@ -95,11 +95,7 @@ impl<T: Real> ElementTables<T> {
         let (k, n, n_f) = (element.order(), element.n_volume(), element.n_face());
         let n_faces = cell_type.faces_per_cell();
         let n_orientations = cell_type.n_orientations();
-        assert_eq!(
-            post_element.order(),
-            k + 1,
-            "postprocessing element must have order k+1"
-        );
+        assert_eq!(post_element.order(), k + 1, "postprocessing element must have order k+1");
 
         let mut derivative = Vec::new();
         let mut derivative_products = Vec::new();
@@ -140,19 +136,12 @@ impl<T: Real> ElementTables<T> {
         }
 
         let load_rule = element.cell_quadrature(load_degree.max(2 * k));
-        let load_basis = basis_at(element, &load_rule)
-            .into_iter()
-            .map(T::from_f64_lossy)
-            .collect();
+        let load_basis = basis_at(element, &load_rule).into_iter().map(T::from_f64_lossy).collect();
         let error_rule = element.cell_quadrature(2 * k + 6);
-        let error_basis = basis_at(element, &error_rule)
-            .into_iter()
-            .map(T::from_f64_lossy)
-            .collect();
-        let error_basis_post = basis_at(post_element, &error_rule)
-            .into_iter()
-            .map(T::from_f64_lossy)
-            .collect();
+        let error_basis =
+            basis_at(element, &error_rule).into_iter().map(T::from_f64_lossy).collect();
+        let error_basis_post =
+            basis_at(post_element, &error_rule).into_iter().map(T::from_f64_lossy).collect();
 
         // Postprocessing matrices from the order-(k+1) basis, with a rule exact for them.
         let n_post = post_element.n_volume();

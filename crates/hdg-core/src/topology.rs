@@ -50,9 +50,7 @@ pub struct TraceTopology {
 impl TraceTopology {
     /// Builds the structure with every boundary face Dirichlet.
     pub fn new(mesh: &Mesh) -> Self {
-        let dirichlet: Vec<bool> = (0..mesh.n_faces())
-            .map(|f| mesh.is_boundary_face(f))
-            .collect();
+        let dirichlet: Vec<bool> = (0..mesh.n_faces()).map(|f| mesh.is_boundary_face(f)).collect();
         Self::with_dirichlet(mesh, &dirichlet)
     }
 

@@ -143,11 +143,7 @@ fn csr_spmv_parallel(a: &sprs::CsMat<f64>, x: &[f64], y: &mut [f64]) {
         for (r, yr) in ys.iter_mut().enumerate() {
             let row = chunk * 1024 + r;
             let (lo, hi) = (indptr[row], indptr[row + 1]);
-            *yr = indices[lo..hi]
-                .iter()
-                .zip(&data[lo..hi])
-                .map(|(&c, &v)| v * x[c])
-                .sum();
+            *yr = indices[lo..hi].iter().zip(&data[lo..hi]).map(|(&c, &v)| v * x[c]).sum();
         }
     });
 }
@@ -186,14 +182,9 @@ pub fn run(
         let dbf_s = time_repeated(options.spmv_repeats, || matrix.spmv(&x, &mut y));
         let csr = matrix.to_csr();
         let mut y_csr = vec![0.0; dofs];
-        let csr_par_s = time_repeated(options.spmv_repeats, || {
-            csr_spmv_parallel(&csr, &x, &mut y_csr)
-        });
-        let diff = y
-            .iter()
-            .zip(&y_csr)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let csr_par_s =
+            time_repeated(options.spmv_repeats, || csr_spmv_parallel(&csr, &x, &mut y_csr));
+        let diff = y.iter().zip(&y_csr).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         let scale = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         assert!(diff <= 1e-12 * scale, "DBF and CSR SpMV disagree: {diff:e}");
         let csr_ser_s = time_repeated(options.spmv_repeats.min(5), || {
@@ -229,13 +220,8 @@ pub fn run(
         let recover_s = s.elapsed().as_secs_f64();
         let s = Instant::now();
         let post = backend.postprocess(&disc, &prep, &fields)?;
-        let errors = backend.error_norms(
-            &disc,
-            &prep,
-            &fields,
-            &post,
-            problem.exact.as_ref().unwrap(),
-        )?;
+        let errors =
+            backend.error_norms(&disc, &prep, &fields, &post, problem.exact.as_ref().unwrap())?;
         let postprocess_s = s.elapsed().as_secs_f64();
 
         let flops = condensation_flops(&disc.tables) * mesh.n_cells() as f64;
@@ -286,9 +272,7 @@ pub fn dense_comparison(orders: &[usize], elements: usize) -> Vec<DenseRow> {
             let n = (k + 1) * (k + 2) / 2;
             let nl = 3 * (k + 1);
             // SPD S = B B^T + n I, arbitrary P and A.
-            let b: Vec<f64> = (0..n * n)
-                .map(|i| ((i * 7919 % 101) as f64 / 50.0) - 1.0)
-                .collect();
+            let b: Vec<f64> = (0..n * n).map(|i| ((i * 7919 % 101) as f64 / 50.0) - 1.0).collect();
             let mut s = vec![0.0; n * n];
             for i in 0..n {
                 for j in 0..n {
@@ -321,14 +305,7 @@ pub fn dense_comparison(orders: &[usize], elements: usize) -> Vec<DenseRow> {
                 let llt = sm.llt(Side::Lower).unwrap();
                 let l = llt.L();
                 solve_lower_triangular_in_place(l, pm.as_mut(), Par::Seq);
-                matmul(
-                    am.as_mut(),
-                    Accum::Add,
-                    pm.transpose(),
-                    pm.as_ref(),
-                    -1.0,
-                    Par::Seq,
-                );
+                matmul(am.as_mut(), Accum::Add, pm.transpose(), pm.as_ref(), -1.0, Par::Seq);
                 solve_upper_triangular_in_place(l.transpose(), pm.as_mut(), Par::Seq);
                 std::hint::black_box((&am, &pm));
             }

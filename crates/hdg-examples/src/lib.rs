@@ -24,15 +24,13 @@ pub struct MeshSpec {
 impl FromStr for MeshSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (kind, size) = s
-            .split_once(':')
-            .ok_or_else(|| format!("mesh '{s}' is not of the form square:N"))?;
+        let (kind, size) =
+            s.split_once(':').ok_or_else(|| format!("mesh '{s}' is not of the form square:N"))?;
         if kind != "square" {
             return Err(format!("unknown mesh kind '{kind}' (known: square)"));
         }
-        let n: usize = size
-            .parse()
-            .map_err(|_| format!("mesh size '{size}' is not a positive integer"))?;
+        let n: usize =
+            size.parse().map_err(|_| format!("mesh size '{size}' is not a positive integer"))?;
         if n == 0 {
             return Err("mesh size N must be at least 1".into());
         }
@@ -111,17 +109,8 @@ pub fn solve_cpu<T: Real>(
     export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError> {
-    let options = PipelineOptions {
-        keep_operator: export_matrix.is_some(),
-    };
-    let output = run::<T, _>(
-        &CpuBackend::new(),
-        mesh,
-        problem,
-        settings,
-        options,
-        progress,
-    )?;
+    let options = PipelineOptions { keep_operator: export_matrix.is_some() };
+    let output = run::<T, _>(&CpuBackend::new(), mesh, problem, settings, options, progress)?;
     if let (Some(path), Some((matrix, _))) = (export_matrix, &output.operator) {
         matrix.write_matrix_market(path)?;
     }
@@ -142,22 +131,13 @@ pub fn run<T: Real, B: Backend<T>>(
         SolverKind::PcgJacobi => Preconditioning::Jacobi,
     };
     let cg = ConjugateGradient::new(settings.tolerance, settings.max_iterations, preconditioning);
-    solve::<T, B>(
-        backend,
-        mesh,
-        problem,
-        settings.order,
-        &cg,
-        options,
-        progress,
-    )
+    solve::<T, B>(backend, mesh, problem, settings.order, &cg, options, progress)
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.
 pub fn report_json(report: &PipelineReport) -> serde_json::Value {
-    let errors = report
-        .errors
-        .map(|e| serde_json::json!({ "u": e.u, "q": e.q, "u_star": e.u_star }));
+    let errors =
+        report.errors.map(|e| serde_json::json!({ "u": e.u, "q": e.q, "u_star": e.u_star }));
     let t = &report.timings;
     serde_json::json!({
         "cells": report.cells,

@@ -9,11 +9,7 @@ use hdg_examples::{report_json, solve_cpu, MeshSpec, ProblemKind, SolveSettings,
 use hdg_mesh::Diagonal;
 
 #[derive(Parser)]
-#[command(
-    name = "hdg",
-    version,
-    about = "High-order HDG solver for -div(kappa grad u) + c u = f"
-)]
+#[command(name = "hdg", version, about = "High-order HDG solver for -div(kappa grad u) + c u = f")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,7 +59,7 @@ struct Common {
     /// Manufactured problem (exact solution known).
     #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
     problem: ProblemKind,
-    /// Relative residual tolerance of the trace solve [default: 1e-12 in f64, 1e-6 in f32].
+    /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
     /// Iteration cap of the trace solve.
@@ -157,11 +153,7 @@ impl StageLog {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        StageLog {
-            start: Instant::now(),
-            spinner,
-            enabled,
-        }
+        StageLog { start: Instant::now(), spinner, enabled }
     }
 }
 
@@ -209,7 +201,7 @@ fn run_one(
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
     let problem = common.problem.problem(order);
     let tolerance = common.tol.unwrap_or(match common.precision {
-        Precision::F64 => 1e-12,
+        Precision::F64 => 1e-10,
         Precision::F32 => 1e-6,
     });
     let settings = SolveSettings {
@@ -219,20 +211,12 @@ fn run_one(
         solver: common.solver,
     };
     match common.precision {
-        Precision::F64 => solve_cpu::<f64>(
-            &built,
-            &problem,
-            &settings,
-            common.export_matrix.as_deref(),
-            log,
-        ),
-        Precision::F32 => solve_cpu::<f32>(
-            &built,
-            &problem,
-            &settings,
-            common.export_matrix.as_deref(),
-            log,
-        ),
+        Precision::F64 => {
+            solve_cpu::<f64>(&built, &problem, &settings, common.export_matrix.as_deref(), log)
+        }
+        Precision::F32 => {
+            solve_cpu::<f32>(&built, &problem, &settings, common.export_matrix.as_deref(), log)
+        }
     }
 }
 
@@ -254,17 +238,10 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
         r.solver,
         r.solve.iterations,
         r.solve.relative_residual,
-        if r.solve.converged {
-            ""
-        } else {
-            "  (NOT CONVERGED)"
-        }
+        if r.solve.converged { "" } else { "  (NOT CONVERGED)" }
     );
     if let Some(e) = r.errors {
-        println!(
-            "  L2 errors      u {:.3e}   q {:.3e}   u* {:.3e}",
-            e.u, e.q, e.u_star
-        );
+        println!("  L2 errors      u {:.3e}   q {:.3e}   u* {:.3e}", e.u, e.q, e.u_star);
     }
     let t = &r.timings;
     println!(
@@ -292,19 +269,12 @@ fn main() -> ExitCode {
                 report.solve.converged
             })
         }
-        Command::Convergence {
-            levels,
-            start,
-            common,
-        } => convergence(common, *levels as usize, *start as usize),
-        Command::Bench {
-            orders,
-            dofs,
-            repeats,
-            no_solve,
-            tol,
-            json,
-        } => bench(orders, *dofs, *repeats, !*no_solve, *tol, *json),
+        Command::Convergence { levels, start, common } => {
+            convergence(common, *levels as usize, *start as usize)
+        }
+        Command::Bench { orders, dofs, repeats, no_solve, tol, json } => {
+            bench(orders, *dofs, *repeats, !*no_solve, *tol, *json)
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -339,10 +309,7 @@ fn convergence(common: &Common, levels: usize, start: usize) -> Result<bool, Cor
     }
     let errors: Vec<_> = rows
         .iter()
-        .map(|(_, r)| {
-            r.errors
-                .expect("manufactured problems have exact solutions")
-        })
+        .map(|(_, r)| r.errors.expect("manufactured problems have exact solutions"))
         .collect();
     if common.json {
         let table: Vec<_> = rows
@@ -403,11 +370,7 @@ fn convergence(common: &Common, levels: usize, start: usize) -> Result<bool, Cor
                 fmt_rate(p.u_star, e.u_star)
             );
         }
-        println!(
-            "expected rates: u, q: {}; u*: {}",
-            common.order + 1,
-            common.order + 2
-        );
+        println!("expected rates: u, q: {}; u*: {}", common.order + 1, common.order + 2);
     }
     Ok(all_converged)
 }
@@ -421,11 +384,7 @@ fn bench(
     json: bool,
 ) -> Result<bool, CoreError> {
     if let Some(&k) = orders.iter().find(|&&k| !(1..=MAX_ORDER).contains(&k)) {
-        return Err(CoreError::InvalidOrder {
-            order: k,
-            min: 1,
-            max: MAX_ORDER,
-        });
+        return Err(CoreError::InvalidOrder { order: k, min: 1, max: MAX_ORDER });
     }
     if dofs < 100 || repeats == 0 {
         return Err(CoreError::InvalidParameter {

@@ -3,10 +3,7 @@
 use std::process::Command;
 
 fn hdg(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hdg"))
-        .args(args)
-        .output()
-        .expect("runs hdg");
+    let out = Command::new(env!("CARGO_BIN_EXE_hdg")).args(args).output().expect("runs hdg");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -17,10 +14,7 @@ fn hdg(args: &[&str]) -> (i32, String, String) {
 fn assert_rejected(args: &[&str], needle: &str) {
     let (code, _, err) = hdg(args);
     assert_ne!(code, 0, "{args:?} should fail");
-    assert!(
-        err.to_lowercase().contains(&needle.to_lowercase()),
-        "{args:?}: stderr was {err}"
-    );
+    assert!(err.to_lowercase().contains(&needle.to_lowercase()), "{args:?}: stderr was {err}");
     let lines: Vec<_> = err.lines().filter(|l| l.contains("error")).collect();
     assert!(!lines.is_empty(), "{args:?}: no error line in {err}");
 }
@@ -36,16 +30,8 @@ fn solve_prints_a_summary() {
 
 #[test]
 fn solve_json_has_the_stable_keys_and_poly_is_exact() {
-    let (code, out, err) = hdg(&[
-        "solve",
-        "--mesh",
-        "square:4",
-        "--order",
-        "3",
-        "--problem",
-        "poly",
-        "--json",
-    ]);
+    let (code, out, err) =
+        hdg(&["solve", "--mesh", "square:4", "--order", "3", "--problem", "poly", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
     for key in [
@@ -61,19 +47,8 @@ fn solve_json_has_the_stable_keys_and_poly_is_exact() {
     ] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
-    for key in [
-        "setup",
-        "condense",
-        "assemble",
-        "solve",
-        "recover",
-        "postprocess",
-        "total",
-    ] {
-        assert!(
-            v["timings_s"][key].as_f64().is_some(),
-            "missing timing {key}"
-        );
+    for key in ["setup", "condense", "assemble", "solve", "recover", "postprocess", "total"] {
+        assert!(v["timings_s"][key].as_f64().is_some(), "missing timing {key}");
     }
     assert_eq!(v["cells"], 32);
     // 4 x 4 squares: 3*16 + 8 = 56 edges, 16 on the boundary: 40 free faces x 4 dofs.
@@ -86,16 +61,8 @@ fn solve_json_has_the_stable_keys_and_poly_is_exact() {
 
 #[test]
 fn f32_runs() {
-    let (code, out, err) = hdg(&[
-        "solve",
-        "--mesh",
-        "square:4",
-        "--order",
-        "2",
-        "--precision",
-        "f32",
-        "--json",
-    ]);
+    let (code, out, err) =
+        hdg(&["solve", "--mesh", "square:4", "--order", "2", "--precision", "f32", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["precision"], "f32");
@@ -103,27 +70,11 @@ fn f32_runs() {
 
 #[test]
 fn convergence_prints_rates() {
-    let (code, out, err) = hdg(&[
-        "convergence",
-        "--order",
-        "1",
-        "--levels",
-        "3",
-        "--start",
-        "4",
-    ]);
+    let (code, out, err) = hdg(&["convergence", "--order", "1", "--levels", "3", "--start", "4"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rate"), "{out}");
-    let (code, out, _) = hdg(&[
-        "convergence",
-        "--order",
-        "2",
-        "--levels",
-        "3",
-        "--start",
-        "4",
-        "--json",
-    ]);
+    let (code, out, _) =
+        hdg(&["convergence", "--order", "2", "--levels", "3", "--start", "4", "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let rate = v[2]["rates"]["u"].as_f64().unwrap();
@@ -134,56 +85,20 @@ fn convergence_prints_rates() {
 fn bad_arguments_are_rejected_with_one_line() {
     assert_rejected(&["solve", "--mesh", "square:8", "--order", "0"], "order");
     assert_rejected(&["solve", "--mesh", "square:8", "--order", "11"], "order");
+    assert_rejected(&["solve", "--mesh", "square:0", "--order", "2"], "at least 1");
+    assert_rejected(&["solve", "--mesh", "disk:4", "--order", "2"], "unknown mesh");
+    assert_rejected(&["solve", "--mesh", "square:x", "--order", "2"], "not a positive integer");
     assert_rejected(
-        &["solve", "--mesh", "square:0", "--order", "2"],
-        "at least 1",
-    );
-    assert_rejected(
-        &["solve", "--mesh", "disk:4", "--order", "2"],
-        "unknown mesh",
-    );
-    assert_rejected(
-        &["solve", "--mesh", "square:x", "--order", "2"],
-        "not a positive integer",
-    );
-    assert_rejected(
-        &[
-            "solve",
-            "--mesh",
-            "square:4",
-            "--order",
-            "2",
-            "--backend",
-            "gpu",
-        ],
+        &["solve", "--mesh", "square:4", "--order", "2", "--backend", "gpu"],
         "backend",
     );
     assert_rejected(
-        &[
-            "solve",
-            "--mesh",
-            "square:4",
-            "--order",
-            "2",
-            "--precision",
-            "f16",
-        ],
+        &["solve", "--mesh", "square:4", "--order", "2", "--precision", "f16"],
         "precision",
     );
+    assert_rejected(&["solve", "--mesh", "square:4", "--order", "2", "--tol", "2"], "tolerance");
     assert_rejected(
-        &["solve", "--mesh", "square:4", "--order", "2", "--tol", "2"],
-        "tolerance",
-    );
-    assert_rejected(
-        &[
-            "solve",
-            "--mesh",
-            "square:4",
-            "--order",
-            "2",
-            "--perturb",
-            "0.9",
-        ],
+        &["solve", "--mesh", "square:4", "--order", "2", "--perturb", "0.9"],
         "perturb",
     );
 }
@@ -191,15 +106,7 @@ fn bad_arguments_are_rejected_with_one_line() {
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_backend_without_cuda_says_so() {
-    let (code, _, err) = hdg(&[
-        "solve",
-        "--mesh",
-        "square:4",
-        "--order",
-        "2",
-        "--backend",
-        "cuda",
-    ]);
+    let (code, _, err) = hdg(&["solve", "--mesh", "square:4", "--order", "2", "--backend", "cuda"]);
     assert_eq!(code, 2);
     assert!(err.contains("no CUDA support"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -209,16 +116,8 @@ fn cuda_backend_without_cuda_says_so() {
 fn the_trace_matrix_exports_to_matrix_market() {
     let path = std::env::temp_dir().join(format!("hdg-export-{}.mtx", std::process::id()));
     let p = path.to_str().unwrap();
-    let (code, out, err) = hdg(&[
-        "solve",
-        "--mesh",
-        "square:3",
-        "--order",
-        "2",
-        "--json",
-        "--export-matrix",
-        p,
-    ]);
+    let (code, out, err) =
+        hdg(&["solve", "--mesh", "square:3", "--order", "2", "--json", "--export-matrix", p]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let dofs = v["trace_dofs"].as_u64().unwrap() as usize;

@@ -28,11 +28,7 @@ pub struct ConjugateGradient {
 impl ConjugateGradient {
     /// CG with the given tolerance, at most `max_iterations` iterations.
     pub fn new(tolerance: f64, max_iterations: usize, preconditioning: Preconditioning) -> Self {
-        ConjugateGradient {
-            tolerance,
-            max_iterations,
-            preconditioning,
-        }
+        ConjugateGradient { tolerance, max_iterations, preconditioning }
     }
 
     fn validate(&self) -> Result<()> {
@@ -77,9 +73,7 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for ConjugateGradient {
         let b_norm = backend.dot(rhs, rhs)?.as_f64().sqrt();
         report.reductions += 1;
         if !b_norm.is_finite() {
-            return Err(CoreError::Solver(
-                "the right-hand side contains NaN or infinity".into(),
-            ));
+            return Err(CoreError::Solver("the right-hand side contains NaN or infinity".into()));
         }
         let inverse_diagonal = match self.preconditioning {
             Preconditioning::None => None,

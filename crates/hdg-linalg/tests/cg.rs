@@ -34,9 +34,7 @@ impl VectorOps<f64> for Host {
         Ok(x.iter().zip(y).map(|(a, b)| a * b).sum())
     }
     fn pointwise_mul(&self, a: &Vec<f64>, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
-        y.iter_mut()
-            .zip(a.iter().zip(x))
-            .for_each(|(y, (a, x))| *y = a * x);
+        y.iter_mut().zip(a.iter().zip(x)).for_each(|(y, (a, x))| *y = a * x);
         Ok(())
     }
     fn reciprocal(&self, v: &mut Vec<f64>) -> Result<()> {
@@ -96,21 +94,13 @@ fn cg_solves_the_laplacian_to_the_tolerance() {
     let exact: Vec<f64> = (0..n).map(|i| (i as f64 * 0.3).sin()).collect();
     let mut b = vec![0.0; n];
     op.apply(&exact, &mut b).unwrap();
-    let (x, report) = solve(
-        &op,
-        &b,
-        &ConjugateGradient::new(1e-12, 1000, Preconditioning::None),
-    )
-    .unwrap();
+    let (x, report) =
+        solve(&op, &b, &ConjugateGradient::new(1e-12, 1000, Preconditioning::None)).unwrap();
     assert!(report.converged);
     assert!(report.relative_residual < 1e-11);
     // CG on an n x n SPD matrix terminates in at most n steps in exact arithmetic.
     assert!(report.iterations <= n + 5, "{}", report.iterations);
-    let err = x
-        .iter()
-        .zip(&exact)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+    let err = x.iter().zip(&exact).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(err < 1e-8, "{err}");
     assert_eq!(report.residual_history.len(), report.iterations);
     assert_eq!(report.operator_applications, report.iterations + 2);
@@ -121,29 +111,14 @@ fn jacobi_removes_diagonal_scaling() {
     let n = 60;
     let op = scaled_laplacian(n, |i| 10f64.powi((i % 7) as i32 - 3));
     let b: Vec<f64> = (0..n).map(|i| 1.0 + (i as f64).cos()).collect();
-    let plain = solve(
-        &op,
-        &b,
-        &ConjugateGradient::new(1e-10, 10_000, Preconditioning::None),
-    )
-    .unwrap()
-    .1;
-    let jacobi = solve(
-        &op,
-        &b,
-        &ConjugateGradient::new(1e-10, 10_000, Preconditioning::Jacobi),
-    )
-    .unwrap()
-    .1;
+    let plain =
+        solve(&op, &b, &ConjugateGradient::new(1e-10, 10_000, Preconditioning::None)).unwrap().1;
+    let jacobi =
+        solve(&op, &b, &ConjugateGradient::new(1e-10, 10_000, Preconditioning::Jacobi)).unwrap().1;
     assert!(jacobi.converged);
     // With Jacobi, the scaled matrix is the plain Laplacian again: at most n iterations.
     assert!(jacobi.iterations <= n + 5, "{}", jacobi.iterations);
-    assert!(
-        jacobi.iterations < plain.iterations,
-        "{} vs {}",
-        jacobi.iterations,
-        plain.iterations
-    );
+    assert!(jacobi.iterations < plain.iterations, "{} vs {}", jacobi.iterations, plain.iterations);
 }
 
 #[test]
@@ -153,10 +128,7 @@ fn failures_are_reported() {
     indefinite.a[0] = -5.0;
     let b = vec![1.0; n];
     let cg = ConjugateGradient::new(1e-10, 100, Preconditioning::None);
-    assert!(matches!(
-        solve(&indefinite, &b, &cg),
-        Err(CoreError::Solver(_))
-    ));
+    assert!(matches!(solve(&indefinite, &b, &cg), Err(CoreError::Solver(_))));
 
     let op = scaled_laplacian(n, |_| 1.0);
     let mut nan = b.clone();
@@ -172,8 +144,5 @@ fn failures_are_reported() {
     assert!(report.converged && x.iter().all(|&v| v == 0.0));
 
     let bad_tol = ConjugateGradient::new(1.5, 10, Preconditioning::None);
-    assert!(matches!(
-        solve(&op, &b, &bad_tol),
-        Err(CoreError::InvalidParameter { .. })
-    ));
+    assert!(matches!(solve(&op, &b, &bad_tol), Err(CoreError::InvalidParameter { .. })));
 }

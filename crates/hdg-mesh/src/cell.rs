@@ -121,21 +121,11 @@ mod tests {
     #[test]
     fn triangle_face_codes_round_trip_all_six() {
         let mut seen = [false; 6];
-        let perms = [
-            [0, 1, 2],
-            [0, 2, 1],
-            [1, 0, 2],
-            [1, 2, 0],
-            [2, 0, 1],
-            [2, 1, 0],
-        ];
+        let perms = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
         for p in perms {
             let global = [10 + p[0], 10 + p[1], 10 + p[2]];
             let code = CellType::Tetrahedron.orientation(&global);
-            assert_eq!(
-                CellType::Tetrahedron.orientation_permutation(code),
-                p.to_vec()
-            );
+            assert_eq!(CellType::Tetrahedron.orientation_permutation(code), p.to_vec());
             seen[code as usize] = true;
         }
         assert!(seen.iter().all(|&s| s));

@@ -6,24 +6,13 @@ use thiserror::Error;
 pub enum MeshError {
     /// A cell with zero or negative measure (area in 2D, volume in 3D).
     #[error("cell {cell} has non-positive measure {measure:e} (vertices {vertices:?}); cells must be non-degenerate and positively oriented")]
-    NonPositiveMeasure {
-        cell: usize,
-        measure: f64,
-        vertices: Vec<usize>,
-    },
+    NonPositiveMeasure { cell: usize, measure: f64, vertices: Vec<usize> },
     /// A face shared by three or more cells.
     #[error("face with vertices {vertices:?} is shared by {} cells {cells:?}; the mesh is not manifold", cells.len())]
-    NonManifoldFace {
-        vertices: Vec<usize>,
-        cells: Vec<usize>,
-    },
+    NonManifoldFace { vertices: Vec<usize>, cells: Vec<usize> },
     /// A cell that refers to a vertex that does not exist.
     #[error("cell {cell} refers to vertex {vertex}, but the mesh has only {n_vertices} vertices")]
-    VertexOutOfRange {
-        cell: usize,
-        vertex: usize,
-        n_vertices: usize,
-    },
+    VertexOutOfRange { cell: usize, vertex: usize, n_vertices: usize },
     /// A cell that uses the same vertex twice.
     #[error("cell {cell} uses vertex {vertex} more than once")]
     RepeatedVertex { cell: usize, vertex: usize },
@@ -32,11 +21,7 @@ pub enum MeshError {
     NonFiniteCoordinate { vertex: usize },
     /// An input array whose length is not a multiple of what it holds.
     #[error("{what} has length {len}, which is not a multiple of {multiple}")]
-    BadArrayLength {
-        what: &'static str,
-        len: usize,
-        multiple: usize,
-    },
+    BadArrayLength { what: &'static str, len: usize, multiple: usize },
     /// A mesh with no cells.
     #[error("the mesh has no cells")]
     Empty,

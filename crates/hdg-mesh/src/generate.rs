@@ -54,18 +54,13 @@ pub fn rectangle(
             "rectangle needs finite bounds with x0 < x1 and y0 < y1 (got x = {x:?}, y = {y:?})"
         )));
     }
-    let n_coords = (nx + 1)
-        .checked_mul(ny + 1)
-        .and_then(|n| n.checked_mul(2))
-        .ok_or_else(|| {
+    let n_coords =
+        (nx + 1).checked_mul(ny + 1).and_then(|n| n.checked_mul(2)).ok_or_else(|| {
             MeshError::InvalidParameter(format!("rectangle {nx} x {ny} is too large"))
         })?;
-    let n_cell_entries = nx
-        .checked_mul(ny)
-        .and_then(|n| n.checked_mul(6))
-        .ok_or_else(|| {
-            MeshError::InvalidParameter(format!("rectangle {nx} x {ny} is too large"))
-        })?;
+    let n_cell_entries = nx.checked_mul(ny).and_then(|n| n.checked_mul(6)).ok_or_else(|| {
+        MeshError::InvalidParameter(format!("rectangle {nx} x {ny} is too large"))
+    })?;
 
     let coord = |lo: f64, hi: f64, i: usize, n: usize| {
         if i == n {
@@ -101,10 +96,7 @@ pub fn rectangle(
     }
     // Boundary face centroids are edge midpoints: exactly on their side, at least half a cell
     // away from the others.
-    let (tol_x, tol_y) = (
-        0.25 * (x[1] - x[0]) / nx as f64,
-        0.25 * (y[1] - y[0]) / ny as f64,
-    );
+    let (tol_x, tol_y) = (0.25 * (x[1] - x[0]) / nx as f64, 0.25 * (y[1] - y[0]) / ny as f64);
     Mesh::new(CellType::Triangle, vertices, cells, |p| {
         if (p[1] - y[0]).abs() < tol_y {
             TAG_BOTTOM

@@ -74,21 +74,10 @@ fn face_measure_of(cell_type: CellType, coords: &[f64]) -> f64 {
             ax.hypot(ay)
         }
         CellType::Tetrahedron => {
-            let a = [
-                coords[3] - coords[0],
-                coords[4] - coords[1],
-                coords[5] - coords[2],
-            ];
-            let b = [
-                coords[6] - coords[0],
-                coords[7] - coords[1],
-                coords[8] - coords[2],
-            ];
-            let c = [
-                a[1] * b[2] - a[2] * b[1],
-                a[2] * b[0] - a[0] * b[2],
-                a[0] * b[1] - a[1] * b[0],
-            ];
+            let a = [coords[3] - coords[0], coords[4] - coords[1], coords[5] - coords[2]];
+            let b = [coords[6] - coords[0], coords[7] - coords[1], coords[8] - coords[2]];
+            let c =
+                [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]];
             0.5 * (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
         }
     }
@@ -216,9 +205,8 @@ impl Mesh {
             let mut h2: f64 = 0.0;
             for i in 0..vpc {
                 for j in i + 1..vpc {
-                    let d2: f64 = (0..dim)
-                        .map(|k| (coords[i * dim + k] - coords[j * dim + k]).powi(2))
-                        .sum();
+                    let d2: f64 =
+                        (0..dim).map(|k| (coords[i * dim + k] - coords[j * dim + k]).powi(2)).sum();
                     h2 = h2.max(d2);
                 }
             }
@@ -325,10 +313,8 @@ impl Mesh {
                 face_local[f][1] = l as u8;
             }
         }
-        let boundary_tags: Vec<u32> = face_cells
-            .iter()
-            .map(|fc| u32::from(fc[1] == NO_CELL))
-            .collect();
+        let boundary_tags: Vec<u32> =
+            face_cells.iter().map(|fc| u32::from(fc[1] == NO_CELL)).collect();
         let n_boundary_faces = boundary_tags.iter().filter(|&&t| t != 0).count();
 
         Ok(Mesh {
@@ -441,10 +427,7 @@ impl Mesh {
         for (i, &v) in self.cell_vertices(c).iter().enumerate() {
             coords[i * dim..(i + 1) * dim].copy_from_slice(self.vertex(v));
         }
-        simplex_measure(
-            self.cell_type,
-            &coords[..self.cell_type.vertices_per_cell() * dim],
-        )
+        simplex_measure(self.cell_type, &coords[..self.cell_type.vertices_per_cell() * dim])
     }
 
     /// Measure of face `f` (length of an edge in 2D, area of a triangle in 3D).
@@ -454,10 +437,7 @@ impl Mesh {
         for (i, &v) in self.face_vertices(f).iter().enumerate() {
             coords[i * dim..(i + 1) * dim].copy_from_slice(self.vertex(v));
         }
-        face_measure_of(
-            self.cell_type,
-            &coords[..self.cell_type.vertices_per_face() * dim],
-        )
+        face_measure_of(self.cell_type, &coords[..self.cell_type.vertices_per_face() * dim])
     }
 
     /// Length of the longest edge of the mesh.
@@ -520,10 +500,7 @@ impl Mesh {
     /// guarantees that every cell stays valid.
     pub(crate) fn with_vertices(&self, vertices: Vec<f64>) -> Mesh {
         debug_assert_eq!(vertices.len(), self.vertices.len());
-        let mut mesh = Mesh {
-            vertices,
-            ..self.clone_topology()
-        };
+        let mut mesh = Mesh { vertices, ..self.clone_topology() };
         let dim = mesh.dim();
         let vpc = mesh.cell_type.vertices_per_cell();
         let mut h2: f64 = 0.0;

@@ -78,9 +78,7 @@ fn diagonals_have_the_documented_direction() {
     // One square: the shared (interior) face is the diagonal.
     let diag = |d| {
         let mesh = unit_square(1, d).unwrap();
-        let f = (0..mesh.n_faces())
-            .find(|&f| !mesh.is_boundary_face(f))
-            .unwrap();
+        let f = (0..mesh.n_faces()).find(|&f| !mesh.is_boundary_face(f)).unwrap();
         let fv = mesh.face_vertices(f);
         (mesh.vertex(fv[0]).to_vec(), mesh.vertex(fv[1]).to_vec())
     };
@@ -125,55 +123,13 @@ fn rectangle_general_box() {
 fn generator_parameter_errors() {
     let invalid = |r: Result<Mesh, MeshError>| matches!(r, Err(MeshError::InvalidParameter(_)));
     assert!(invalid(unit_square(0, Diagonal::Right)));
-    assert!(invalid(rectangle(
-        0,
-        3,
-        [0.0, 1.0],
-        [0.0, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        3,
-        0,
-        [0.0, 1.0],
-        [0.0, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        3,
-        3,
-        [1.0, 1.0],
-        [0.0, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        3,
-        3,
-        [0.0, 1.0],
-        [2.0, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        3,
-        3,
-        [0.0, f64::NAN],
-        [0.0, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        3,
-        3,
-        [0.0, 1.0],
-        [f64::NEG_INFINITY, 1.0],
-        Diagonal::Left
-    )));
-    assert!(invalid(rectangle(
-        usize::MAX,
-        3,
-        [0.0, 1.0],
-        [0.0, 1.0],
-        Diagonal::Left
-    )));
+    assert!(invalid(rectangle(0, 3, [0.0, 1.0], [0.0, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(3, 0, [0.0, 1.0], [0.0, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(3, 3, [1.0, 1.0], [0.0, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(3, 3, [0.0, 1.0], [2.0, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(3, 3, [0.0, f64::NAN], [0.0, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(3, 3, [0.0, 1.0], [f64::NEG_INFINITY, 1.0], Diagonal::Left)));
+    assert!(invalid(rectangle(usize::MAX, 3, [0.0, 1.0], [0.0, 1.0], Diagonal::Left)));
     let mesh = unit_square(2, Diagonal::Right).unwrap();
     assert!(invalid(perturb(&mesh, -0.1, 0)));
     assert!(invalid(perturb(&mesh, 0.41, 0)));
@@ -200,10 +156,7 @@ fn check_perturbed(mesh: &Mesh, p: &Mesh, amplitude: f64) {
         assert_eq!(p.cell_vertices(c), mesh.cell_vertices(c));
         assert_eq!(p.cell_faces(c), mesh.cell_faces(c));
         assert_eq!(p.cell_face_orientations(c), mesh.cell_face_orientations(c));
-        assert!(
-            p.cell_measure(c) >= 0.2 * mesh.cell_measure(c) * (1.0 - 1e-12),
-            "cell {c}"
-        );
+        assert!(p.cell_measure(c) >= 0.2 * mesh.cell_measure(c) * (1.0 - 1e-12), "cell {c}");
     }
     for f in 0..mesh.n_faces() {
         assert_eq!(p.face_cells(f), mesh.face_cells(f));
@@ -224,17 +177,11 @@ fn check_perturbed(mesh: &Mesh, p: &Mesh, amplitude: f64) {
     let rebuilt = Mesh::new(
         CellType::Triangle,
         p.vertices().to_vec(),
-        (0..p.n_cells())
-            .flat_map(|c| p.cell_vertices(c).to_vec())
-            .collect(),
+        (0..p.n_cells()).flat_map(|c| p.cell_vertices(c).to_vec()).collect(),
         |_| 1,
     )
     .expect("perturbed mesh validates");
-    assert_relative_eq!(
-        total_measure(&rebuilt),
-        total_measure(mesh),
-        epsilon = 1e-12
-    );
+    assert_relative_eq!(total_measure(&rebuilt), total_measure(mesh), epsilon = 1e-12);
     check_consistency(p);
 }
 
@@ -252,9 +199,8 @@ fn perturb_is_deterministic_and_moves_interior_vertices() {
         let on = boundary_vertices(&mesh);
         let n_interior = on.iter().filter(|&&b| !b).count();
         assert_eq!(n_interior, 49);
-        let moved = (0..mesh.n_vertices())
-            .filter(|&v| !on[v] && a.vertex(v) != mesh.vertex(v))
-            .count();
+        let moved =
+            (0..mesh.n_vertices()).filter(|&v| !on[v] && a.vertex(v) != mesh.vertex(v)).count();
         assert_eq!(moved, n_interior, "every interior vertex should move");
         assert_relative_eq!(total_measure(&a), 1.0, epsilon = 1e-13);
         // Amplitude 0 changes nothing.
@@ -341,12 +287,7 @@ fn large_unit_square_builds() {
     let p = perturb(&mesh, 0.3, 1).unwrap();
     let perturbed = start.elapsed() - built;
     assert_eq!(p.n_faces(), mesh.n_faces());
-    let r = mesh
-        .renumber_vertices(&(0..mesh.n_vertices()).rev().collect::<Vec<_>>())
-        .unwrap();
+    let r = mesh.renumber_vertices(&(0..mesh.n_vertices()).rev().collect::<Vec<_>>()).unwrap();
     assert_eq!(r.n_boundary_faces(), 4 * 1500);
-    eprintln!(
-        "4.5M cells: build {built:?}, perturb {perturbed:?}, total {:?}",
-        start.elapsed()
-    );
+    eprintln!("4.5M cells: build {built:?}, perturb {perturbed:?}, total {:?}", start.elapsed());
 }

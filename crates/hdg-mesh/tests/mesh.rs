@@ -11,10 +11,7 @@ fn tri(vertices: Vec<f64>, cells: Vec<usize>) -> Result<Mesh, MeshError> {
 
 /// The unit square as two triangles.
 fn two_triangles() -> (Vec<f64>, Vec<usize>) {
-    (
-        vec![0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0],
-        vec![0, 1, 2, 0, 2, 3],
-    )
+    (vec![0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0], vec![0, 1, 2, 0, 2, 3])
 }
 
 #[test]
@@ -80,10 +77,7 @@ fn degenerate_cell_is_rejected_with_its_index() {
 #[test]
 fn nearly_degenerate_cell_is_rejected() {
     let v = vec![0.0, 0.0, 1.0, 0.0, 0.5, 1e-15];
-    assert!(matches!(
-        tri(v, vec![0, 1, 2]),
-        Err(MeshError::NonPositiveMeasure { cell: 0, .. })
-    ));
+    assert!(matches!(tri(v, vec![0, 1, 2]), Err(MeshError::NonPositiveMeasure { cell: 0, .. })));
     // Tiny but well-shaped cells are fine.
     let v = vec![0.0, 0.0, 1e-9, 0.0, 0.0, 1e-9];
     assert!(tri(v, vec![0, 1, 2]).is_ok());
@@ -121,11 +115,7 @@ fn out_of_range_vertex_names_the_cell() {
     let (v, _) = two_triangles();
     assert_eq!(
         tri(v, vec![0, 1, 2, 0, 2, 4]).unwrap_err(),
-        MeshError::VertexOutOfRange {
-            cell: 1,
-            vertex: 4,
-            n_vertices: 4
-        }
+        MeshError::VertexOutOfRange { cell: 1, vertex: 4, n_vertices: 4 }
     );
 }
 
@@ -145,21 +135,13 @@ fn bad_array_lengths_are_rejected() {
     short_v.pop();
     assert!(matches!(
         tri(short_v, c.clone()),
-        Err(MeshError::BadArrayLength {
-            what: "vertices",
-            len: 7,
-            multiple: 2
-        })
+        Err(MeshError::BadArrayLength { what: "vertices", len: 7, multiple: 2 })
     ));
     let mut short_c = c;
     short_c.pop();
     assert!(matches!(
         tri(v, short_c),
-        Err(MeshError::BadArrayLength {
-            what: "cells",
-            len: 5,
-            multiple: 3
-        })
+        Err(MeshError::BadArrayLength { what: "cells", len: 5, multiple: 3 })
     ));
 }
 
@@ -173,28 +155,18 @@ fn empty_mesh_is_rejected() {
 fn nan_coordinate_is_rejected() {
     let (mut v, c) = two_triangles();
     v[5] = f64::NAN;
-    assert_eq!(
-        tri(v, c).unwrap_err(),
-        MeshError::NonFiniteCoordinate { vertex: 2 }
-    );
+    assert_eq!(tri(v, c).unwrap_err(), MeshError::NonFiniteCoordinate { vertex: 2 });
     let (mut v, c) = two_triangles();
     v[6] = f64::INFINITY;
-    assert_eq!(
-        tri(v, c).unwrap_err(),
-        MeshError::NonFiniteCoordinate { vertex: 3 }
-    );
+    assert_eq!(tri(v, c).unwrap_err(), MeshError::NonFiniteCoordinate { vertex: 3 });
 }
 
 /// A deterministic pseudo-random permutation of `0..n`.
 fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut p: Vec<usize> = (0..n).collect();
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     for i in (1..n).rev() {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let j = ((s >> 33) as usize) % (i + 1);
         p.swap(i, j);
     }
@@ -217,10 +189,7 @@ fn renumber_cells_keeps_geometry_faces_and_tags() {
         for (i, &p) in perm.iter().enumerate() {
             assert_eq!(new.cell_vertices(i), mesh.cell_vertices(p));
             assert_eq!(new.cell_measure(i), mesh.cell_measure(p));
-            assert_eq!(
-                new.cell_face_orientations(i),
-                mesh.cell_face_orientations(p)
-            );
+            assert_eq!(new.cell_face_orientations(i), mesh.cell_face_orientations(p));
             // Each face keeps its tag.
             for l in 0..3 {
                 assert_eq!(
@@ -253,11 +222,8 @@ fn renumber_vertices_keeps_geometry_faces_and_tags() {
             assert_eq!(new.cell_vertices(c), &expected[..]);
             assert_eq!(new.cell_measure(c), mesh.cell_measure(c));
             for l in 0..3 {
-                let local: Vec<usize> = CellType::Triangle
-                    .face_vertices(l)
-                    .iter()
-                    .map(|&i| expected[i])
-                    .collect();
+                let local: Vec<usize> =
+                    CellType::Triangle.face_vertices(l).iter().map(|&i| expected[i]).collect();
                 assert_eq!(
                     new.cell_face_orientations(c)[l],
                     CellType::Triangle.orientation(&local)
@@ -271,20 +237,14 @@ fn renumber_vertices_keeps_geometry_faces_and_tags() {
                 );
             }
         }
-        assert!(
-            changed > 0,
-            "a shuffle should change some orientation codes"
-        );
+        assert!(changed > 0, "a shuffle should change some orientation codes");
     }
 }
 
 #[test]
 fn renumbering_rejects_non_permutations() {
     let mesh = unit_square(2, Diagonal::Right).unwrap();
-    assert!(matches!(
-        mesh.renumber_cells(&[0, 1, 2]),
-        Err(MeshError::InvalidParameter(_))
-    ));
+    assert!(matches!(mesh.renumber_cells(&[0, 1, 2]), Err(MeshError::InvalidParameter(_))));
     assert!(matches!(
         mesh.renumber_cells(&[0, 1, 2, 3, 4, 4, 6, 7]),
         Err(MeshError::InvalidParameter(_))
@@ -310,14 +270,9 @@ fn kuhn_cube() -> (Vec<f64>, Vec<usize>) {
     }
     let mut cells = Vec::new();
     // Path 0 -> e_a -> e_a + e_b -> (1, 1, 1): the volume has the sign of the axis permutation.
-    for (a, b, even) in [
-        (0, 1, true),
-        (0, 2, false),
-        (1, 0, false),
-        (1, 2, true),
-        (2, 0, true),
-        (2, 1, false),
-    ] {
+    for (a, b, even) in
+        [(0, 1, true), (0, 2, false), (1, 0, false), (1, 2, true), (2, 0, true), (2, 1, false)]
+    {
         let p1 = 1 << a;
         let p2 = p1 | (1 << b);
         let tet = [0, p1, p2, 7];
@@ -332,17 +287,10 @@ fn kuhn_cube() -> (Vec<f64>, Vec<usize>) {
 
 #[test]
 fn tetrahedra_two_sharing_a_face() {
-    let vertices = vec![
-        0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0,
-    ];
+    let vertices = vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0];
     // Tet 1 is on the other side of face {1, 2, 3}.
-    let mesh = Mesh::new(
-        CellType::Tetrahedron,
-        vertices,
-        vec![0, 1, 2, 3, 4, 2, 1, 3],
-        |_| 1,
-    )
-    .unwrap();
+    let mesh =
+        Mesh::new(CellType::Tetrahedron, vertices, vec![0, 1, 2, 3, 4, 2, 1, 3], |_| 1).unwrap();
     assert_eq!(mesh.dim(), 3);
     assert_eq!(mesh.n_faces(), 7);
     assert_eq!(mesh.n_boundary_faces(), 6);

@@ -77,10 +77,7 @@ fn jacobi_all(a: f64, b: f64, x: f64, values: &mut [f64], derivatives: &mut [f64
 /// These are the trace (face) basis functions of the triangle: orthonormality makes the face mass
 /// matrix the identity.
 pub fn legendre_orthonormal(order: usize, s: f64, values: &mut [f64]) {
-    assert!(
-        values.len() > order,
-        "legendre_orthonormal: values too short"
-    );
+    assert!(values.len() > order, "legendre_orthonormal: values too short");
     values[0] = 1.0;
     if order >= 1 {
         values[1] = s;
@@ -142,10 +139,7 @@ pub(crate) fn dubiner_triangle_impl(
     let n = dubiner_count(order);
     assert!(values.len() >= n, "dubiner_triangle: values too short");
     if let Some((dx, dy)) = &derivatives {
-        assert!(
-            dx.len() >= n && dy.len() >= n,
-            "dubiner_triangle: derivatives too short"
-        );
+        assert!(dx.len() >= n && dy.len() >= n, "dubiner_triangle: derivatives too short");
     }
     let len = order + 1;
     // Scratch: Q, dQ/du, dQ/dt (index p) and the Jacobi values / derivatives (index q).
@@ -187,13 +181,7 @@ pub(crate) fn dubiner_triangle_impl(
 
     for p in 0..=order {
         let nq = order - p + 1;
-        jacobi_all(
-            (2 * p + 1) as f64,
-            0.0,
-            y,
-            &mut r_val[..nq],
-            &mut r_der[..nq],
-        );
+        jacobi_all((2 * p + 1) as f64, 0.0, y, &mut r_val[..nq], &mut r_der[..nq]);
         for q in 0..nq {
             let d = p + q;
             let idx = d * (d + 1) / 2 + q;
@@ -266,10 +254,7 @@ mod tests {
                 for &x in &[-0.95, -0.2, 0.33, 0.9] {
                     let fd = (jacobi(n, a, b, x + h) - jacobi(n, a, b, x - h)) / (2.0 * h);
                     let d = jacobi_derivative(n, a, b, x);
-                    assert!(
-                        (fd - d).abs() < 1e-6 * d.abs().max(1.0),
-                        "n={n} a={a} b={b}"
-                    );
+                    assert!((fd - d).abs() < 1e-6 * d.abs().max(1.0), "n={n} a={a} b={b}");
                 }
             }
         }
@@ -411,12 +396,7 @@ mod tests {
                 (3.0f64 / 2.0).sqrt() * jacobi(2, 1.0, 0.0, y),
             ];
             for i in 0..n {
-                assert!(
-                    (v[i] - want[i]).abs() < 1e-14,
-                    "phi_{i}: {} vs {}",
-                    v[i],
-                    want[i]
-                );
+                assert!((v[i] - want[i]).abs() < 1e-14, "phi_{i}: {} vs {}", v[i], want[i]);
             }
             assert_eq!(dx[2], 0.0);
             assert_eq!(dx[5], 0.0);
@@ -441,22 +421,14 @@ mod tests {
                 for i in 0..n {
                     let fd = (vp[i] - vm[i]) / (2.0 * h);
                     let tol = 1e-6 * dx[i].abs().max(scale);
-                    assert!(
-                        (fd - dx[i]).abs() < tol,
-                        "order {order} dx[{i}]: {fd} vs {}",
-                        dx[i]
-                    );
+                    assert!((fd - dx[i]).abs() < tol, "order {order} dx[{i}]: {fd} vs {}", dx[i]);
                 }
                 dubiner_triangle(order, x, y + h, &mut vp, &mut sx, &mut sy);
                 dubiner_triangle(order, x, y - h, &mut vm, &mut sx, &mut sy);
                 for i in 0..n {
                     let fd = (vp[i] - vm[i]) / (2.0 * h);
                     let tol = 1e-6 * dy[i].abs().max(scale);
-                    assert!(
-                        (fd - dy[i]).abs() < tol,
-                        "order {order} dy[{i}]: {fd} vs {}",
-                        dy[i]
-                    );
+                    assert!((fd - dy[i]).abs() < tol, "order {order} dy[{i}]: {fd} vs {}", dy[i]);
                 }
             }
         }
@@ -472,14 +444,7 @@ mod tests {
         let (mut v2, mut dx2, mut dy2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         dubiner_triangle(order, -1.0, 1.0, &mut v, &mut dx, &mut dy);
         let eps = 1e-9;
-        dubiner_triangle(
-            order,
-            -1.0 + eps,
-            1.0 - 2.0 * eps,
-            &mut v2,
-            &mut dx2,
-            &mut dy2,
-        );
+        dubiner_triangle(order, -1.0 + eps, 1.0 - 2.0 * eps, &mut v2, &mut dx2, &mut dy2);
         for i in 0..n {
             assert!(v[i].is_finite() && dx[i].is_finite() && dy[i].is_finite());
             assert!((v[i] - v2[i]).abs() < 1e-5 * v[i].abs().max(1.0));

@@ -81,9 +81,9 @@ pub fn reference_element(
 ) -> Result<Box<dyn ReferenceElement>, CoreError> {
     match cell {
         CellType::Triangle => Ok(Box::new(ReferenceTriangle::new(order)?)),
-        CellType::Tetrahedron => Err(CoreError::CellTypeMismatch(
-            "no reference element for tetrahedra yet".to_string(),
-        )),
+        CellType::Tetrahedron => {
+            Err(CoreError::CellTypeMismatch("no reference element for tetrahedra yet".to_string()))
+        }
     }
 }
 
@@ -128,11 +128,7 @@ pub(crate) fn face_point_generic(
     let mut lambda = [0.0f64; 4];
     face_parameter_barycentric(s, &mut lambda[..fv.len()]);
     for (k, x) in xi[..dim].iter_mut().enumerate() {
-        *x = fv
-            .iter()
-            .zip(&lambda)
-            .map(|(&v, l)| l * vertices[v * dim + k])
-            .sum();
+        *x = fv.iter().zip(&lambda).map(|(&v, l)| l * vertices[v * dim + k]).sum();
     }
 }
 
@@ -158,10 +154,7 @@ pub(crate) fn to_canonical_generic(cell: CellType, orientation: usize, s: &[f64]
     let canonical = |t: &[f64], k: usize| -> f64 {
         let mut lambda = [0.0f64; 4];
         face_parameter_barycentric(t, &mut lambda[..m]);
-        perm.iter()
-            .zip(&lambda)
-            .map(|(&c, l)| l * face_parameter_vertex(c, k))
-            .sum()
+        perm.iter().zip(&lambda).map(|(&c, l)| l * face_parameter_vertex(c, k)).sum()
     };
     let mut t = [0.0f64; 3];
     for (k, o) in out[..face_dim].iter_mut().enumerate() {
@@ -244,10 +237,8 @@ mod tests {
             let mid = [0.0, -1.0];
             let mut out = [0.0; 2];
             to_canonical_generic(CellType::Tetrahedron, code, &mid, &mut out);
-            let want = [
-                0.5 * (w[perm[0]][0] + w[perm[1]][0]),
-                0.5 * (w[perm[0]][1] + w[perm[1]][1]),
-            ];
+            let want =
+                [0.5 * (w[perm[0]][0] + w[perm[1]][0]), 0.5 * (w[perm[0]][1] + w[perm[1]][1])];
             assert_eq!(out, want);
         }
     }

@@ -43,10 +43,7 @@ impl QuadratureRule {
 /// # Panics
 /// If `alpha <= -1` or `beta <= -1` (the weight is not integrable).
 pub fn gauss_jacobi(n: usize, alpha: f64, beta: f64) -> (Vec<f64>, Vec<f64>) {
-    assert!(
-        alpha > -1.0 && beta > -1.0,
-        "gauss_jacobi: need alpha, beta > -1"
-    );
+    assert!(alpha > -1.0 && beta > -1.0, "gauss_jacobi: need alpha, beta > -1");
     if n == 0 {
         return (Vec::new(), Vec::new());
     }
@@ -127,11 +124,7 @@ pub fn gauss_legendre(n: usize) -> (Vec<f64>, Vec<f64>) {
 /// (`degree/2 + 1` points).
 pub fn segment_rule(degree: usize) -> QuadratureRule {
     let (points, weights) = gauss_legendre(degree / 2 + 1);
-    QuadratureRule {
-        dim: 1,
-        points,
-        weights,
-    }
+    QuadratureRule { dim: 1, points, weights }
 }
 
 /// Collapsed (Duffy) Gauss rule on the reference triangle `(-1,-1), (1,-1), (-1,1)`, exact for
@@ -155,11 +148,7 @@ pub fn triangle_rule(degree: usize) -> QuadratureRule {
             weights.push(0.5 * w_a * w_b);
         }
     }
-    QuadratureRule {
-        dim: 2,
-        points,
-        weights,
-    }
+    QuadratureRule { dim: 2, points, weights }
 }
 
 /// Diagonal entry `alpha_k` of the Jacobi matrix of the weight `(1-x)^a (1+x)^b`.
@@ -358,10 +347,7 @@ mod tests {
         assert!((gamma(3.5) - 3.323_350_970_447_842_6).abs() < 1e-14);
         // The Lanczos branch on its working range [0.5, 1.5] against the exact values.
         for &x in &[0.5, 1.0, 1.5] {
-            assert!(
-                (lanczos_gamma(x) - gamma(x)).abs() < 2e-15 * gamma(x),
-                "x = {x}"
-            );
+            assert!((lanczos_gamma(x) - gamma(x)).abs() < 2e-15 * gamma(x), "x = {x}");
         }
         // Gamma(x+1) = x Gamma(x) across the Lanczos branch, and the shifted evaluation agrees
         // with the exact values at half-integers to a few ulps.
@@ -383,11 +369,7 @@ mod tests {
             assert!(x.windows(2).all(|p| p[0] < p[1]));
             assert!(x.iter().all(|x| x.abs() < 1.0) && w.iter().all(|w| *w > 0.0));
             for p in 0..2 * n {
-                let exact = if p & 1 == 0 {
-                    2.0 / (p as f64 + 1.0)
-                } else {
-                    0.0
-                };
+                let exact = if p & 1 == 0 { 2.0 / (p as f64 + 1.0) } else { 0.0 };
                 let got = quad(&x, &w, |x| x.powi(p as i32));
                 assert!((got - exact).abs() < 2e-15, "n={n} p={p}: {got} vs {exact}");
             }
@@ -399,10 +381,7 @@ mod tests {
                     / ((2 * n + 1) as f64 * fact(2 * n).powi(2));
                 let p = 2 * n;
                 let err = 2.0 / (p as f64 + 1.0) - quad(&x, &w, |x| x.powi(p as i32));
-                assert!(
-                    (err - constant).abs() < 1e-6 * constant,
-                    "n={n}: {err:e} vs {constant:e}"
-                );
+                assert!((err - constant).abs() < 1e-6 * constant, "n={n}: {err:e} vs {constant:e}");
             }
         }
     }
@@ -489,11 +468,7 @@ mod tests {
             let rule = segment_rule(degree);
             assert_eq!(rule.dim, 1);
             for p in 0..=degree {
-                let exact = if p & 1 == 0 {
-                    2.0 / (p as f64 + 1.0)
-                } else {
-                    0.0
-                };
+                let exact = if p & 1 == 0 { 2.0 / (p as f64 + 1.0) } else { 0.0 };
                 let got: f64 = (0..rule.n_points())
                     .map(|i| rule.weights[i] * rule.point(i)[0].powi(p as i32))
                     .sum();
@@ -550,10 +525,8 @@ mod tests {
         assert!((exact_triangle_monomial(0, 1) + 2.0 / 3.0).abs() < 1e-15);
         for d in 0..=8 {
             for a in 0..=d {
-                let (e1, e2) = (
-                    exact_triangle_monomial(a, d - a),
-                    unit_triangle_monomial(a, d - a),
-                );
+                let (e1, e2) =
+                    (exact_triangle_monomial(a, d - a), unit_triangle_monomial(a, d - a));
                 assert!((e1 - e2).abs() < 1e-13, "x^{a} y^{}: {e1} vs {e2}", d - a);
             }
         }
@@ -562,10 +535,7 @@ mod tests {
             assert_eq!(rule.dim, 2);
             for q in 0..rule.n_points() {
                 let p = rule.point(q);
-                assert!(
-                    p[0] > -1.0 && p[1] > -1.0 && p[0] + p[1] < 0.0,
-                    "point outside"
-                );
+                assert!(p[0] > -1.0 && p[1] > -1.0 && p[0] + p[1] < 0.0, "point outside");
             }
             for d in 0..=degree {
                 for a in 0..=d {

@@ -47,11 +47,7 @@ impl ReferenceTriangle {
     /// [`CoreError::InvalidOrder`] if `order > MAX_REFERENCE_ORDER`.
     pub fn new(order: usize) -> Result<Self, CoreError> {
         if order > MAX_REFERENCE_ORDER {
-            return Err(CoreError::InvalidOrder {
-                order,
-                min: 0,
-                max: MAX_REFERENCE_ORDER,
-            });
+            return Err(CoreError::InvalidOrder { order, min: 0, max: MAX_REFERENCE_ORDER });
         }
         let n = dubiner_count(order);
         let n_face = order + 1;
@@ -202,9 +198,7 @@ mod tests {
 
     fn max_abs_diff(a: &Array2<f64>, b: &Array2<f64>) -> f64 {
         assert_eq!(a.dim(), b.dim());
-        a.iter()
-            .zip(b.iter())
-            .fold(0.0, |m, (x, y)| m.max((x - y).abs()))
+        a.iter().zip(b.iter()).fold(0.0, |m, (x, y)| m.max((x - y).abs()))
     }
 
     #[test]
@@ -335,11 +329,8 @@ mod tests {
     #[test]
     fn face_matrices_match_direct_high_order_quadrature() {
         // Explicit face endpoints: face 0 from v1 to v2, face 1 from v2 to v0, face 2 from v0 to v1.
-        let ends = [
-            [[1.0, -1.0], [-1.0, 1.0]],
-            [[-1.0, 1.0], [-1.0, -1.0]],
-            [[-1.0, -1.0], [1.0, -1.0]],
-        ];
+        let ends =
+            [[[1.0, -1.0], [-1.0, 1.0]], [[-1.0, 1.0], [-1.0, -1.0]], [[-1.0, -1.0], [1.0, -1.0]]];
         for order in [0, 1, 2, 5, 9] {
             let r = ReferenceTriangle::new(order).unwrap();
             let n = r.n_volume();

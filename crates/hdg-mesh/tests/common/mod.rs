@@ -33,11 +33,7 @@ pub fn check_consistency(mesh: &Mesh) {
             let local: Vec<usize> = ct.face_vertices(l).iter().map(|&i| cv[i]).collect();
             let mut sorted = local.clone();
             sorted.sort_unstable();
-            assert_eq!(
-                mesh.face_vertices(f),
-                &sorted[..],
-                "cell {c} local face {l}"
-            );
+            assert_eq!(mesh.face_vertices(f), &sorted[..], "cell {c} local face {l}");
             assert_eq!(
                 mesh.cell_face_orientations(c)[l],
                 ct.orientation(&local),
