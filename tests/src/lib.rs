@@ -2,7 +2,8 @@
 //! everything a test wants to look at.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Discretization, HostFields, PipelineOptions, PipelineOutput, Problem, Real, Silent,
+    solve, Discretization, HostFields, Krylov, PipelineOptions, PipelineOutput, Problem, Real,
+    Silent,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::Mesh;
@@ -24,8 +25,16 @@ pub fn run_cpu<T: Real>(
 ) -> PipelineOutput<T, CpuBackend> {
     let cg = ConjugateGradient::new(tolerance::<T>(), 100_000, Preconditioning::Jacobi);
     let options = PipelineOptions { keep_operator: true };
-    let out = solve::<T, CpuBackend>(&CpuBackend, mesh, problem, order, &cg, options, &mut Silent)
-        .expect("pipeline runs");
+    let out = solve::<T, CpuBackend>(
+        &CpuBackend,
+        mesh,
+        problem,
+        order,
+        &Krylov(&cg),
+        options,
+        &mut Silent,
+    )
+    .expect("pipeline runs");
     assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
     out
 }

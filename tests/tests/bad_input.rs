@@ -1,6 +1,8 @@
 //! Bad input to the library gives a typed error, never a panic.
 use hdg_backend_cpu::CpuBackend;
-use hdg_core::{solve, Coefficient, CoreError, Manufactured, PipelineOptions, Problem, Silent};
+use hdg_core::{
+    solve, Coefficient, CoreError, Krylov, Manufactured, PipelineOptions, Problem, Silent,
+};
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal};
 
@@ -12,7 +14,7 @@ fn try_solve(problem: &Problem, order: usize, tol: f64) -> Result<(), CoreError>
         &mesh,
         problem,
         order,
-        &cg,
+        &Krylov(&cg),
         PipelineOptions::default(),
         &mut Silent,
     )

@@ -9,7 +9,9 @@
 //! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
 use std::path::Path;
 
-use hdg_core::{CoreError, Real, Result, TraceOperator, TraceTopology, NONE};
+use hdg_core::{
+    CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE,
+};
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
@@ -289,5 +291,64 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
     }
     fn diagonal(&self) -> Result<Vec<T>> {
         Ok(DbfMatrix::diagonal(self))
+    }
+    fn block_size(&self) -> usize {
+        self.n_f
+    }
+    fn diagonal_blocks(&self) -> Result<Vec<T>> {
+        let bsz = self.n_f * self.n_f;
+        let stride = self.slots * bsz;
+        Ok(self.blocks.chunks_exact(stride).flat_map(|row| row[..bsz].iter().copied()).collect())
+    }
+    fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
+        let (nf, bsz) = (self.n_f, self.n_f * self.n_f);
+        let (lo, hi) = (0..self.n_rows())
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|row| {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                for m in 0..nf {
+                    let mut radius = 0.0;
+                    let mut center = 0.0;
+                    for a in (0..self.slots).filter(|&a| self.is_active(row, a)) {
+                        let block = &self.blocks[(row * self.slots + a) * bsz..][..bsz];
+                        for l in 0..nf {
+                            let v = block[m * nf + l].as_f64();
+                            if a == 0 && l == m {
+                                center = v;
+                            } else {
+                                radius += v.abs();
+                            }
+                        }
+                    }
+                    let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
+                    lo = lo.min(c - r);
+                    hi = hi.max(c + r);
+                }
+                (lo, hi)
+            })
+            .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+        Ok((lo, hi))
+    }
+    fn to_host_csr(&self) -> Result<HostCsr> {
+        let csr = self.to_csr();
+        Ok(HostCsr {
+            n: csr.rows(),
+            indptr: csr.indptr().raw_storage().to_vec(),
+            indices: csr.indices().to_vec(),
+            values: csr.data().iter().map(|v| v.as_f64()).collect(),
+        })
+    }
+}
+
+impl DemoteOperator<crate::CpuBackend> for DbfMatrix<f64> {
+    type Low = DbfMatrix<f32>;
+    fn demote(&self) -> Result<DbfMatrix<f32>> {
+        Ok(DbfMatrix {
+            n_f: self.n_f,
+            slots: self.slots,
+            blocks: self.blocks.par_iter().map(|&v| v as f32).collect(),
+            columns: self.columns.clone(),
+        })
     }
 }

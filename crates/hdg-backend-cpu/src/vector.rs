@@ -1,8 +1,8 @@
 //! Level-1 vector operations on host vectors, parallel over large vectors.
-use hdg_core::{Real, Result, VectorOps};
+use hdg_core::{CoreError, MixedPrecisionOps, Real, Result, VectorOps};
 use rayon::prelude::*;
 
-use crate::CpuBackend;
+use crate::{dense, CpuBackend};
 
 /// Below this length the work is too small to split across threads.
 const MIN_PARALLEL_CHUNK: usize = 1 << 14;
@@ -62,6 +62,106 @@ impl<T: Real> VectorOps<T> for CpuBackend {
     }
     fn reciprocal(&self, v: &mut Vec<T>) -> Result<()> {
         v.par_iter_mut().with_min_len(MIN_PARALLEL_CHUNK).for_each(|x| *x = T::one() / *x);
+        Ok(())
+    }
+    fn axpby(&self, alpha: T, x: &Vec<T>, beta: T, y: &mut Vec<T>) -> Result<()> {
+        y.par_iter_mut()
+            .with_min_len(MIN_PARALLEL_CHUNK)
+            .zip(x.par_iter())
+            .for_each(|(yi, &xi)| *yi = alpha * xi + beta * *yi);
+        Ok(())
+    }
+    fn scale(&self, alpha: T, x: &mut Vec<T>) -> Result<()> {
+        x.par_iter_mut().with_min_len(MIN_PARALLEL_CHUNK).for_each(|v| *v *= alpha);
+        Ok(())
+    }
+    fn dot_many(&self, pairs: &[(&Vec<T>, &Vec<T>)]) -> Result<Vec<T>> {
+        // One pass over each chunk computes every product: one reduction phase for all.
+        let len = pairs.first().map_or(0, |(x, _)| x.len());
+        let m = pairs.len();
+        let partials: Vec<Vec<T>> = (0..len.div_ceil(MIN_PARALLEL_CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * MIN_PARALLEL_CHUNK..((c + 1) * MIN_PARALLEL_CHUNK).min(len);
+                pairs
+                    .iter()
+                    .map(|(x, y)| {
+                        x[range.clone()].iter().zip(&y[range.clone()]).map(|(&a, &b)| a * b).sum()
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok((0..m).map(|i| partials.iter().map(|p| p[i]).sum()).collect())
+    }
+    fn cg_update(
+        &self,
+        alpha: T,
+        p: &Vec<T>,
+        ap: &Vec<T>,
+        x: &mut Vec<T>,
+        r: &mut Vec<T>,
+    ) -> Result<T> {
+        let partials: Vec<T> = x
+            .par_chunks_mut(MIN_PARALLEL_CHUNK)
+            .zip(r.par_chunks_mut(MIN_PARALLEL_CHUNK))
+            .zip(p.par_chunks(MIN_PARALLEL_CHUNK).zip(ap.par_chunks(MIN_PARALLEL_CHUNK)))
+            .map(|((xc, rc), (pc, apc))| {
+                let mut rr = T::zero();
+                for i in 0..xc.len() {
+                    xc[i] += alpha * pc[i];
+                    rc[i] -= alpha * apc[i];
+                    rr += rc[i] * rc[i];
+                }
+                rr
+            })
+            .collect();
+        Ok(partials.into_iter().sum())
+    }
+    fn factor_blocks(&self, blocks: &mut Vec<T>, block_size: usize) -> Result<()> {
+        let bsz = block_size * block_size;
+        blocks.par_chunks_mut(bsz).enumerate().try_for_each(|(b, block)| {
+            dense::cholesky(block_size, block).map_err(|(pivot, value)| {
+                CoreError::Solver(format!(
+                    "block Jacobi: diagonal block {b} is not positive definite (pivot {pivot} = {:e})",
+                    value.as_f64()
+                ))
+            })
+        })
+    }
+    fn solve_blocks(
+        &self,
+        factors: &Vec<T>,
+        block_size: usize,
+        r: &Vec<T>,
+        z: &mut Vec<T>,
+    ) -> Result<()> {
+        let bsz = block_size * block_size;
+        z.par_chunks_mut(block_size)
+            .zip(r.par_chunks(block_size))
+            .zip(factors.par_chunks(bsz))
+            .with_min_len(256)
+            .for_each(|((zb, rb), l)| {
+                zb.copy_from_slice(rb);
+                dense::forward_substitution(block_size, 1, l, zb);
+                dense::backward_substitution(block_size, 1, l, zb);
+            });
+        Ok(())
+    }
+}
+
+impl MixedPrecisionOps for CpuBackend {
+    fn demote(&self, x: &Vec<f64>, y: &mut Vec<f32>) -> Result<()> {
+        y.par_iter_mut()
+            .with_min_len(MIN_PARALLEL_CHUNK)
+            .zip(x.par_iter())
+            .for_each(|(a, &b)| *a = b as f32);
+        Ok(())
+    }
+    fn promote_add(&self, x: &Vec<f32>, y: &mut Vec<f64>) -> Result<()> {
+        y.par_iter_mut()
+            .with_min_len(MIN_PARALLEL_CHUNK)
+            .zip(x.par_iter())
+            .for_each(|(a, &b)| *a += b as f64);
         Ok(())
     }
 }

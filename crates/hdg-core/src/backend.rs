@@ -38,6 +38,72 @@ pub trait VectorOps<T: Real>: Sync {
         -> Result<()>;
     /// v = 1 ./ v (elementwise).
     fn reciprocal(&self, v: &mut Self::Vector) -> Result<()>;
+
+    // Fused operations: a backend overrides them to touch memory once and launch one kernel;
+    // the defaults compose the basic operations, so a new backend works before it is tuned.
+
+    /// y = alpha x + beta y.
+    fn axpby(&self, alpha: T, x: &Self::Vector, beta: T, y: &mut Self::Vector) -> Result<()>;
+    /// x = alpha x.
+    fn scale(&self, alpha: T, x: &mut Self::Vector) -> Result<()>;
+    /// Several dot products in one global reduction phase: `[x_i . y_i]`.
+    fn dot_many(&self, pairs: &[(&Self::Vector, &Self::Vector)]) -> Result<Vec<T>> {
+        pairs.iter().map(|(x, y)| self.dot(x, y)).collect()
+    }
+    /// The CG update: x += alpha p, r -= alpha ap, and returns r . r (one pass, one reduction).
+    fn cg_update(
+        &self,
+        alpha: T,
+        p: &Self::Vector,
+        ap: &Self::Vector,
+        x: &mut Self::Vector,
+        r: &mut Self::Vector,
+    ) -> Result<T> {
+        self.axpy(alpha, p, x)?;
+        self.axpy(-alpha, ap, r)?;
+        self.dot(r, r)
+    }
+    /// Factorises in place a batch of SPD blocks (`blocks` holds n_blocks dense b x b blocks,
+    /// row-major, b = `block_size`) for [`VectorOps::solve_blocks`] (block Jacobi).
+    fn factor_blocks(&self, blocks: &mut Self::Vector, block_size: usize) -> Result<()>;
+    /// z = blockdiag(B)^-1 r with the factors of [`VectorOps::factor_blocks`].
+    fn solve_blocks(
+        &self,
+        factors: &Self::Vector,
+        block_size: usize,
+        r: &Self::Vector,
+        z: &mut Self::Vector,
+    ) -> Result<()>;
+}
+
+/// Conversions between the two precisions of one backend, for mixed-precision solvers.
+pub trait MixedPrecisionOps: VectorOps<f64> + VectorOps<f32> {
+    /// y = x rounded to f32.
+    fn demote(
+        &self,
+        x: &<Self as VectorOps<f64>>::Vector,
+        y: &mut <Self as VectorOps<f32>>::Vector,
+    ) -> Result<()>;
+    /// y += x (x widened to f64).
+    fn promote_add(
+        &self,
+        x: &<Self as VectorOps<f32>>::Vector,
+        y: &mut <Self as VectorOps<f64>>::Vector,
+    ) -> Result<()>;
+}
+
+/// A sparse matrix on the host in compressed sparse row form (values in f64): the export of a
+/// trace operator, for direct solvers and checks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostCsr {
+    /// Rows (= columns).
+    pub n: usize,
+    /// Row pointers, n + 1 entries.
+    pub indptr: Vec<usize>,
+    /// Column of each entry, sorted within each row.
+    pub indices: Vec<usize>,
+    /// Value of each entry.
+    pub values: Vec<f64>,
 }
 
 /// Stage "trace solve": the assembled (or matrix-free) global trace operator, Dirichlet unknowns
@@ -51,6 +117,39 @@ pub trait TraceOperator<T: Real>: Sync {
     fn apply(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
     /// The diagonal of A (for Jacobi preconditioning).
     fn diagonal(&self) -> Result<Self::Vector>;
+    /// Size of the natural diagonal blocks (n_f: one face's unknowns).
+    fn block_size(&self) -> usize;
+    /// The diagonal blocks, `dim / block_size` dense row-major blocks (for block Jacobi).
+    fn diagonal_blocks(&self) -> Result<Self::Vector>;
+    /// Gershgorin bounds (lower, upper) on the spectrum, optionally of D^-1 A (`scaled`: the
+    /// Jacobi-preconditioned operator, rows scaled by their diagonal entry).
+    fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)>;
+    /// The matrix on the host (for direct solvers and checks).
+    fn to_host_csr(&self) -> Result<HostCsr>;
+}
+
+/// An operator that can give a copy of itself in f32 on the same backend (mixed precision).
+pub trait DemoteOperator<B: VectorOps<f32>>: TraceOperator<f64> {
+    /// The f32 operator.
+    type Low: TraceOperator<f32, Vector = <B as VectorOps<f32>>::Vector>;
+    /// Rounds the operator to f32.
+    fn demote(&self) -> Result<Self::Low>;
+}
+
+/// A preconditioner: z = M^-1 r, through backend vector operations only.
+pub trait Preconditioner<T: Real, B: VectorOps<T>> {
+    /// Name for reports.
+    fn name(&self) -> String;
+    /// z = M^-1 r.
+    fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()>;
+    /// Operator applications one call costs (polynomial preconditioners), for statistics.
+    fn operator_applications(&self) -> usize {
+        0
+    }
+    /// Global reductions one call costs, for statistics.
+    fn reductions(&self) -> usize {
+        0
+    }
 }
 
 /// Stages "local solve" and "recovery": batched static condensation of every element
@@ -133,6 +232,40 @@ pub trait KrylovSolver<T: Real, B: VectorOps<T>> {
     ) -> Result<SolveReport>;
 }
 
+/// Stage "trace solve" as the pipeline sees it: a solver of the assembled operator of a
+/// backend. Every [`KrylovSolver`] is one (through [`Krylov`]); solvers that need more than the
+/// operator's trait methods (a second precision, say) implement this directly.
+pub trait TraceSolver<T: Real, B: Assembler<T>> {
+    /// Name for reports.
+    fn name(&self) -> String;
+    /// Solves A x = b from the initial guess in `x`.
+    fn solve(
+        &self,
+        backend: &B,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport>;
+}
+
+/// A Krylov method used as the pipeline's trace solver.
+pub struct Krylov<'a, T: Real, B: VectorOps<T>>(pub &'a dyn KrylovSolver<T, B>);
+
+impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for Krylov<'_, T, B> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn solve(
+        &self,
+        backend: &B,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
+        self.0.solve(backend, operator, rhs, x)
+    }
+}
+
 /// A backend: all stages.
 pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> {
     /// Short name ("cpu", "cuda").
@@ -154,8 +287,10 @@ pub struct SolveReport {
     pub residual_history: Vec<f64>,
     /// Operator applications.
     pub operator_applications: usize,
-    /// Global reductions (dot products, norms).
+    /// Global reductions (dot products, norms; several dots fused in one phase count once).
     pub reductions: usize,
+    /// Extra information a solver reports (eigenvalue bounds used, their cost, restarts, ...).
+    pub notes: Vec<String>,
 }
 
 /// L2 errors of the recovered and postprocessed fields.

@@ -28,8 +28,9 @@ pub mod tables;
 pub mod topology;
 
 pub use backend::{
-    Assembler, Backend, ErrorNorms, HostFields, KrylovSolver, LocalSolver, Postprocessor,
-    SolveReport, TraceOperator, VectorOps,
+    Assembler, Backend, DemoteOperator, ErrorNorms, HostCsr, HostFields, Krylov, KrylovSolver,
+    LocalSolver, MixedPrecisionOps, Postprocessor, Preconditioner, SolveReport, TraceOperator,
+    TraceSolver, VectorOps,
 };
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};

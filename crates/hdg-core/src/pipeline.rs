@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use hdg_mesh::Mesh;
 
-use crate::backend::{Backend, ErrorNorms, KrylovSolver, SolveReport, VectorOps};
+use crate::backend::{Backend, ErrorNorms, SolveReport, TraceSolver, VectorOps};
 use crate::discretization::Discretization;
 use crate::error::Result;
 use crate::problem::Problem;
@@ -137,7 +137,7 @@ pub fn solve<T: Real, B: Backend<T>>(
     mesh: &Mesh,
     problem: &Problem,
     order: usize,
-    solver: &dyn KrylovSolver<T, B>,
+    solver: &dyn TraceSolver<T, B>,
     options: PipelineOptions,
     progress: &mut dyn Progress,
 ) -> Result<PipelineOutput<T, B>> {

@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Backend, CoreError, Manufactured, PipelineOptions, PipelineOutput, PipelineReport,
-    Problem, Progress, Real,
+    solve, Backend, CoreError, Krylov, Manufactured, PipelineOptions, PipelineOutput,
+    PipelineReport, Problem, Progress, Real,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -131,7 +131,7 @@ pub fn run<T: Real, B: Backend<T>>(
         SolverKind::PcgJacobi => Preconditioning::Jacobi,
     };
     let cg = ConjugateGradient::new(settings.tolerance, settings.max_iterations, preconditioning);
-    solve::<T, B>(backend, mesh, problem, settings.order, &cg, options, progress)
+    solve::<T, B>(backend, mesh, problem, settings.order, &Krylov(&cg), options, progress)
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.

@@ -1,81 +1,11 @@
 //! CG against small dense systems through a minimal host backend.
-use hdg_core::{CoreError, KrylovSolver, Result, TraceOperator, VectorOps};
+use hdg_core::{CoreError, KrylovSolver, Result, TraceOperator};
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 
-struct Host;
+mod support;
 
-impl VectorOps<f64> for Host {
-    type Vector = Vec<f64>;
-    fn zeros(&self, len: usize) -> Result<Vec<f64>> {
-        Ok(vec![0.0; len])
-    }
-    fn copy_from_host(&self, data: &[f64]) -> Result<Vec<f64>> {
-        Ok(data.to_vec())
-    }
-    fn to_host(&self, v: &Vec<f64>) -> Result<Vec<f64>> {
-        Ok(v.clone())
-    }
-    fn len(&self, v: &Vec<f64>) -> usize {
-        v.len()
-    }
-    fn copy(&self, src: &Vec<f64>, dst: &mut Vec<f64>) -> Result<()> {
-        dst.copy_from_slice(src);
-        Ok(())
-    }
-    fn axpy(&self, alpha: f64, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
-        y.iter_mut().zip(x).for_each(|(y, x)| *y += alpha * x);
-        Ok(())
-    }
-    fn xpby(&self, x: &Vec<f64>, beta: f64, y: &mut Vec<f64>) -> Result<()> {
-        y.iter_mut().zip(x).for_each(|(y, x)| *y = x + beta * *y);
-        Ok(())
-    }
-    fn dot(&self, x: &Vec<f64>, y: &Vec<f64>) -> Result<f64> {
-        Ok(x.iter().zip(y).map(|(a, b)| a * b).sum())
-    }
-    fn pointwise_mul(&self, a: &Vec<f64>, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
-        y.iter_mut().zip(a.iter().zip(x)).for_each(|(y, (a, x))| *y = a * x);
-        Ok(())
-    }
-    fn reciprocal(&self, v: &mut Vec<f64>) -> Result<()> {
-        v.iter_mut().for_each(|x| *x = 1.0 / *x);
-        Ok(())
-    }
-}
-
-struct Dense {
-    n: usize,
-    a: Vec<f64>,
-}
-
-impl TraceOperator<f64> for Dense {
-    type Vector = Vec<f64>;
-    fn dim(&self) -> usize {
-        self.n
-    }
-    fn apply(&self, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
-        for i in 0..self.n {
-            y[i] = (0..self.n).map(|j| self.a[i * self.n + j] * x[j]).sum();
-        }
-        Ok(())
-    }
-    fn diagonal(&self) -> Result<Vec<f64>> {
-        Ok((0..self.n).map(|i| self.a[i * self.n + i]).collect())
-    }
-}
-
-/// 1D Laplacian with a variable scaling s_i: A = S L S.
-fn scaled_laplacian(n: usize, scale: impl Fn(usize) -> f64) -> Dense {
-    let mut a = vec![0.0; n * n];
-    for i in 0..n {
-        a[i * n + i] = 2.0 * scale(i) * scale(i);
-        if i + 1 < n {
-            a[i * n + i + 1] = -scale(i) * scale(i + 1);
-            a[(i + 1) * n + i] = -scale(i) * scale(i + 1);
-        }
-    }
-    Dense { n, a }
-}
+use hdg_backend_cpu::CpuBackend;
+use support::{scaled_laplacian, Dense};
 
 fn solve(
     op: &Dense,
@@ -83,7 +13,7 @@ fn solve(
     cg: &ConjugateGradient,
 ) -> Result<(Vec<f64>, hdg_core::SolveReport)> {
     let mut x = vec![0.0; op.n];
-    let report = KrylovSolver::<f64, Host>::solve(cg, &Host, op, &b.to_vec(), &mut x)?;
+    let report = KrylovSolver::<f64, CpuBackend>::solve(cg, &CpuBackend, op, &b.to_vec(), &mut x)?;
     Ok((x, report))
 }
 
