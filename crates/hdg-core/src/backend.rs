@@ -285,6 +285,8 @@ pub struct SolveReport {
     pub converged: bool,
     /// Relative residual after each iteration (the recurrence's estimate).
     pub residual_history: Vec<f64>,
+    /// (iteration, true relative residual) at each periodic true-residual check.
+    pub true_residual_checks: Vec<(usize, f64)>,
     /// Operator applications.
     pub operator_applications: usize,
     /// Global reductions (dot products, norms; several dots fused in one phase count once).

@@ -1,9 +1,13 @@
-//! Conjugate gradients, plain and Jacobi-preconditioned.
+//! Conjugate gradients, plain and preconditioned: the reference Krylov method of the suite.
 //!
-//! The structure (an explicit preconditioner application, counted reductions and operator
-//! applications, a recomputed true residual at the end) is the one the later solver suite
-//! extends.
-use hdg_core::{CoreError, KrylovSolver, Real, Result, SolveReport, TraceOperator, VectorOps};
+//! [`run_cg`] is the one implementation of the iteration; [`ConjugateGradient`] wraps it as a
+//! [`KrylovSolver`], the Lanczos spectrum estimate and the CG-then-Chebyshev hybrid call it with
+//! an observer that receives every step's coefficients.
+use hdg_core::{
+    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+};
+
+use crate::precond::{Identity, Jacobi};
 
 /// The preconditioner of [`ConjugateGradient`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,6 +16,205 @@ pub enum Preconditioning {
     None,
     /// Jacobi: z = D^{-1} r with D the operator's diagonal.
     Jacobi,
+}
+
+/// Settings of one CG run.
+#[derive(Clone, Copy, Debug)]
+pub struct CgSettings {
+    /// Stop when the recurrence's ||r|| / ||b|| <= tolerance.
+    pub tolerance: f64,
+    /// Give up after this many iterations (the report then says not converged).
+    pub max_iterations: usize,
+    /// Recompute the true residual b - A x every this many iterations (0: only at the end);
+    /// each check is recorded, and a true residual below the tolerance ends the solve.
+    pub true_residual_every: usize,
+}
+
+/// One CG step, as the observer sees it: x_{k+1} = x_k + alpha p_k, p_{k+1} = z_{k+1} + beta p_k.
+#[derive(Clone, Copy, Debug)]
+pub struct CgStep {
+    /// Iteration number (1-based).
+    pub iteration: usize,
+    /// alpha_k.
+    pub alpha: f64,
+    /// beta_k (the coefficient of the next direction).
+    pub beta: f64,
+    /// Relative residual ||r|| / ||b|| after the step.
+    pub relative_residual: f64,
+}
+
+/// What the observer answers: go on, or stop here (the report then says not converged unless
+/// the tolerance was met).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Stop after this step.
+    Stop,
+}
+
+fn check_lengths<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    n: usize,
+    rhs: &B::Vector,
+    x: &B::Vector,
+) -> Result<()> {
+    if backend.len(rhs) != n || backend.len(x) != n {
+        return Err(CoreError::InvalidParameter {
+            name: "vector length",
+            reason: format!(
+                "operator has {n} rows, rhs {} and x {}",
+                backend.len(rhs),
+                backend.len(x)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Validates a tolerance.
+pub(crate) fn check_tolerance(tolerance: f64) -> Result<()> {
+    if !(tolerance.is_finite() && tolerance > 0.0 && tolerance < 1.0) {
+        return Err(CoreError::InvalidParameter {
+            name: "tolerance",
+            reason: format!("{tolerance} is not in (0, 1)"),
+        });
+    }
+    Ok(())
+}
+
+/// ||b||, with the checks every solver makes first: lengths, a finite right-hand side.
+pub(crate) fn rhs_norm<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    rhs: &B::Vector,
+    x: &B::Vector,
+    report: &mut SolveReport,
+) -> Result<f64> {
+    check_lengths(backend, operator.dim(), rhs, x)?;
+    let b_norm = backend.dot(rhs, rhs)?.as_f64().sqrt();
+    report.reductions += 1;
+    if !b_norm.is_finite() {
+        return Err(CoreError::Solver("the right-hand side contains NaN or infinity".into()));
+    }
+    Ok(b_norm)
+}
+
+/// r = b - A x; returns ||r|| / ||b||.
+pub(crate) fn true_residual<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    rhs: &B::Vector,
+    x: &B::Vector,
+    r: &mut B::Vector,
+    b_norm: f64,
+    report: &mut SolveReport,
+) -> Result<f64> {
+    operator.apply(x, r)?;
+    backend.xpby(rhs, -T::one(), r)?;
+    report.operator_applications += 1;
+    report.reductions += 1;
+    Ok(backend.dot(r, r)?.as_f64().sqrt() / b_norm)
+}
+
+/// Preconditioned CG from the initial guess in `x`. Returns the report; the final
+/// `relative_residual` is the true one. A breakdown (p.Ap <= 0: the operator or the
+/// preconditioner is not SPD) or a non-finite residual is an error.
+pub fn run_cg<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    preconditioner: &dyn Preconditioner<T, B>,
+    rhs: &B::Vector,
+    x: &mut B::Vector,
+    settings: &CgSettings,
+    observer: &mut dyn FnMut(&CgStep) -> Flow,
+) -> Result<SolveReport> {
+    check_tolerance(settings.tolerance)?;
+    let n = operator.dim();
+    let mut report = SolveReport::default();
+    let b_norm = rhs_norm(backend, operator, rhs, x, &mut report)?;
+    if b_norm == 0.0 {
+        backend.scale(T::zero(), x)?;
+        report.converged = true;
+        return Ok(report);
+    }
+    let mut r = backend.zeros(n)?;
+    let mut residual = true_residual(backend, operator, rhs, x, &mut r, b_norm, &mut report)?;
+    let mut z = backend.zeros(n)?;
+    let mut p = backend.zeros(n)?;
+    let mut ap = backend.zeros(n)?;
+    let mut check = backend.zeros(n)?;
+    let count_precond = |report: &mut SolveReport| {
+        report.operator_applications += preconditioner.operator_applications();
+        report.reductions += preconditioner.reductions();
+    };
+
+    preconditioner.apply(backend, &r, &mut z)?;
+    count_precond(&mut report);
+    let mut rz = backend.dot(&r, &z)?;
+    report.reductions += 1;
+    backend.copy(&z, &mut p)?;
+    while residual > settings.tolerance && report.iterations < settings.max_iterations {
+        operator.apply(&p, &mut ap)?;
+        report.operator_applications += 1;
+        let pap = backend.dot(&p, &ap)?;
+        report.reductions += 1;
+        if pap.is_nan() || pap <= T::zero() {
+            return Err(CoreError::Solver(format!(
+                "CG breakdown at iteration {}: p.Ap = {:e} (the operator or the preconditioner is not positive definite)",
+                report.iterations + 1,
+                pap.as_f64()
+            )));
+        }
+        let alpha = rz / pap;
+        let rr = backend.cg_update(alpha, &p, &ap, x, &mut r)?;
+        report.iterations += 1;
+        residual = rr.as_f64().sqrt() / b_norm;
+        // r.z: with no preconditioner z = r and r.z is the r.r just computed.
+        preconditioner.apply(backend, &r, &mut z)?;
+        count_precond(&mut report);
+        let rz_new = backend.dot(&r, &z)?;
+        report.reductions += 2; // r.r (fused in the update) and r.z
+        if !residual.is_finite() {
+            return Err(CoreError::Solver(format!(
+                "CG diverged at iteration {} (residual is not finite)",
+                report.iterations
+            )));
+        }
+        let beta = rz_new / rz;
+        rz = rz_new;
+        backend.xpby(&z, beta, &mut p)?;
+        report.residual_history.push(residual);
+        let step = CgStep {
+            iteration: report.iterations,
+            alpha: alpha.as_f64(),
+            beta: beta.as_f64(),
+            relative_residual: residual,
+        };
+        if observer(&step) == Flow::Stop {
+            break;
+        }
+        if settings.true_residual_every > 0 && report.iterations % settings.true_residual_every == 0
+        {
+            // Monitor the drift of the recurrence; the recurrence itself is left alone
+            // (replacing r would restart the Krylov space and slow convergence).
+            let t = true_residual(backend, operator, rhs, x, &mut check, b_norm, &mut report)?;
+            report.true_residual_checks.push((report.iterations, t));
+            if t <= settings.tolerance {
+                residual = residual.min(t);
+                break;
+            }
+        }
+    }
+    let recurrence = residual;
+    report.relative_residual =
+        true_residual(backend, operator, rhs, x, &mut r, b_norm, &mut report)?;
+    // Converged means the recurrence met the tolerance. The true residual is reported beside
+    // it: in finite precision it stalls near u ||A|| ||x|| / ||b||, which for trace systems on
+    // fine meshes (||b|| ~ h^2) lies above tight tolerances; a gap between the two says how
+    // much of the requested accuracy the precision allows.
+    report.converged = recurrence <= settings.tolerance && report.relative_residual.is_finite();
+    Ok(report)
 }
 
 /// (Preconditioned) conjugate gradients with a relative-residual stopping test.
@@ -23,22 +226,23 @@ pub struct ConjugateGradient {
     pub max_iterations: usize,
     /// Preconditioner.
     pub preconditioning: Preconditioning,
+    /// Recompute the true residual every this many iterations (0: only at the end).
+    pub true_residual_every: usize,
 }
 
 impl ConjugateGradient {
-    /// CG with the given tolerance, at most `max_iterations` iterations.
+    /// CG with the given tolerance, at most `max_iterations` iterations, and a true-residual
+    /// check every 100 iterations.
     pub fn new(tolerance: f64, max_iterations: usize, preconditioning: Preconditioning) -> Self {
-        ConjugateGradient { tolerance, max_iterations, preconditioning }
+        ConjugateGradient { tolerance, max_iterations, preconditioning, true_residual_every: 100 }
     }
 
-    fn validate(&self) -> Result<()> {
-        if !(self.tolerance.is_finite() && self.tolerance > 0.0 && self.tolerance < 1.0) {
-            return Err(CoreError::InvalidParameter {
-                name: "tolerance",
-                reason: format!("{} is not in (0, 1)", self.tolerance),
-            });
+    fn settings(&self) -> CgSettings {
+        CgSettings {
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            true_residual_every: self.true_residual_every,
         }
-        Ok(())
     }
 }
 
@@ -57,112 +261,41 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for ConjugateGradient {
         rhs: &B::Vector,
         x: &mut B::Vector,
     ) -> Result<SolveReport> {
-        self.validate()?;
-        let n = operator.dim();
-        if backend.len(rhs) != n || backend.len(x) != n {
-            return Err(CoreError::InvalidParameter {
-                name: "vector length",
-                reason: format!(
-                    "operator has {n} rows, rhs {} and x {}",
-                    backend.len(rhs),
-                    backend.len(x)
-                ),
-            });
-        }
-        let mut report = SolveReport::default();
-        let b_norm = backend.dot(rhs, rhs)?.as_f64().sqrt();
-        report.reductions += 1;
-        if !b_norm.is_finite() {
-            return Err(CoreError::Solver("the right-hand side contains NaN or infinity".into()));
-        }
-        let inverse_diagonal = match self.preconditioning {
-            Preconditioning::None => None,
+        check_tolerance(self.tolerance)?;
+        let settings = self.settings();
+        match self.preconditioning {
+            Preconditioning::None => {
+                run_cg(backend, operator, &Identity, rhs, x, &settings, &mut |_| Flow::Continue)
+            }
             Preconditioning::Jacobi => {
-                let mut d = operator.diagonal()?;
-                backend.reciprocal(&mut d)?;
-                Some(d)
+                let jacobi = Jacobi::new(backend, operator)?;
+                run_cg(backend, operator, &jacobi, rhs, x, &settings, &mut |_| Flow::Continue)
             }
-        };
-        if b_norm == 0.0 {
-            backend.copy(&backend.zeros(n)?, x)?;
-            report.converged = true;
-            return Ok(report);
         }
+    }
+}
 
-        // r = b - A x
-        let mut r = backend.zeros(n)?;
-        operator.apply(x, &mut r)?;
-        report.operator_applications += 1;
-        backend.xpby(rhs, -T::one(), &mut r)?;
-        let mut z = backend.zeros(n)?;
-        let precondition = |r: &B::Vector, z: &mut B::Vector| -> Result<()> {
-            match &inverse_diagonal {
-                Some(d) => backend.pointwise_mul(d, r, z),
-                None => backend.copy(r, z),
-            }
-        };
-        precondition(&r, &mut z)?;
-        let mut p = backend.zeros(n)?;
-        backend.copy(&z, &mut p)?;
-        let mut rz = backend.dot(&r, &z)?;
-        report.reductions += 1;
-        let mut ap = backend.zeros(n)?;
-        let mut residual = backend.dot(&r, &r)?.as_f64().sqrt() / b_norm;
-        report.reductions += 1;
+/// CG with any preconditioner (block Jacobi, a Chebyshev polynomial, ...).
+pub struct PreconditionedCg<P> {
+    /// Settings.
+    pub settings: CgSettings,
+    /// The preconditioner.
+    pub preconditioner: P,
+}
 
-        while residual > self.tolerance && report.iterations < self.max_iterations {
-            operator.apply(&p, &mut ap)?;
-            report.operator_applications += 1;
-            let pap = backend.dot(&p, &ap)?;
-            report.reductions += 1;
-            if pap.is_nan() || pap <= T::zero() {
-                return Err(CoreError::Solver(format!(
-                    "CG breakdown at iteration {}: p.Ap = {:e} (the operator is not positive definite, or the data has NaN)",
-                    report.iterations,
-                    pap.as_f64()
-                )));
-            }
-            let alpha = rz / pap;
-            backend.axpy(alpha, &p, x)?;
-            backend.axpy(-alpha, &ap, &mut r)?;
-            report.iterations += 1;
-            let rz_new = if inverse_diagonal.is_some() {
-                residual = backend.dot(&r, &r)?.as_f64().sqrt() / b_norm;
-                precondition(&r, &mut z)?;
-                report.reductions += 2;
-                backend.dot(&r, &z)?
-            } else {
-                // Plain CG: r.z is r.r, one reduction gives both the residual and beta.
-                report.reductions += 1;
-                let rr = backend.dot(&r, &r)?;
-                residual = rr.as_f64().sqrt() / b_norm;
-                rr
-            };
-            report.residual_history.push(residual);
-            if !residual.is_finite() {
-                return Err(CoreError::Solver(format!(
-                    "CG diverged at iteration {} (residual is not finite)",
-                    report.iterations
-                )));
-            }
-            let beta = rz_new / rz;
-            rz = rz_new;
-            let source = if inverse_diagonal.is_some() { &z } else { &r };
-            backend.xpby(source, beta, &mut p)?;
-        }
-
-        // The recurrence's residual drifts from the true one in finite precision: report the
-        // true residual.
-        operator.apply(x, &mut r)?;
-        report.operator_applications += 1;
-        backend.xpby(rhs, -T::one(), &mut r)?;
-        report.relative_residual = backend.dot(&r, &r)?.as_f64().sqrt() / b_norm;
-        report.reductions += 1;
-        // Converged means the recurrence met the tolerance. The true residual is reported
-        // beside it: in finite precision it stalls near u ||A|| ||x|| / ||b||, which for trace
-        // systems on fine meshes (||b|| ~ h^2) lies above tight tolerances; a gap between the
-        // two says how much of the requested accuracy the precision allows.
-        report.converged = residual <= self.tolerance && report.relative_residual.is_finite();
-        Ok(report)
+impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for PreconditionedCg<P> {
+    fn name(&self) -> String {
+        format!("pcg-{}", self.preconditioner.name())
+    }
+    fn solve(
+        &self,
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        rhs: &B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<SolveReport> {
+        run_cg(backend, operator, &self.preconditioner, rhs, x, &self.settings, &mut |_| {
+            Flow::Continue
+        })
     }
 }
