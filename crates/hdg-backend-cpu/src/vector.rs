@@ -165,3 +165,68 @@ impl MixedPrecisionOps for CpuBackend {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(n: usize, f: impl Fn(usize) -> f64) -> Vec<f64> {
+        (0..n).map(f).collect()
+    }
+
+    /// The fused operations against their definitions, across chunk boundaries.
+    #[test]
+    fn fused_operations_match_their_definitions() {
+        let b = CpuBackend;
+        let n = 3 * MIN_PARALLEL_CHUNK + 17;
+        let x = v(n, |i| (i as f64 * 0.1).sin());
+        let y = v(n, |i| (i as f64 * 0.3).cos());
+        let dots = b.dot_many(&[(&x, &y), (&x, &x), (&y, &y)]).unwrap();
+        let exact = |a: &[f64], c: &[f64]| a.iter().zip(c).map(|(p, q)| p * q).sum::<f64>();
+        for (d, e) in dots.iter().zip([exact(&x, &y), exact(&x, &x), exact(&y, &y)]) {
+            assert!((d - e).abs() < 1e-9 * e.abs().max(1.0));
+        }
+        let (mut xs, mut r) = (x.clone(), y.clone());
+        let (p, ap) = (v(n, |i| i as f64 / n as f64), v(n, |i| 1.0 - i as f64 / n as f64));
+        let rr = b.cg_update(0.5, &p, &ap, &mut xs, &mut r).unwrap();
+        for i in [0, n / 2, n - 1] {
+            assert!((xs[i] - (x[i] + 0.5 * p[i])).abs() < 1e-15);
+            assert!((r[i] - (y[i] - 0.5 * ap[i])).abs() < 1e-15);
+        }
+        assert!((rr - exact(&r, &r)).abs() < 1e-9 * rr);
+        let mut z = y.clone();
+        b.axpby(2.0, &x, -3.0, &mut z).unwrap();
+        assert!((z[5] - (2.0 * x[5] - 3.0 * y[5])).abs() < 1e-15);
+        let mut s = x.clone();
+        b.scale(-2.0, &mut s).unwrap();
+        assert_eq!(s[7], -2.0 * x[7]);
+    }
+
+    #[test]
+    fn block_solves_invert_spd_blocks_and_reject_others() {
+        let b = CpuBackend;
+        // Two 2x2 blocks: [[4, 1], [1, 3]] and [[2, 0], [0, 5]].
+        let blocks: Vec<f64> = vec![4.0, 1.0, 1.0, 3.0, 2.0, 0.0, 0.0, 5.0];
+        let mut factors = blocks.clone();
+        b.factor_blocks(&mut factors, 2).unwrap();
+        let r: Vec<f64> = vec![1.0, 2.0, 3.0, 4.0];
+        let mut z: Vec<f64> = vec![0.0; 4];
+        b.solve_blocks(&factors, 2, &r, &mut z).unwrap();
+        assert!((4.0 * z[0] + z[1] - 1.0).abs() < 1e-14 && (z[0] + 3.0 * z[1] - 2.0).abs() < 1e-14);
+        assert!((z[2] - 1.5).abs() < 1e-15 && (z[3] - 0.8).abs() < 1e-15);
+        let mut bad: Vec<f64> = vec![1.0, 2.0, 2.0, 1.0];
+        assert!(b.factor_blocks(&mut bad, 2).is_err());
+    }
+
+    #[test]
+    fn precision_conversions() {
+        let b = CpuBackend;
+        let x = vec![1.0 + 1e-12, -2.5];
+        let mut y = vec![0.0f32; 2];
+        b.demote(&x, &mut y).unwrap();
+        assert_eq!(y, vec![1.0f32, -2.5]);
+        let mut acc = vec![1.0, 1.0];
+        b.promote_add(&y, &mut acc).unwrap();
+        assert_eq!(acc, vec![2.0, -1.5]);
+    }
+}

@@ -232,6 +232,36 @@ pub trait KrylovSolver<T: Real, B: VectorOps<T>> {
     ) -> Result<SolveReport>;
 }
 
+impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B> + ?Sized> Preconditioner<T, B> for &P {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
+        (**self).apply(backend, r, z)
+    }
+    fn operator_applications(&self) -> usize {
+        (**self).operator_applications()
+    }
+    fn reductions(&self) -> usize {
+        (**self).reductions()
+    }
+}
+
+impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B> + ?Sized> Preconditioner<T, B> for Box<P> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
+        (**self).apply(backend, r, z)
+    }
+    fn operator_applications(&self) -> usize {
+        (**self).operator_applications()
+    }
+    fn reductions(&self) -> usize {
+        (**self).reductions()
+    }
+}
+
 /// Stage "trace solve" as the pipeline sees it: a solver of the assembled operator of a
 /// backend. Every [`KrylovSolver`] is one (through [`Krylov`]); solvers that need more than the
 /// operator's trait methods (a second precision, say) implement this directly.

@@ -8,3 +8,24 @@ pub use cg::{
     run_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg, Preconditioning,
 };
 pub use precond::{BlockJacobi, Identity, Jacobi};
+mod direct;
+mod gmres;
+mod mixed;
+mod pipelined;
+pub use direct::DirectCholesky;
+pub use gmres::Gmres;
+pub use mixed::{refine, MixedPrecisionRefinement};
+pub use pipelined::PipelinedCg;
+mod chebyshev;
+mod hybrid;
+mod spectrum;
+pub use chebyshev::{
+    run_chebyshev, theoretical_iterations, Chebyshev, ChebyshevPreconditioner, ChebyshevSolver,
+};
+pub use hybrid::CgThenChebyshev;
+pub use spectrum::{
+    gershgorin_estimate, lanczos_estimate, lanczos_from_cg, power_iteration,
+    symmetric_tridiagonal_eigenvalues, SpectrumEstimate,
+};
+mod suite;
+pub use suite::{SolverChoice, Suite};

@@ -1,0 +1,199 @@
+//! The solver suite behind one name: what `hdg solve --solver NAME` and `hdg solvers` select.
+//!
+//! Preconditioners and eigenvalue bounds depend on the operator, so [`Suite`] builds them at
+//! solve time and adds their cost (operator applications, reductions) to the report.
+use hdg_core::{CoreError, KrylovSolver, Real, Result, SolveReport, TraceOperator, VectorOps};
+
+use crate::{
+    lanczos_estimate, BlockJacobi, CgSettings, CgThenChebyshev, Chebyshev, ChebyshevPreconditioner,
+    ChebyshevSolver, ConjugateGradient, DirectCholesky, Gmres, Jacobi, PipelinedCg,
+    PreconditionedCg, Preconditioning,
+};
+
+/// The solvers of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SolverChoice {
+    /// Sparse Cholesky (faer, AMD ordering) of the exported matrix.
+    Direct,
+    /// Conjugate gradients.
+    Cg,
+    /// CG with Jacobi.
+    PcgJacobi,
+    /// CG with block Jacobi on the DBF diagonal blocks.
+    PcgBlockJacobi,
+    /// Pipelined CG (one reduction phase per iteration), Jacobi.
+    PipelinedCg,
+    /// Chebyshev iteration, Jacobi, bounds from 30 Lanczos (CG) steps with safety factors.
+    Chebyshev,
+    /// CG preconditioned by a degree-4 Chebyshev polynomial in D^-1 A (bounds as above).
+    ChebPcg,
+    /// CG for 25 steps, Lanczos bounds from its coefficients, then Chebyshev (Jacobi).
+    CgChebyshev,
+    /// GMRES(30), right Jacobi preconditioning.
+    Gmres,
+    /// Iterative refinement: f64 residuals, Jacobi-PCG inner solves in f32.
+    Mixed,
+}
+
+impl SolverChoice {
+    /// Every solver, in the order of the comparison table.
+    pub const ALL: [SolverChoice; 10] = [
+        SolverChoice::Direct,
+        SolverChoice::Cg,
+        SolverChoice::PcgJacobi,
+        SolverChoice::PcgBlockJacobi,
+        SolverChoice::PipelinedCg,
+        SolverChoice::Chebyshev,
+        SolverChoice::ChebPcg,
+        SolverChoice::CgChebyshev,
+        SolverChoice::Gmres,
+        SolverChoice::Mixed,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SolverChoice::Direct => "direct",
+            SolverChoice::Cg => "cg",
+            SolverChoice::PcgJacobi => "pcg-jacobi",
+            SolverChoice::PcgBlockJacobi => "pcg-block-jacobi",
+            SolverChoice::PipelinedCg => "pipelined-cg",
+            SolverChoice::Chebyshev => "chebyshev",
+            SolverChoice::ChebPcg => "cheb-pcg",
+            SolverChoice::CgChebyshev => "cg-chebyshev",
+            SolverChoice::Gmres => "gmres",
+            SolverChoice::Mixed => "mixed",
+        }
+    }
+}
+
+/// Lanczos steps for eigenvalue bounds, and the safety factors applied to them (Ritz values lie
+/// inside the spectrum: lambda_max is under-estimated, lambda_min over-estimated).
+const LANCZOS_STEPS: usize = 30;
+const SAFETY_MAX: f64 = 1.1;
+const SAFETY_MIN: f64 = 0.8;
+/// Degree of the Chebyshev polynomial preconditioner.
+const CHEBYSHEV_DEGREE: usize = 4;
+
+/// A solver of the suite with its stopping rule.
+#[derive(Clone, Copy, Debug)]
+pub struct Suite {
+    /// Which solver.
+    pub choice: SolverChoice,
+    /// Relative residual tolerance.
+    pub tolerance: f64,
+    /// Iteration cap.
+    pub max_iterations: usize,
+}
+
+fn cg_settings(s: &Suite) -> CgSettings {
+    CgSettings {
+        tolerance: s.tolerance,
+        max_iterations: s.max_iterations,
+        true_residual_every: 100,
+    }
+}
+
+/// Eigenvalue bounds of D^-1 A from Lanczos, widened by the safety factors; the estimate's cost
+/// is added to `cost`.
+fn jacobi_bounds<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    jacobi: &Jacobi<B::Vector>,
+    rhs: &B::Vector,
+    cost: &mut SolveReport,
+) -> Result<(f64, f64)> {
+    let estimate = lanczos_estimate(backend, operator, jacobi, rhs, LANCZOS_STEPS)?;
+    cost.operator_applications += estimate.operator_applications;
+    cost.reductions += estimate.reductions;
+    let bounds = (estimate.lambda_min * SAFETY_MIN, estimate.lambda_max * SAFETY_MAX);
+    cost.notes.push(format!(
+        "bounds of D^-1 A from {LANCZOS_STEPS} Lanczos steps: [{:.4e}, {:.4e}], used [{:.4e}, {:.4e}] ({} applications, {} reductions)",
+        estimate.lambda_min, estimate.lambda_max, bounds.0, bounds.1, estimate.operator_applications, estimate.reductions
+    ));
+    Ok(bounds)
+}
+
+fn add_cost(mut report: SolveReport, cost: SolveReport) -> SolveReport {
+    report.operator_applications += cost.operator_applications;
+    report.reductions += cost.reductions;
+    let mut notes = cost.notes;
+    notes.append(&mut report.notes);
+    report.notes = notes;
+    report
+}
+
+impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for Suite {
+    fn name(&self) -> String {
+        self.choice.name().into()
+    }
+
+    fn solve(
+        &self,
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        rhs: &B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<SolveReport> {
+        let (tol, max) = (self.tolerance, self.max_iterations);
+        let mut cost = SolveReport::default();
+        let report = match self.choice {
+            SolverChoice::Direct => DirectCholesky.solve(backend, operator, rhs, x)?,
+            SolverChoice::Cg => ConjugateGradient::new(tol, max, Preconditioning::None)
+                .solve(backend, operator, rhs, x)?,
+            SolverChoice::PcgJacobi => ConjugateGradient::new(tol, max, Preconditioning::Jacobi)
+                .solve(backend, operator, rhs, x)?,
+            SolverChoice::PcgBlockJacobi => {
+                let preconditioner = BlockJacobi::new(backend, operator)?;
+                PreconditionedCg { settings: cg_settings(self), preconditioner }
+                    .solve(backend, operator, rhs, x)?
+            }
+            SolverChoice::PipelinedCg => {
+                PipelinedCg::new(tol, max, Jacobi::new(backend, operator)?)
+                    .solve(backend, operator, rhs, x)?
+            }
+            SolverChoice::Chebyshev => {
+                let jacobi = Jacobi::new(backend, operator)?;
+                let (lambda_min, lambda_max) =
+                    jacobi_bounds(backend, operator, &jacobi, rhs, &mut cost)?;
+                let chebyshev = Chebyshev {
+                    lambda_min,
+                    lambda_max,
+                    tolerance: tol,
+                    max_iterations: max,
+                    check_every: 10,
+                };
+                ChebyshevSolver { chebyshev, preconditioner: jacobi }
+                    .solve(backend, operator, rhs, x)?
+            }
+            SolverChoice::ChebPcg => {
+                let jacobi = Jacobi::new(backend, operator)?;
+                let (lambda_min, lambda_max) =
+                    jacobi_bounds(backend, operator, &jacobi, rhs, &mut cost)?;
+                let preconditioner = ChebyshevPreconditioner::new(
+                    operator,
+                    jacobi,
+                    CHEBYSHEV_DEGREE,
+                    lambda_min,
+                    lambda_max,
+                )?;
+                PreconditionedCg { settings: cg_settings(self), preconditioner }
+                    .solve(backend, operator, rhs, x)?
+            }
+            SolverChoice::CgChebyshev => {
+                CgThenChebyshev::new(tol, max, Jacobi::new(backend, operator)?)
+                    .solve(backend, operator, rhs, x)?
+            }
+            SolverChoice::Gmres => Gmres::new(30, tol, max, Jacobi::new(backend, operator)?)
+                .solve(backend, operator, rhs, x)?,
+            SolverChoice::Mixed => return Err(CoreError::InvalidParameter {
+                name: "solver",
+                reason:
+                    "mixed precision needs the f64 pipeline and a backend with both precisions; \
+                             use MixedPrecisionRefinement as the trace solver"
+                        .into(),
+            }),
+        };
+        Ok(add_cost(report, cost))
+    }
+}
