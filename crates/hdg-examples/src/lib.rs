@@ -1,16 +1,17 @@
 //! The pieces of the `hdg` program that tests and benchmarks reuse: mesh specifications, the
 //! problem catalogue, and one solve with a chosen backend and precision.
 pub mod bench;
+pub mod compare;
 
 use std::path::Path;
 use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Backend, CoreError, Krylov, Manufactured, PipelineOptions, PipelineOutput,
-    PipelineReport, Problem, Progress, Real,
+    solve, CoreError, Krylov, Manufactured, PipelineOptions, PipelineOutput, PipelineReport,
+    Problem, Progress, Real,
 };
-use hdg_linalg::{ConjugateGradient, Preconditioning};
+use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
 
 /// A mesh given on the command line: `square:N` is the unit square cut into N x N squares,
@@ -78,13 +79,21 @@ impl ProblemKind {
     }
 }
 
-/// The Krylov method of the trace solve.
+/// Floating-point precision of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SolverKind {
-    /// Conjugate gradients.
-    Cg,
-    /// Jacobi-preconditioned conjugate gradients.
-    PcgJacobi,
+pub enum Precision {
+    /// Double precision.
+    F64,
+    /// Single precision.
+    F32,
+}
+
+/// Parses a solver name of the suite (for clap).
+pub fn parse_solver(name: &str) -> Result<SolverChoice, String> {
+    SolverChoice::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+        let names: Vec<_> = SolverChoice::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown solver '{name}' (known: {})", names.join(", "))
+    })
 }
 
 /// Everything one solve needs besides the mesh and the problem.
@@ -96,42 +105,95 @@ pub struct SolveSettings {
     pub tolerance: f64,
     /// Iteration cap.
     pub max_iterations: usize,
-    /// Krylov method.
-    pub solver: SolverKind,
+    /// Trace solver.
+    pub solver: SolverChoice,
 }
 
-/// Runs the pipeline on the CPU backend in precision `T`; with `export_matrix`, also writes
-/// the assembled trace matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
-pub fn solve_cpu<T: Real>(
+impl SolveSettings {
+    fn suite(&self) -> Suite {
+        Suite {
+            choice: self.solver,
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+        }
+    }
+
+    /// Mixed-precision refinement with this run's tolerance.
+    pub fn mixed(&self) -> MixedPrecisionRefinement {
+        MixedPrecisionRefinement {
+            tolerance: self.tolerance,
+            ..MixedPrecisionRefinement::default()
+        }
+    }
+}
+
+/// Runs the pipeline on the CPU backend; with `export_matrix`, also writes the assembled trace
+/// matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
+pub fn solve_cpu(
     mesh: &Mesh,
     problem: &Problem,
     settings: &SolveSettings,
+    precision: Precision,
     export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError> {
     let options = PipelineOptions { keep_operator: export_matrix.is_some() };
-    let output = run::<T, _>(&CpuBackend::new(), mesh, problem, settings, options, progress)?;
-    if let (Some(path), Some((matrix, _))) = (export_matrix, &output.operator) {
-        matrix.write_matrix_market(path)?;
+    let backend = CpuBackend::new();
+    let suite = settings.suite();
+    let order = settings.order;
+    fn finish<T: Real>(
+        out: PipelineOutput<T, CpuBackend>,
+        export_matrix: Option<&Path>,
+    ) -> Result<PipelineReport, CoreError> {
+        if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
+            matrix.write_matrix_market(path)?;
+        }
+        Ok(out.report)
     }
-    Ok(output.report)
-}
-
-/// Runs the pipeline on any backend.
-pub fn run<T: Real, B: Backend<T>>(
-    backend: &B,
-    mesh: &Mesh,
-    problem: &Problem,
-    settings: &SolveSettings,
-    options: PipelineOptions,
-    progress: &mut dyn Progress,
-) -> Result<PipelineOutput<T, B>, CoreError> {
-    let preconditioning = match settings.solver {
-        SolverKind::Cg => Preconditioning::None,
-        SolverKind::PcgJacobi => Preconditioning::Jacobi,
-    };
-    let cg = ConjugateGradient::new(settings.tolerance, settings.max_iterations, preconditioning);
-    solve::<T, B>(backend, mesh, problem, settings.order, &Krylov(&cg), options, progress)
+    match (precision, settings.solver) {
+        (Precision::F64, SolverChoice::Mixed) => {
+            let out = solve::<f64, _>(
+                &backend,
+                mesh,
+                problem,
+                order,
+                &settings.mixed(),
+                options,
+                progress,
+            )?;
+            finish(out, export_matrix)
+        }
+        (Precision::F32, SolverChoice::Mixed) => {
+            return Err(CoreError::InvalidParameter {
+                name: "solver",
+                reason: "mixed precision refines an f64 solution: use --precision f64".into(),
+            })
+        }
+        (Precision::F64, _) => {
+            let out = solve::<f64, _>(
+                &backend,
+                mesh,
+                problem,
+                order,
+                &Krylov(&suite),
+                options,
+                progress,
+            )?;
+            finish(out, export_matrix)
+        }
+        (Precision::F32, _) => {
+            let out = solve::<f32, _>(
+                &backend,
+                mesh,
+                problem,
+                order,
+                &Krylov(&suite),
+                options,
+                progress,
+            )?;
+            finish(out, export_matrix)
+        }
+    }
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.

@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
-use hdg_examples::{report_json, solve_cpu, MeshSpec, ProblemKind, SolveSettings, SolverKind};
+use hdg_examples::{
+    parse_solver, report_json, solve_cpu, MeshSpec, Precision, ProblemKind, SolveSettings,
+};
+use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
 
 #[derive(Parser)]
@@ -19,12 +22,6 @@ struct Cli {
 enum BackendKind {
     Cpu,
     Cuda,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Precision {
-    F64,
-    F32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -66,8 +63,8 @@ struct Common {
     #[arg(long, default_value_t = 100_000)]
     max_iterations: usize,
     /// Krylov method.
-    #[arg(long, value_enum, default_value_t = SolverKind::PcgJacobi)]
-    solver: SolverKind,
+    #[arg(long, value_parser = parse_solver, default_value = "pcg-block-jacobi")]
+    solver: SolverChoice,
     /// How each square is cut into two triangles.
     #[arg(long, value_enum, default_value_t = DiagonalKind::Right)]
     diagonal: DiagonalKind,
@@ -105,6 +102,30 @@ enum Command {
         start: u64,
         #[command(flatten)]
         common: Common,
+    },
+    /// Run every solver of the suite on one trace system and print a comparison table.
+    Solvers {
+        /// Mesh: square:N.
+        #[arg(long)]
+        mesh: MeshSpec,
+        /// Polynomial order k.
+        #[arg(long, short = 'k', value_parser = clap::value_parser!(u64).range(1..=MAX_ORDER as u64))]
+        order: u64,
+        /// Relative residual tolerance.
+        #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
+        tol: f64,
+        /// Iteration cap of every solver.
+        #[arg(long, default_value_t = 100_000)]
+        max_iterations: usize,
+        /// Solvers to run (comma separated; default: all).
+        #[arg(long, value_delimiter = ',', value_parser = parse_solver)]
+        only: Vec<SolverChoice>,
+        /// Manufactured problem.
+        #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
+        problem: ProblemKind,
+        /// Print JSON instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure every stage on the CPU for several orders, with baselines from the same run.
     Bench {
@@ -210,14 +231,7 @@ fn run_one(
         max_iterations: common.max_iterations,
         solver: common.solver,
     };
-    match common.precision {
-        Precision::F64 => {
-            solve_cpu::<f64>(&built, &problem, &settings, common.export_matrix.as_deref(), log)
-        }
-        Precision::F32 => {
-            solve_cpu::<f32>(&built, &problem, &settings, common.export_matrix.as_deref(), log)
-        }
-    }
+    solve_cpu(&built, &problem, &settings, common.precision, common.export_matrix.as_deref(), log)
 }
 
 fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
@@ -271,6 +285,9 @@ fn main() -> ExitCode {
         }
         Command::Convergence { levels, start, common } => {
             convergence(common, *levels as usize, *start as usize)
+        }
+        Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
+            solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
         }
         Command::Bench { orders, dofs, repeats, no_solve, tol, json } => {
             bench(orders, *dofs, *repeats, !*no_solve, *tol, *json)
@@ -468,4 +485,58 @@ fn bench(
         );
     }
     Ok(true)
+}
+
+fn solvers(
+    mesh: &MeshSpec,
+    order: usize,
+    tol: f64,
+    max_iterations: usize,
+    only: &[SolverChoice],
+    problem: ProblemKind,
+    json: bool,
+) -> Result<bool, CoreError> {
+    let built = mesh.build(Diagonal::Right, 0.0, 0)?;
+    let choices = if only.is_empty() { SolverChoice::ALL.to_vec() } else { only.to_vec() };
+    let (dofs, rows) = hdg_examples::compare::compare(
+        &built,
+        &problem.problem(order),
+        order,
+        tol,
+        max_iterations,
+        &choices,
+        |line| eprintln!("{line}"),
+    )?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "trace_dofs": dofs, "order": order, "threads": rayon::current_num_threads(), "rows": rows })
+        );
+        return Ok(rows.iter().all(|r| r.converged));
+    }
+    println!(
+        "square:{}, order {order}, {dofs} trace dofs, tolerance {tol:e}, {} threads\n",
+        mesh.n,
+        rayon::current_num_threads()
+    );
+    println!("| solver | converged | iterations | reductions | operator applications | time s | true residual | L2 error u | L2 error u* |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.3} | {:.1e} | {:.3e} | {:.3e} |",
+            r.solver,
+            r.converged,
+            r.iterations,
+            r.reductions,
+            r.operator_applications,
+            r.seconds,
+            r.relative_residual,
+            r.error_u,
+            r.error_u_star
+        );
+    }
+    for r in rows.iter().filter(|r| !r.notes.is_empty()) {
+        println!("\n{}: {}", r.solver, r.notes.join("; "));
+    }
+    Ok(rows.iter().all(|r| r.converged))
 }
