@@ -163,12 +163,10 @@ pub fn solve_cpu(
             )?;
             finish(out, export_matrix)
         }
-        (Precision::F32, SolverChoice::Mixed) => {
-            return Err(CoreError::InvalidParameter {
-                name: "solver",
-                reason: "mixed precision refines an f64 solution: use --precision f64".into(),
-            })
-        }
+        (Precision::F32, SolverChoice::Mixed) => Err(CoreError::InvalidParameter {
+            name: "solver",
+            reason: "mixed precision refines an f64 solution: use --precision f64".into(),
+        }),
         (Precision::F64, _) => {
             let out = solve::<f64, _>(
                 &backend,

@@ -137,3 +137,47 @@ fn the_trace_matrix_exports_to_matrix_market() {
     // The diagonal of an SPD matrix is positive.
     assert!((0..dofs).all(|i| a.get(i, i).copied().unwrap_or(0.0) > 0.0));
 }
+
+#[test]
+fn every_solver_is_selectable_and_unknown_ones_are_rejected() {
+    for solver in [
+        "direct",
+        "cg",
+        "pcg-block-jacobi",
+        "pipelined-cg",
+        "chebyshev",
+        "cheb-pcg",
+        "cg-chebyshev",
+        "gmres",
+        "mixed",
+    ] {
+        let (code, out, err) =
+            hdg(&["solve", "--mesh", "square:4", "--order", "2", "--solver", solver, "--json"]);
+        assert_eq!(code, 0, "{solver}: {err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["solver"], solver);
+        assert!(v["relative_residual"].as_f64().unwrap() <= 1e-10, "{solver}: {v}");
+    }
+    assert_rejected(
+        &["solve", "--mesh", "square:4", "--order", "2", "--solver", "amg"],
+        "unknown solver",
+    );
+    assert_rejected(
+        &["solve", "--mesh", "square:4", "--order", "2", "--solver", "mixed", "--precision", "f32"],
+        "f64",
+    );
+}
+
+#[test]
+fn solvers_prints_a_table_of_every_solver() {
+    let (code, out, err) = hdg(&["solvers", "--mesh", "square:6", "--order", "2"]);
+    assert_eq!(code, 0, "{err}");
+    for name in ["direct", "pcg-jacobi", "chebyshev", "gmres", "mixed"] {
+        assert!(out.contains(&format!("| {name} |")), "missing {name} in {out}");
+    }
+    let (code, out, _) =
+        hdg(&["solvers", "--mesh", "square:6", "--order", "3", "--only", "cg,direct", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+}

@@ -170,7 +170,7 @@ where
     B::Operator: DemoteOperator<B>,
 {
     fn name(&self) -> String {
-        "mixed-refinement-f64-f32".into()
+        "mixed".into()
     }
 
     /// Demotes the operator once (its cost is in the notes), then runs [`refine`].

@@ -159,7 +159,7 @@ fn refinement_as_the_pipeline_trace_solver() {
     assert!(true_relative_residual(&op, &x, &rhs) <= 1e-12);
     assert!(report.notes.iter().any(|n| n.contains("demoted to f32")));
     assert!(report.notes.iter().any(|n| n.starts_with("refinements:")));
-    assert_eq!(TraceSolver::<f64, CpuBackend>::name(&solver), "mixed-refinement-f64-f32");
+    assert_eq!(TraceSolver::<f64, CpuBackend>::name(&solver), "mixed");
 }
 
 #[test]
