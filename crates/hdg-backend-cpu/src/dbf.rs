@@ -118,6 +118,16 @@ impl<T: Real> DbfMatrix<T> {
         self.n_f
     }
 
+    /// The blocks, row-major per block row (see the module documentation for the layout).
+    pub fn blocks(&self) -> &[T] {
+        &self.blocks
+    }
+
+    /// The block column of every slot (inactive slots point at their own row).
+    pub fn columns(&self) -> &[u32] {
+        &self.columns
+    }
+
     /// Blocks per row.
     pub fn slots(&self) -> usize {
         self.slots

@@ -159,6 +159,16 @@ pub fn run_cg<T: Real, B: VectorOps<T>>(
         report.operator_applications += 1;
         let pap = backend.dot(&p, &ap)?;
         report.reductions += 1;
+        if pap <= T::zero() && residual <= T::UNIT_ROUNDOFF.sqrt() {
+            // p is rounding noise by now: stagnation at the attainable accuracy, not a
+            // non-SPD operator.
+            report.notes.push(format!(
+                "stagnated at iteration {} (p.Ap = {:e} at residual {residual:.2e})",
+                report.iterations + 1,
+                pap.as_f64()
+            ));
+            break;
+        }
         if pap.is_nan() || pap <= T::zero() {
             return Err(CoreError::Solver(format!(
                 "CG breakdown at iteration {}: p.Ap = {:e} (the operator or the preconditioner is not positive definite)",

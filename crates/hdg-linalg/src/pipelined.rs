@@ -171,6 +171,16 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for P
                     (gamma / (delta - beta * gamma / alpha_old), beta)
                 };
                 let pap = gamma / alpha;
+                if pap <= T::zero() && recurrence <= T::UNIT_ROUNDOFF.sqrt() {
+                    // Deep in convergence the recurrences carry rounding noise only: a sign
+                    // flip there is stagnation at the attainable accuracy, not indefiniteness.
+                    report.notes.push(format!(
+                        "stagnated at iteration {} (p.Ap = {:e} at recurrence residual {recurrence:.2e}): the attainable accuracy of this precision",
+                        report.iterations + 1,
+                        pap.as_f64()
+                    ));
+                    break recurrence;
+                }
                 if !pap.as_f64().is_finite() || pap <= T::zero() {
                     return Err(CoreError::Solver(format!(
                         "pipelined CG breakdown at iteration {}: p.Ap = {:e} (the operator or the preconditioner is not positive definite)",
