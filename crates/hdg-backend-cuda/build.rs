@@ -1,0 +1,92 @@
+//! Compiles the CUDA kernels (`kernels/*.cu`) to PTX when the `cuda` feature is on; does
+//! nothing otherwise, so a plain build needs no CUDA.
+//!
+//! Each `kernels/NAME.cu` gives two PTX files in OUT_DIR: `NAME.sm_90.ptx` (`-arch=sm_90`,
+//! chosen at run time on compute capability 9.x) and `NAME.compute_75.ptx` (portable: the
+//! driver JIT-compiles it for any GPU from Turing on). No `--use_fast_math`: the f64 kernels
+//! must keep IEEE division, square roots and denormals.
+//!
+//! nvcc is taken from `HDG_NVCC`, else `nvcc` on PATH, else `/usr/local/cuda/bin/nvcc`
+//! (`eval "$(scripts/cuda-toolchain.sh)"` installs one and sets HDG_NVCC).
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The PTX targets: (file tag, nvcc -arch value).
+const TARGETS: [(&str, &str); 2] = [("sm_90", "sm_90"), ("compute_75", "compute_75")];
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CARGO_FEATURE_CUDA");
+    if env::var_os("CARGO_FEATURE_CUDA").is_none() {
+        return;
+    }
+    println!("cargo:rerun-if-env-changed=HDG_NVCC");
+    println!("cargo:rerun-if-changed=kernels");
+    let nvcc = find_nvcc().unwrap_or_else(|| {
+        panic!(
+            "the `cuda` feature needs nvcc to compile kernels/*.cu to PTX, and none was found \
+             (tried $HDG_NVCC, `nvcc` on PATH, /usr/local/cuda/bin/nvcc). On a machine without \
+             CUDA run `eval \"$(scripts/cuda-toolchain.sh)\"` in the workspace root first."
+        )
+    });
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let kernel_dir =
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("kernels");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&kernel_dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", kernel_dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "cuh"))
+        .collect();
+    sources.sort();
+    for source in &sources {
+        println!("cargo:rerun-if-changed={}", source.display());
+    }
+    for source in sources.iter().filter(|p| p.extension().is_some_and(|x| x == "cu")) {
+        let stem =
+            source.file_stem().expect("a .cu file has a stem").to_string_lossy().into_owned();
+        for (tag, arch) in TARGETS {
+            let ptx = out_dir.join(format!("{stem}.{tag}.ptx"));
+            let output = Command::new(&nvcc)
+                .arg("-ptx")
+                .arg(format!("-arch={arch}"))
+                .args(["-O3", "-std=c++17", "-lineinfo"])
+                .arg("-I")
+                .arg(&kernel_dir)
+                .arg(source)
+                .arg("-o")
+                .arg(&ptx)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
+            if !output.status.success() {
+                panic!(
+                    "nvcc failed on {} (-arch={arch}):\n{}{}",
+                    source.display(),
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// nvcc from HDG_NVCC, PATH, or the default CUDA install.
+fn find_nvcc() -> Option<PathBuf> {
+    if let Some(p) = env::var_os("HDG_NVCC") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Some(p);
+        }
+        println!("cargo:warning=HDG_NVCC={} is not a file; looking elsewhere", p.display());
+    }
+    if let Some(path) = env::var_os("PATH") {
+        for dir in env::split_paths(&path) {
+            let candidate = dir.join("nvcc");
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let default = PathBuf::from("/usr/local/cuda/bin/nvcc");
+    default.is_file().then_some(default)
+}

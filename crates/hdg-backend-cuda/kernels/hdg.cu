@@ -1,0 +1,350 @@
+// Kernels of the CUDA backend of the HDG pipeline.
+//
+// Compiled to PTX by build.rs (no fast math: f64 results must match the CPU backend to
+// rounding). Every kernel is a C++ template instantiated for float and double (and, for the
+// DBF SpMV and the block solves, for each block size 1..=11) under an `extern "C"` name that
+// the Rust side looks up: NAME_f32 / NAME_f64, dbf_spmv_f64_nf3, ...
+//
+// Conventions: lengths are 64-bit; every elementwise kernel uses a grid-stride loop so that any
+// grid size is correct; every reduction runs with exactly REDUCE_THREADS threads per block and
+// sums in a fixed order (per-thread strided sums, then a shared-memory tree, then a second
+// kernel over the per-block partials): the result depends on the length only, never on timing.
+
+typedef unsigned long long u64;
+typedef float f32;
+typedef double f64;
+
+#define REDUCE_THREADS 256
+#define MAX_PAIRS 32
+
+#define GRID_STRIDE(i, n)                                                   \
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
+         i += (u64)blockDim.x * gridDim.x)
+
+// ---------------------------------------------------------------------------------------------
+// Level-1 operations.
+
+template <typename T>
+__device__ void axpy(u64 n, T alpha, const T* __restrict__ x, T* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] += alpha * x[i]; }
+}
+
+template <typename T>
+__device__ void xpby(u64 n, const T* __restrict__ x, T beta, T* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] = x[i] + beta * y[i]; }
+}
+
+template <typename T>
+__device__ void axpby(u64 n, T alpha, const T* __restrict__ x, T beta, T* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] = alpha * x[i] + beta * y[i]; }
+}
+
+template <typename T>
+__device__ void scale(u64 n, T alpha, T* __restrict__ x) {
+    GRID_STRIDE(i, n) { x[i] *= alpha; }
+}
+
+template <typename T>
+__device__ void pointwise_mul(u64 n, const T* __restrict__ a, const T* __restrict__ x,
+                              T* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] = a[i] * x[i]; }
+}
+
+template <typename T>
+__device__ void reciprocal(u64 n, T* __restrict__ v) {
+    GRID_STRIDE(i, n) { v[i] = T(1) / v[i]; }
+}
+
+// Sum over the block (blockDim.x == REDUCE_THREADS, a power of two) in a fixed order; every
+// thread gets the result.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = REDUCE_THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+        __syncthreads();
+    }
+    T r = shared[0];
+    __syncthreads();
+    return r;
+}
+
+// Pointers of the vector pairs of one dot_many call, passed by value (kernel parameter).
+struct Pairs {
+    u64 x[MAX_PAIRS];
+    u64 y[MAX_PAIRS];
+};
+
+// partials[k * gridDim.x + block] = this block's part of x_k . y_k, k < m.
+template <typename T>
+__device__ void dot_partials(u64 n, unsigned m, const Pairs& p, T* __restrict__ partials,
+                             T* shared) {
+    for (unsigned k = 0; k < m; ++k) {
+        const T* __restrict__ x = reinterpret_cast<const T*>(p.x[k]);
+        const T* __restrict__ y = reinterpret_cast<const T*>(p.y[k]);
+        T s = T(0);
+        GRID_STRIDE(i, n) { s += x[i] * y[i]; }
+        T b = block_sum(s, shared);
+        if (threadIdx.x == 0) partials[(u64)k * gridDim.x + blockIdx.x] = b;
+    }
+}
+
+// out[blockIdx.x] = sum of partials[blockIdx.x * parts .. + parts] (one block per result).
+template <typename T>
+__device__ void reduce_partials(unsigned parts, const T* __restrict__ partials,
+                                T* __restrict__ out, T* shared) {
+    const T* row = partials + (u64)blockIdx.x * parts;
+    T s = T(0);
+    for (unsigned i = threadIdx.x; i < parts; i += REDUCE_THREADS) s += row[i];
+    T b = block_sum(s, shared);
+    if (threadIdx.x == 0) out[blockIdx.x] = b;
+}
+
+// x += alpha p, r -= alpha ap, partials[block] = this block's part of r . r.
+template <typename T>
+__device__ void cg_update(u64 n, T alpha, const T* __restrict__ p, const T* __restrict__ ap,
+                          T* __restrict__ x, T* __restrict__ r, T* __restrict__ partials,
+                          T* shared) {
+    T s = T(0);
+    GRID_STRIDE(i, n) {
+        x[i] += alpha * p[i];
+        T ri = r[i] - alpha * ap[i];
+        r[i] = ri;
+        s += ri * ri;
+    }
+    T b = block_sum(s, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x] = b;
+}
+
+#define LEVEL1(T)                                                                              \
+    extern "C" __global__ void axpy_##T(u64 n, T alpha, const T* x, T* y) {                  \
+        axpy<T>(n, alpha, x, y);                                                               \
+    }                                                                                          \
+    extern "C" __global__ void xpby_##T(u64 n, const T* x, T beta, T* y) {                   \
+        xpby<T>(n, x, beta, y);                                                                \
+    }                                                                                          \
+    extern "C" __global__ void axpby_##T(u64 n, T alpha, const T* x, T beta, T* y) {         \
+        axpby<T>(n, alpha, x, beta, y);                                                        \
+    }                                                                                          \
+    extern "C" __global__ void scale_##T(u64 n, T alpha, T* x) { scale<T>(n, alpha, x); }    \
+    extern "C" __global__ void pointwise_mul_##T(u64 n, const T* a, const T* x, T* y) {      \
+        pointwise_mul<T>(n, a, x, y);                                                          \
+    }                                                                                          \
+    extern "C" __global__ void reciprocal_##T(u64 n, T* v) { reciprocal<T>(n, v); }          \
+    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                               \
+        dot_partials_##T(u64 n, unsigned m, Pairs p, T* partials) {                            \
+        __shared__ T shared[REDUCE_THREADS];                                                   \
+        dot_partials<T>(n, m, p, partials, shared);                                            \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                               \
+        reduce_partials_##T(unsigned parts, const T* partials, T* out) {                       \
+        __shared__ T shared[REDUCE_THREADS];                                                   \
+        reduce_partials<T>(parts, partials, out, shared);                                      \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) cg_update_##T(               \
+        u64 n, T alpha, const T* p, const T* ap, T* x, T* r, T* partials) {                    \
+        __shared__ T shared[REDUCE_THREADS];                                                   \
+        cg_update<T>(n, alpha, p, ap, x, r, partials, shared);                                 \
+    }
+
+LEVEL1(f32)
+LEVEL1(f64)
+
+// Mixed precision: y = (float) x (round to nearest), y += (double) x.
+extern "C" __global__ void demote(u64 n, const f64* __restrict__ x, f32* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] = __double2float_rn(x[i]); }
+}
+
+extern "C" __global__ void promote_add(u64 n, const f32* __restrict__ x, f64* __restrict__ y) {
+    GRID_STRIDE(i, n) { y[i] += (f64)x[i]; }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batched Cholesky of small SPD blocks (block Jacobi): one thread per block, in place,
+// row-major, the same operations in the same order as hdg_backend_cpu::dense::cholesky. On a
+// pivot that is not positive (or NaN), info[b] = pivot + 1 and the block's diagonal entry at
+// the pivot holds the offending value; info[b] = 0 otherwise.
+
+template <typename T>
+__device__ void cholesky_block(unsigned n, T* a, int* info) {
+    for (unsigned j = 0; j < n; ++j) {
+        T d = a[j * n + j];
+        for (unsigned k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+        if (!(d > T(0))) {
+            a[j * n + j] = d;
+            *info = (int)j + 1;
+            return;
+        }
+        d = sqrt(d);
+        a[j * n + j] = d;
+        T inv = T(1) / d;
+        for (unsigned i = j + 1; i < n; ++i) {
+            T s = a[i * n + j];
+            for (unsigned k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
+            a[i * n + j] = s * inv;
+        }
+    }
+    *info = 0;
+}
+
+template <typename T>
+__device__ void factor_blocks(u64 n_blocks, unsigned b, T* __restrict__ blocks,
+                              int* __restrict__ info) {
+    GRID_STRIDE(blk, n_blocks) { cholesky_block<T>(b, blocks + blk * b * b, info + blk); }
+}
+
+// z_block = L^-T L^-1 r_block with the factor L of one block; B known at compile time, the
+// block's right-hand side in registers.
+template <typename T, int B>
+__device__ void solve_blocks_fixed(u64 n_blocks, const T* __restrict__ factors,
+                                   const T* __restrict__ r, T* __restrict__ z) {
+    GRID_STRIDE(blk, n_blocks) {
+        const T* l = factors + blk * (B * B);
+        T v[B];
+#pragma unroll
+        for (int i = 0; i < B; ++i) v[i] = r[blk * B + i];
+#pragma unroll
+        for (int i = 0; i < B; ++i) {
+#pragma unroll
+            for (int k = 0; k < i; ++k) v[i] -= l[i * B + k] * v[k];
+            v[i] *= T(1) / l[i * B + i];
+        }
+#pragma unroll
+        for (int i = B - 1; i >= 0; --i) {
+#pragma unroll
+            for (int k = i + 1; k < B; ++k) v[i] -= l[k * B + i] * v[k];
+            v[i] *= T(1) / l[i * B + i];
+        }
+#pragma unroll
+        for (int i = 0; i < B; ++i) z[blk * B + i] = v[i];
+    }
+}
+
+// Any block size: the same, working in z.
+template <typename T>
+__device__ void solve_blocks_any(u64 n_blocks, unsigned b, const T* __restrict__ factors,
+                                 const T* __restrict__ r, T* __restrict__ z) {
+    GRID_STRIDE(blk, n_blocks) {
+        const T* l = factors + blk * b * b;
+        T* v = z + blk * b;
+        for (unsigned i = 0; i < b; ++i) {
+            T s = r[blk * b + i];
+            for (unsigned k = 0; k < i; ++k) s -= l[i * b + k] * v[k];
+            v[i] = s * (T(1) / l[i * b + i]);
+        }
+        for (int i = (int)b - 1; i >= 0; --i) {
+            T s = v[i];
+            for (unsigned k = i + 1; k < b; ++k) s -= l[k * b + i] * v[k];
+            v[i] = s * (T(1) / l[i * b + i]);
+        }
+    }
+}
+
+#define BLOCKS(T)                                                                              \
+    extern "C" __global__ void factor_blocks_##T(u64 n_blocks, unsigned b, T* blocks,         \
+                                                 int* info) {                                  \
+        factor_blocks<T>(n_blocks, b, blocks, info);                                           \
+    }                                                                                          \
+    extern "C" __global__ void solve_blocks_##T##_any(u64 n_blocks, unsigned b,               \
+                                                      const T* factors, const T* r, T* z) {    \
+        solve_blocks_any<T>(n_blocks, b, factors, r, z);                                       \
+    }
+BLOCKS(f32)
+BLOCKS(f64)
+
+#define SOLVE_FIXED(T, B)                                                                      \
+    extern "C" __global__ void solve_blocks_##T##_b##B(u64 n_blocks, const T* factors,        \
+                                                       const T* r, T* z) {                     \
+        solve_blocks_fixed<T, B>(n_blocks, factors, r, z);                                     \
+    }
+
+// ---------------------------------------------------------------------------------------------
+// The DBF trace matrix on the device, element-fastest ("row-fastest") layout:
+//   value (a, i, j) of block row r at vals[(a * NF * NF + i * NF + j) * pitch + r],
+//   block column of slot a of row r at cols[a * pitch + r],
+// pitch = n_rows rounded up to a multiple of 32 (every plane starts 128-byte aligned; the
+// padding rows are never read).
+// y = A x with one thread per output entry (row, i): thread t -> i = t / n_rows,
+// row = t % n_rows, so a warp shares i and reads 32 consecutive rows of every (a, i, j) plane
+// and of every column plane: coalesced. The x gather x[c * NF + j] is the only indirection.
+// Inactive slots (padding, Dirichlet) hold a zero block and point at their own row.
+
+template <typename T, int NF>
+__device__ void dbf_spmv(unsigned n_rows, unsigned pitch, unsigned slots,
+                         const T* __restrict__ vals,
+                         const unsigned* __restrict__ cols, const T* __restrict__ x,
+                         T* __restrict__ y) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows * (unsigned)NF) return;
+    unsigned i = t / n_rows;
+    unsigned row = t - i * n_rows;
+    const u64 plane = pitch;
+    T sum = T(0);
+    for (unsigned a = 0; a < slots; ++a) {
+        const u64 c = __ldg(cols + (u64)a * plane + row);
+        const T* __restrict__ v = vals + ((u64)a * NF * NF + (u64)i * NF) * plane + row;
+        const T* __restrict__ xc = x + c * NF;
+        T s = T(0);
+#pragma unroll
+        for (int j = 0; j < NF; ++j) s += __ldg(v + (u64)j * plane) * __ldg(xc + j);
+        sum += s;
+    }
+    y[(u64)row * NF + i] = sum;
+}
+
+#define SPMV(T, NF)                                                                            \
+    extern "C" __global__ void dbf_spmv_##T##_nf##NF(unsigned n_rows, unsigned pitch,         \
+                                                     unsigned slots, const T* vals,            \
+                                                     const unsigned* cols, const T* x, T* y) { \
+        dbf_spmv<T, NF>(n_rows, pitch, slots, vals, cols, x, y);                               \
+    }
+
+#define PER_BLOCK_SIZE(T, B) SOLVE_FIXED(T, B) SPMV(T, B)
+#define ALL_BLOCK_SIZES(T)                                                                     \
+    PER_BLOCK_SIZE(T, 1)                                                                       \
+    PER_BLOCK_SIZE(T, 2)                                                                       \
+    PER_BLOCK_SIZE(T, 3)                                                                       \
+    PER_BLOCK_SIZE(T, 4)                                                                       \
+    PER_BLOCK_SIZE(T, 5)                                                                       \
+    PER_BLOCK_SIZE(T, 6)                                                                       \
+    PER_BLOCK_SIZE(T, 7)                                                                       \
+    PER_BLOCK_SIZE(T, 8)                                                                       \
+    PER_BLOCK_SIZE(T, 9)                                                                       \
+    PER_BLOCK_SIZE(T, 10)                                                                      \
+    PER_BLOCK_SIZE(T, 11)
+ALL_BLOCK_SIZES(f32)
+ALL_BLOCK_SIZES(f64)
+
+// The diagonal, out[r * nf + m] = A(r, m; r, m), and the diagonal blocks (slot 0),
+// out[(r * nf + i) * nf + j], in the host (row-major per block row) order.
+template <typename T>
+__device__ void dbf_diagonal(u64 n_rows, u64 pitch, unsigned nf, const T* __restrict__ vals,
+                             T* __restrict__ out) {
+    GRID_STRIDE(t, n_rows * nf) {
+        u64 row = t / nf, m = t % nf;
+        out[t] = vals[(m * nf + m) * pitch + row];
+    }
+}
+
+template <typename T>
+__device__ void dbf_diagonal_blocks(u64 n_rows, u64 pitch, unsigned nf,
+                                    const T* __restrict__ vals, T* __restrict__ out) {
+    const u64 bsz = (u64)nf * nf;
+    GRID_STRIDE(t, n_rows * bsz) {
+        u64 row = t / bsz, e = t % bsz;
+        out[t] = vals[e * pitch + row];
+    }
+}
+
+#define DBF_DIAG(T)                                                                            \
+    extern "C" __global__ void dbf_diagonal_##T(u64 n_rows, u64 pitch, unsigned nf,           \
+                                                const T* vals, T* out) {                       \
+        dbf_diagonal<T>(n_rows, pitch, nf, vals, out);                                         \
+    }                                                                                          \
+    extern "C" __global__ void dbf_diagonal_blocks_##T(u64 n_rows, u64 pitch, unsigned nf,    \
+                                                       const T* vals, T* out) {                \
+        dbf_diagonal_blocks<T>(n_rows, pitch, nf, vals, out);                                  \
+    }
+DBF_DIAG(f32)
+DBF_DIAG(f64)

@@ -1,0 +1,323 @@
+//! The DBF trace matrix on the device ([`DeviceDbf`]) and its SpMV.
+//!
+//! # Layout
+//!
+//! The host [`DbfMatrix`] stores each block row's `slots` blocks of `n_f x n_f` contiguously
+//! (row-major). On the device the same values are stored element-fastest ("row-fastest"), one
+//! plane per (slot, entry) with the block rows consecutive inside it:
+//!
+//! ```text
+//! values[(a * n_f * n_f + i * n_f + j) * pitch + r]  = entry (i, j) of block a of block row r
+//! columns[a * pitch + r]                             = block column of slot a of block row r
+//! pitch = n_rows rounded up to a multiple of 32
+//! ```
+//!
+//! (`pitch` = `n_rows` when that is a multiple of 32; the padding rows hold zeros and are never
+//! read; with it every plane starts 128-byte aligned.) The SpMV runs one thread per output entry
+//! (row, i), thread `t` -> `i = t / n_rows`, `row = t % n_rows`: the 32 threads of a warp share
+//! `i` and handle consecutive rows, so every load of a value plane or a column plane is one
+//! coalesced access; the gather `x[column * n_f + j]` is the only indirect load. Inactive slots
+//! (padding, Dirichlet) keep the host convention: a zero block whose column is the row itself,
+//! so the kernel has no branch.
+//!
+//! Diagonal and diagonal blocks are extracted by small kernels; the Gershgorin bounds are
+//! computed on the host at upload and kept; [`TraceOperator::to_host_csr`] downloads the matrix.
+use cust::memory::{AsyncCopyDestination, DeviceBuffer};
+use hdg_backend_cpu::DbfMatrix;
+use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
+use rayon::prelude::*;
+
+use crate::device::{
+    address, arg, cuda_error, elementwise_blocks, CudaBackend, DeviceReal, THREADS,
+};
+use crate::vector::{demote_buffer, uninitialized, DeviceVector};
+
+/// Largest block size with a compiled SpMV kernel (order k = 10 in 2D: n_f = k + 1).
+pub const MAX_BLOCK_SIZE: usize = 11;
+
+/// Rows of a value plane are padded to a multiple of this.
+const PITCH_ALIGN: usize = 32;
+
+/// The assembled trace matrix in DBF on the device (layout in the module documentation).
+pub struct DeviceDbf<T: DeviceReal> {
+    n_rows: usize,
+    pitch: usize,
+    n_f: usize,
+    slots: usize,
+    values: DeviceBuffer<T>,
+    columns: DeviceBuffer<u32>,
+    n_active_blocks: usize,
+    /// Gershgorin bounds (unscaled, scaled) of this matrix.
+    bounds: [(f64, f64); 2],
+    /// Gershgorin bounds of this matrix rounded to f32 (what [`DemoteOperator::demote`] gives).
+    bounds_f32: [(f64, f64); 2],
+    /// Last: fields drop in order, and the buffers must be freed while the context lives.
+    backend: CudaBackend,
+}
+
+impl<T: DeviceReal> DeviceDbf<T> {
+    /// Uploads a host DBF matrix (reordering it on the host into the device layout).
+    pub fn upload(backend: &CudaBackend, host: &DbfMatrix<T>) -> Result<Self> {
+        let (n_rows, n_f, slots) = (host.n_rows(), host.block_size(), host.slots());
+        if !(1..=MAX_BLOCK_SIZE).contains(&n_f) {
+            return Err(CoreError::InvalidParameter {
+                name: "block size",
+                reason: format!(
+                    "the CUDA DBF kernels exist for n_f = 1..={MAX_BLOCK_SIZE}, not {n_f}"
+                ),
+            });
+        }
+        let pitch = n_rows.div_ceil(PITCH_ALIGN) * PITCH_ALIGN;
+        if pitch * n_f > u32::MAX as usize || slots > u32::MAX as usize {
+            return Err(CoreError::InvalidParameter {
+                name: "matrix size",
+                reason: format!("{n_rows} block rows of {n_f}: too many for 32-bit thread indices"),
+            });
+        }
+        let bsz = n_f * n_f;
+        let blocks = host.blocks();
+        let columns = host.columns();
+        let mut values = vec![T::zero(); slots * bsz * pitch];
+        let mut cols = vec![0u32; slots * pitch];
+        if n_rows > 0 {
+            values.par_chunks_mut(pitch).enumerate().for_each(|(plane, out)| {
+                let (a, e) = (plane / bsz, plane % bsz);
+                for (r, v) in out[..n_rows].iter_mut().enumerate() {
+                    *v = blocks[(r * slots + a) * bsz + e];
+                }
+            });
+            cols.par_chunks_mut(pitch).enumerate().for_each(|(a, out)| {
+                for (r, c) in out[..n_rows].iter_mut().enumerate() {
+                    *c = columns[r * slots + a];
+                }
+            });
+        }
+        let exact = |v: T| v.as_f64();
+        let rounded = |v: T| v.as_f64() as f32 as f64;
+        let bounds = [gershgorin(host, false, exact), gershgorin(host, true, exact)];
+        let bounds_f32 = [gershgorin(host, false, rounded), gershgorin(host, true, rounded)];
+        let values = backend.gpu.upload(&values)?;
+        let columns = backend.gpu.upload(&cols)?;
+        Ok(DeviceDbf {
+            backend: backend.clone(),
+            n_rows,
+            pitch,
+            n_f,
+            slots,
+            values,
+            columns,
+            n_active_blocks: host.n_active_blocks(),
+            bounds,
+            bounds_f32,
+        })
+    }
+
+    /// Block rows.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// Blocks per row.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Stored blocks that the SpMV needs (not padding, not Dirichlet).
+    pub fn n_active_blocks(&self) -> usize {
+        self.n_active_blocks
+    }
+
+    /// Bytes one SpMV must move at least: the active blocks, the column table, x once and y
+    /// once (the definition of [`DbfMatrix::spmv_bytes`]).
+    pub fn spmv_bytes(&self) -> usize {
+        let t = std::mem::size_of::<T>();
+        let rows = self.n_rows * self.n_f;
+        self.n_active_blocks * self.n_f * self.n_f * t + self.n_rows * self.slots * 4 + 2 * rows * t
+    }
+
+    /// Device memory held (values and columns, padding included).
+    pub fn memory_bytes(&self) -> usize {
+        self.values.len() * std::mem::size_of::<T>() + self.columns.len() * 4
+    }
+
+    fn check(&self, what: &str, v: &DeviceVector<T>) -> Result<()> {
+        let n = self.n_rows * self.n_f;
+        if v.len() == n {
+            Ok(())
+        } else {
+            Err(CoreError::InvalidParameter {
+                name: "vector length",
+                reason: format!("{what}: the operator has {n} rows, the vector {}", v.len()),
+            })
+        }
+    }
+
+    /// A kernel that reads the value planes into a new vector of `len` entries
+    /// (`dbf_diagonal` or `dbf_diagonal_blocks`).
+    fn extract(&self, name: &str, len: usize) -> Result<DeviceVector<T>> {
+        // SAFETY: the kernel below writes all `len` entries before anything reads them.
+        let out = unsafe { uninitialized::<T>(&self.backend, len)? };
+        if len == 0 {
+            return Ok(DeviceVector { buffer: out });
+        }
+        let (n_rows, pitch, nf) = (self.n_rows as u64, self.pitch as u64, self.n_f as u32);
+        let (vp, op) = (address(&self.values), address(&out));
+        let kernel = format!("{name}_{}", T::SUFFIX);
+        // SAFETY: dbf_diagonal[_blocks](u64 n_rows, u64 pitch, unsigned nf, const T* vals,
+        // T* out): vals holds slots * nf^2 planes of `pitch` >= n_rows entries, out `len`
+        // (= n_rows * nf, resp. n_rows * nf^2) entries.
+        unsafe {
+            self.backend.gpu.launch(
+                &kernel,
+                elementwise_blocks(len),
+                &[arg(&n_rows), arg(&pitch), arg(&nf), arg(&vp), arg(&op)],
+            )?
+        };
+        Ok(DeviceVector { buffer: out })
+    }
+}
+
+/// Gershgorin bounds of a host DBF matrix with its values read through `value` (the same
+/// definition as the CPU backend's).
+fn gershgorin<T: Real>(
+    host: &DbfMatrix<T>,
+    scaled: bool,
+    value: impl Fn(T) -> f64 + Sync,
+) -> (f64, f64) {
+    let (nf, slots) = (host.block_size(), host.slots());
+    let bsz = nf * nf;
+    let (blocks, columns) = (host.blocks(), host.columns());
+    (0..host.n_rows())
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|row| {
+            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+            for m in 0..nf {
+                let (mut radius, mut center) = (0.0, 0.0);
+                for a in (0..slots).filter(|&a| a == 0 || columns[row * slots + a] as usize != row)
+                {
+                    let block = &blocks[(row * slots + a) * bsz..][..bsz];
+                    for l in 0..nf {
+                        let v = value(block[m * nf + l]);
+                        if a == 0 && l == m {
+                            center = v;
+                        } else {
+                            radius += v.abs();
+                        }
+                    }
+                }
+                let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
+                lo = lo.min(c - r);
+                hi = hi.max(c + r);
+            }
+            (lo, hi)
+        })
+        .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
+    type Vector = DeviceVector<T>;
+
+    fn dim(&self) -> usize {
+        self.n_rows * self.n_f
+    }
+
+    fn apply(&self, x: &DeviceVector<T>, y: &mut DeviceVector<T>) -> Result<()> {
+        self.check("apply (x)", x)?;
+        self.check("apply (y)", y)?;
+        let entries = self.n_rows * self.n_f;
+        if entries == 0 {
+            return Ok(());
+        }
+        let (n_rows, pitch, slots) = (self.n_rows as u32, self.pitch as u32, self.slots as u32);
+        let (vp, cp, xp, yp) =
+            (address(&self.values), address(&self.columns), x.address(), y.address());
+        let kernel = format!("dbf_spmv_{}_nf{}", T::SUFFIX, self.n_f);
+        let blocks = entries.div_ceil(THREADS as usize) as u32;
+        // SAFETY: dbf_spmv_T_nfNF(unsigned n_rows, unsigned pitch, unsigned slots,
+        // const T* vals, const unsigned* cols, const T* x, T* y): vals and cols hold the
+        // uploaded planes (slots * nf^2, resp. slots, planes of `pitch` entries); every column
+        // is a block row < n_rows (host invariant), so the gather stays inside x of
+        // n_rows * nf entries; y has n_rows * nf entries (both checked above); one thread per
+        // entry (blocks * THREADS >= entries, the kernel returns for t >= entries; entries
+        // < 2^32 checked at upload). x and y are distinct (&x, &mut y).
+        unsafe {
+            self.backend.gpu.launch(
+                &kernel,
+                blocks,
+                &[arg(&n_rows), arg(&pitch), arg(&slots), arg(&vp), arg(&cp), arg(&xp), arg(&yp)],
+            )
+        }
+    }
+
+    fn diagonal(&self) -> Result<DeviceVector<T>> {
+        self.extract("dbf_diagonal", self.n_rows * self.n_f)
+    }
+
+    fn block_size(&self) -> usize {
+        self.n_f
+    }
+
+    fn diagonal_blocks(&self) -> Result<DeviceVector<T>> {
+        self.extract("dbf_diagonal_blocks", self.n_rows * self.n_f * self.n_f)
+    }
+
+    fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
+        Ok(self.bounds[scaled as usize])
+    }
+
+    fn to_host_csr(&self) -> Result<HostCsr> {
+        let values = self.backend.gpu.download(&self.values)?;
+        let columns = self.backend.gpu.download(&self.columns)?;
+        let (nf, slots, pitch) = (self.n_f, self.slots, self.pitch);
+        let n = self.n_rows * nf;
+        let mut csr = HostCsr { n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
+        csr.indptr.push(0);
+        for row in 0..self.n_rows {
+            // Active slots sorted by column, as the CPU export does.
+            let mut cols: Vec<(u32, usize)> = (0..slots)
+                .map(|a| (columns[a * pitch + row], a))
+                .filter(|&(c, a)| a == 0 || c as usize != row)
+                .collect();
+            cols.sort_unstable();
+            for m in 0..nf {
+                for &(c, a) in &cols {
+                    for l in 0..nf {
+                        csr.indices.push(c as usize * nf + l);
+                        csr.values.push(values[(a * nf * nf + m * nf + l) * pitch + row].as_f64());
+                    }
+                }
+                csr.indptr.push(csr.indices.len());
+            }
+        }
+        Ok(csr)
+    }
+}
+
+impl DemoteOperator<CudaBackend> for DeviceDbf<f64> {
+    type Low = DeviceDbf<f32>;
+
+    /// The matrix rounded to f32 on the device (the column table is copied).
+    fn demote(&self) -> Result<DeviceDbf<f32>> {
+        // SAFETY: the demote kernel below writes every entry before anything reads it.
+        let mut values = unsafe { uninitialized::<f32>(&self.backend, self.values.len())? };
+        demote_buffer(&self.backend, &self.values, &mut values)?;
+        // SAFETY: filled by the copy below, queued on the stream before any use.
+        let mut columns = unsafe { uninitialized::<u32>(&self.backend, self.columns.len())? };
+        // SAFETY: device-to-device copy of equal-length live buffers, stream-ordered.
+        unsafe { columns.async_copy_from(&self.columns, &self.backend.gpu.stream) }
+            .map_err(|e| cuda_error("device-to-device copy failed", e))?;
+        Ok(DeviceDbf {
+            backend: self.backend.clone(),
+            n_rows: self.n_rows,
+            pitch: self.pitch,
+            n_f: self.n_f,
+            slots: self.slots,
+            values,
+            columns,
+            n_active_blocks: self.n_active_blocks,
+            bounds: self.bounds_f32,
+            bounds_f32: self.bounds_f32,
+        })
+    }
+}

@@ -1,0 +1,467 @@
+//! The CUDA backend against the CPU backend: every vector operation, the DBF SpMV of assembled
+//! HDG matrices, and the solver suite of hdg-linalg running unchanged on device vectors.
+//!
+//! Every test needs a GPU, so every test is `#[ignore]`d (reported as ignored, never as passed,
+//! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
+use hdg_backend_cpu::{CpuBackend, DbfMatrix};
+use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal, DeviceVector};
+use hdg_core::{
+    Assembler, CoreError, DemoteOperator, Discretization, KrylovSolver, LocalSolver, Manufactured,
+    MixedPrecisionOps, Problem, TraceOperator, VectorOps,
+};
+use hdg_linalg::{refine, MixedPrecisionRefinement, SolverChoice, Suite};
+use hdg_mesh::{generate, Diagonal};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Awkward lengths: one entry, less than a block, more than the reductions' block cap.
+const LENGTHS: [usize; 3] = [1, 1000, (1 << 20) + 3];
+
+fn gpu() -> CudaBackend {
+    match CudaBackend::new() {
+        Ok(b) => {
+            eprintln!("device: {}", b.describe());
+            b
+        }
+        Err(e) => panic!("no usable CUDA device: {e}"),
+    }
+}
+
+fn random<T: DeviceReal>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| T::from_f64_lossy(rng.gen_range(-1.0..1.0))).collect()
+}
+
+fn upload<T: DeviceReal>(b: &CudaBackend, v: &[T]) -> DeviceVector<T> {
+    b.copy_from_host(v).unwrap()
+}
+
+fn download<T: DeviceReal>(b: &CudaBackend, v: &DeviceVector<T>) -> Vec<T> {
+    VectorOps::<T>::to_host(b, v).unwrap()
+}
+
+fn max_abs<T: DeviceReal>(v: &[T]) -> f64 {
+    v.iter().fold(0.0, |m, x| m.max(x.as_f64().abs()))
+}
+
+/// max |a - b| <= tol * scale, with a message.
+fn assert_close<T: DeviceReal>(what: &str, a: &[T], b: &[T], tol: f64, scale: f64) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    let err = a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x.as_f64() - y.as_f64()).abs()));
+    assert!(
+        err <= tol * scale,
+        "{what} ({}, n = {}): error {err:e} > {tol:e} * {scale:e}",
+        T::NAME,
+        a.len()
+    );
+}
+
+/// sum x_i y_i in f64 with Neumaier compensation (the reference for dot products), and
+/// sum |x_i y_i| (the scale of its rounding error).
+fn reference_dot<T: DeviceReal>(x: &[T], y: &[T]) -> (f64, f64) {
+    let (mut s, mut c, mut abs) = (0.0f64, 0.0f64, 0.0f64);
+    for (a, b) in x.iter().zip(y) {
+        let p = a.as_f64() * b.as_f64();
+        abs += p.abs();
+        let t = s + p;
+        c += if s.abs() >= p.abs() { (s - t) + p } else { (p - t) + s };
+        s = t;
+    }
+    (s + c, abs)
+}
+
+/// Relative tolerance of one rounding in T (a few units).
+fn eps<T: DeviceReal>() -> f64 {
+    8.0 * T::UNIT_ROUNDOFF
+}
+
+/// Tolerance of a sum of n terms relative to the sum of their magnitudes (the device sums in a
+/// tree of depth ~ log2 n; the bound is loose on purpose).
+fn sum_tol<T: DeviceReal>(n: usize) -> f64 {
+    4.0 * T::UNIT_ROUNDOFF * (n as f64).log2().max(1.0) * 4.0
+}
+
+fn level1<T: DeviceReal + Bits>()
+where
+    CpuBackend: VectorOps<T, Vector = Vec<T>>,
+{
+    let (g, c) = (gpu(), CpuBackend);
+    for (s, &n) in LENGTHS.iter().enumerate() {
+        let seed = 10 * s as u64;
+        let (x, y, a) = (random::<T>(n, seed), random::<T>(n, seed + 1), random::<T>(n, seed + 2));
+        let (dx, da) = (upload(&g, &x), upload(&g, &a));
+        let alpha = T::from_f64_lossy(0.7318);
+        let beta = T::from_f64_lossy(-1.2345);
+        let scale = |u: f64, v: f64| u.abs() * max_abs(&x) + v.abs() * max_abs(&y);
+
+        // Round trip, zeros, copy: exact.
+        assert_eq!(download(&g, &dx), x);
+        assert_eq!(download(&g, &VectorOps::<T>::zeros(&g, n).unwrap()), vec![T::zero(); n]);
+        assert_eq!(VectorOps::<T>::len(&g, &dx), n);
+        let mut dy = VectorOps::<T>::zeros(&g, n).unwrap();
+        g.copy(&dx, &mut dy).unwrap();
+        assert_eq!(download(&g, &dy), x);
+
+        // axpy
+        let (mut dy, mut hy) = (upload(&g, &y), y.clone());
+        g.axpy(alpha, &dx, &mut dy).unwrap();
+        c.axpy(alpha, &x, &mut hy).unwrap();
+        assert_close("axpy", &download(&g, &dy), &hy, eps::<T>(), scale(alpha.as_f64(), 1.0));
+        // xpby
+        let (mut dy, mut hy) = (upload(&g, &y), y.clone());
+        g.xpby(&dx, beta, &mut dy).unwrap();
+        c.xpby(&x, beta, &mut hy).unwrap();
+        assert_close("xpby", &download(&g, &dy), &hy, eps::<T>(), scale(1.0, beta.as_f64()));
+        // axpby
+        let (mut dy, mut hy) = (upload(&g, &y), y.clone());
+        g.axpby(alpha, &dx, beta, &mut dy).unwrap();
+        c.axpby(alpha, &x, beta, &mut hy).unwrap();
+        let s_ab = scale(alpha.as_f64(), beta.as_f64());
+        assert_close("axpby", &download(&g, &dy), &hy, eps::<T>(), s_ab);
+        // scale
+        let (mut dy, mut hy) = (upload(&g, &y), y.clone());
+        g.scale(beta, &mut dy).unwrap();
+        c.scale(beta, &mut hy).unwrap();
+        assert_eq!(download(&g, &dy), hy, "scale is one rounding: exact");
+        // pointwise_mul
+        let mut dz = VectorOps::<T>::zeros(&g, n).unwrap();
+        let mut hz = vec![T::zero(); n];
+        g.pointwise_mul(&da, &dx, &mut dz).unwrap();
+        c.pointwise_mul(&a, &x, &mut hz).unwrap();
+        assert_eq!(download(&g, &dz), hz, "pointwise_mul is one rounding: exact");
+        // reciprocal (IEEE division, no fast math: exact)
+        let mut dr = upload(&g, &a);
+        let mut hr = a.clone();
+        g.reciprocal(&mut dr).unwrap();
+        c.reciprocal(&mut hr).unwrap();
+        assert_eq!(download(&g, &dr), hr, "reciprocal must be correctly rounded");
+
+        // dot: against a compensated reference, and reproducible bit for bit.
+        let dy = upload(&g, &y);
+        let d = g.dot(&dx, &dy).unwrap();
+        let (exact, abs) = reference_dot(&x, &y);
+        assert!(
+            (d.as_f64() - exact).abs() <= sum_tol::<T>(n) * abs,
+            "dot ({}, n = {n}): {d} vs {exact}",
+            T::NAME
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                g.dot(&dx, &dy).unwrap().to_bits_u64(),
+                d.to_bits_u64(),
+                "dot not reproducible"
+            );
+        }
+        let cpu = c.dot(&x, &y).unwrap().as_f64();
+        assert!((d.as_f64() - cpu).abs() <= 2.0 * sum_tol::<T>(n) * abs.max(f64::MIN_POSITIVE));
+
+        // dot_many: 3 pairs, and 40 pairs (more than one launch).
+        let (hx, hy_, ha) = (&x, &y, &a);
+        let pairs_h = [(hx, hy_), (hx, hx), (ha, hy_)];
+        let pairs_d = [(&dx, &dy), (&dx, &dx), (&da, &dy)];
+        let many = g.dot_many(&pairs_d).unwrap();
+        for (k, (u, v)) in pairs_h.iter().enumerate() {
+            let (exact, abs) = reference_dot(u, v);
+            assert!((many[k].as_f64() - exact).abs() <= sum_tol::<T>(n) * abs, "dot_many[{k}]");
+            assert_eq!(
+                many[k].to_bits_u64(),
+                g.dot(pairs_d[k].0, pairs_d[k].1).unwrap().to_bits_u64()
+            );
+        }
+        let forty: Vec<(&DeviceVector<T>, &DeviceVector<T>)> =
+            (0..40).map(|k| [(&dx, &dy), (&dx, &dx), (&da, &dy)][k % 3]).collect();
+        let got = g.dot_many(&forty).unwrap();
+        assert_eq!(got.len(), 40);
+        for (k, v) in got.iter().enumerate() {
+            assert_eq!(v.to_bits_u64(), many[k % 3].to_bits_u64(), "dot_many of 40, entry {k}");
+        }
+        assert!(VectorOps::<T>::dot_many(&g, &[]).unwrap().is_empty());
+
+        // cg_update
+        let (p, ap) = (random::<T>(n, seed + 3), random::<T>(n, seed + 4));
+        let (dp, dap) = (upload(&g, &p), upload(&g, &ap));
+        let (mut gx, mut gr) = (upload(&g, &x), upload(&g, &y));
+        let (mut hx, mut hr) = (x.clone(), y.clone());
+        let rr_g = g.cg_update(alpha, &dp, &dap, &mut gx, &mut gr).unwrap();
+        let rr_c = c.cg_update(alpha, &p, &ap, &mut hx, &mut hr).unwrap();
+        let s1 = 1.0 + alpha.as_f64().abs();
+        assert_close("cg_update x", &download(&g, &gx), &hx, eps::<T>(), s1);
+        let gr_h = download(&g, &gr);
+        assert_close("cg_update r", &gr_h, &hr, eps::<T>(), s1);
+        let (exact, abs) = reference_dot(&gr_h, &gr_h);
+        assert!((rr_g.as_f64() - exact).abs() <= sum_tol::<T>(n) * abs, "cg_update r.r");
+        // The CPU's r differs by the FMA roundings: |rr_g - rr_c| <= 2 sum |r_i| |dr_i| + sums.
+        let r_abs: f64 = hr.iter().map(|v| v.as_f64().abs()).sum();
+        let slack = 2.0 * r_abs * eps::<T>() * s1 + 2.0 * sum_tol::<T>(n) * abs;
+        assert!((rr_g.as_f64() - rr_c.as_f64()).abs() <= slack, "cg_update r.r vs cpu");
+    }
+}
+
+/// Bit patterns, to compare reductions exactly.
+trait Bits {
+    fn to_bits_u64(self) -> u64;
+}
+impl Bits for f32 {
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+impl Bits for f64 {
+    fn to_bits_u64(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn level1_f64_matches_cpu() {
+    level1::<f64>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn level1_f32_matches_cpu() {
+    level1::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn empty_vectors_are_fine() {
+    let g = gpu();
+    let mut e = VectorOps::<f64>::zeros(&g, 0).unwrap();
+    let f = VectorOps::<f64>::zeros(&g, 0).unwrap();
+    assert_eq!(g.dot(&e, &f).unwrap(), 0.0);
+    g.axpy(1.0, &f, &mut e).unwrap();
+    assert!(download(&g, &e).is_empty());
+    // Length mismatches are errors, not launches.
+    let a = VectorOps::<f64>::zeros(&g, 3).unwrap();
+    assert!(g.axpy(1.0, &a, &mut e).is_err());
+}
+
+fn random_spd_blocks<T: DeviceReal>(b: usize, n_blocks: usize, seed: u64) -> Vec<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(n_blocks * b * b);
+    for _ in 0..n_blocks {
+        let m: Vec<f64> = (0..b * b).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        for i in 0..b {
+            for j in 0..b {
+                let mut s: f64 = (0..b).map(|k| m[i * b + k] * m[j * b + k]).sum();
+                if i == j {
+                    s += b as f64;
+                }
+                out.push(T::from_f64_lossy(s));
+            }
+        }
+    }
+    out
+}
+
+fn blocks<T: DeviceReal>(tol: f64)
+where
+    CpuBackend: VectorOps<T, Vector = Vec<T>>,
+{
+    let (g, c) = (gpu(), CpuBackend);
+    // 1..=11 use the unrolled kernels, 12 the general one.
+    for b in 1..=12 {
+        let n_blocks = 2000 + b;
+        let a = random_spd_blocks::<T>(b, n_blocks, b as u64);
+        let mut dfac = upload(&g, &a);
+        let mut hfac = a.clone();
+        g.factor_blocks(&mut dfac, b).unwrap();
+        c.factor_blocks(&mut hfac, b).unwrap();
+        let scale = max_abs(&hfac);
+        assert_close(&format!("factor_blocks b = {b}"), &download(&g, &dfac), &hfac, tol, scale);
+        let r = random::<T>(n_blocks * b, 99);
+        let (dr, mut dz) = (upload(&g, &r), VectorOps::<T>::zeros(&g, n_blocks * b).unwrap());
+        let mut hz = vec![T::zero(); n_blocks * b];
+        g.solve_blocks(&dfac, b, &dr, &mut dz).unwrap();
+        c.solve_blocks(&hfac, b, &r, &mut hz).unwrap();
+        assert_close(&format!("solve_blocks b = {b}"), &download(&g, &dz), &hz, tol, max_abs(&hz));
+    }
+    // A block that is not positive definite: block 3 of 5, pivot 1.
+    let mut a = random_spd_blocks::<T>(2, 5, 7);
+    a[3 * 4 + 3] = T::from_f64_lossy(-100.0);
+    let mut d = upload(&g, &a);
+    let err = g.factor_blocks(&mut d, 2).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, CoreError::Solver(_)) && msg.contains("block 3") && msg.contains("pivot 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn block_jacobi_f64_matches_cpu() {
+    blocks::<f64>(1e-13);
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn block_jacobi_f32_matches_cpu() {
+    blocks::<f32>(1e-5);
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn precision_conversions_match_cpu() {
+    let (g, c) = (gpu(), CpuBackend);
+    for n in LENGTHS {
+        let x = random::<f64>(n, 5);
+        let y32 = random::<f32>(n, 6);
+        let acc = random::<f64>(n, 7);
+        let mut dy = VectorOps::<f32>::zeros(&g, n).unwrap();
+        let mut hy = vec![0.0f32; n];
+        MixedPrecisionOps::demote(&g, &upload(&g, &x), &mut dy).unwrap();
+        MixedPrecisionOps::demote(&c, &x, &mut hy).unwrap();
+        assert_eq!(download(&g, &dy), hy);
+        let mut dacc = upload(&g, &acc);
+        let mut hacc = acc.clone();
+        g.promote_add(&upload(&g, &y32), &mut dacc).unwrap();
+        c.promote_add(&y32, &mut hacc).unwrap();
+        assert_eq!(download(&g, &dacc), hacc);
+    }
+}
+
+/// The assembled HDG trace system of u = sin(pi x) sin(pi y) on an n x n unit square at order
+/// k (perturbed mesh), with its right-hand side (as hdg-linalg's tests build it).
+fn hdg_system(n: usize, k: usize) -> (DbfMatrix<f64>, Vec<f64>) {
+    let mesh = generate::perturb(&generate::unit_square(n, Diagonal::Alternating).unwrap(), 0.2, 3)
+        .unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let disc = Discretization::<f64>::new(&mesh, &problem, k).unwrap();
+    let backend = CpuBackend;
+    let prep = backend.prepare(&disc).unwrap();
+    let condensed = backend.condense(&disc, &prep).unwrap();
+    backend.assemble(&disc, &condensed).unwrap()
+}
+
+fn rel_inf<T: DeviceReal>(a: &[T], b: &[T]) -> f64 {
+    let err = a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x.as_f64() - y.as_f64()).abs()));
+    err / max_abs(b)
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn dbf_operator_matches_cpu() {
+    let g = gpu();
+    for k in 1..=6 {
+        let (host, _) = hdg_system(if k <= 3 { 24 } else { 12 }, k);
+        let n = host.dim();
+        let dev = DeviceDbf::upload(&g, &host).unwrap();
+        assert_eq!(TraceOperator::dim(&dev), n);
+        assert_eq!(dev.block_size(), host.block_size());
+        assert_eq!(dev.spmv_bytes(), host.spmv_bytes(), "k = {k}");
+        assert_eq!(dev.n_active_blocks(), host.n_active_blocks());
+
+        // f64 SpMV, twice with different x.
+        for seed in [1, 2] {
+            let x = random::<f64>(n, seed);
+            let mut y = vec![0.0; n];
+            host.apply(&x, &mut y).unwrap();
+            let mut dy = VectorOps::<f64>::zeros(&g, n).unwrap();
+            dev.apply(&upload(&g, &x), &mut dy).unwrap();
+            let e = rel_inf(&download(&g, &dy), &y);
+            assert!(e <= 1e-13, "k = {k}: f64 SpMV relative error {e:e}");
+        }
+        // Diagonal, diagonal blocks, bounds, export: as on the CPU.
+        assert_eq!(download(&g, &dev.diagonal().unwrap()), TraceOperator::diagonal(&host).unwrap());
+        assert_eq!(download(&g, &dev.diagonal_blocks().unwrap()), host.diagonal_blocks().unwrap());
+        for scaled in [false, true] {
+            assert_eq!(
+                dev.gershgorin_bounds(scaled).unwrap(),
+                host.gershgorin_bounds(scaled).unwrap()
+            );
+        }
+        assert_eq!(dev.to_host_csr().unwrap(), host.to_host_csr().unwrap(), "k = {k}");
+
+        // f32: the demoted device operator against the demoted CPU operator.
+        let low = DemoteOperator::<hdg_backend_cuda::CudaBackend>::demote(&dev).unwrap();
+        let host_low = DemoteOperator::<CpuBackend>::demote(&host).unwrap();
+        let x = random::<f32>(n, 3);
+        let mut y = vec![0.0f32; n];
+        host_low.apply(&x, &mut y).unwrap();
+        let mut dy = VectorOps::<f32>::zeros(&g, n).unwrap();
+        low.apply(&upload(&g, &x), &mut dy).unwrap();
+        let e = rel_inf(&download(&g, &dy), &y);
+        assert!(e <= 1e-5, "k = {k}: f32 SpMV relative error {e:e}");
+        assert_eq!(low.spmv_bytes(), host_low.spmv_bytes());
+        for scaled in [false, true] {
+            assert_eq!(
+                low.gershgorin_bounds(scaled).unwrap(),
+                host_low.gershgorin_bounds(scaled).unwrap()
+            );
+        }
+        assert_eq!(
+            download(&g, &low.diagonal().unwrap()),
+            TraceOperator::diagonal(&host_low).unwrap()
+        );
+
+        // Wrong lengths are errors.
+        let mut short = VectorOps::<f64>::zeros(&g, n - 1).unwrap();
+        assert!(dev.apply(&upload(&g, &random::<f64>(n, 4)), &mut short).is_err());
+    }
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn solver_suite_runs_on_device_vectors() {
+    let g = gpu();
+    let (host, rhs) = hdg_system(16, 3);
+    let dev = DeviceDbf::upload(&g, &host).unwrap();
+    let d_rhs = upload(&g, &rhs);
+    let n = rhs.len();
+    for choice in [
+        SolverChoice::Cg,
+        SolverChoice::PcgJacobi,
+        SolverChoice::PcgBlockJacobi,
+        SolverChoice::PipelinedCg,
+        SolverChoice::Chebyshev,
+        SolverChoice::ChebPcg,
+        SolverChoice::CgChebyshev,
+        SolverChoice::Gmres,
+    ] {
+        let suite = Suite { choice, tolerance: 1e-10, max_iterations: 20_000 };
+        let mut x_cpu = vec![0.0; n];
+        let cpu =
+            KrylovSolver::<f64, CpuBackend>::solve(&suite, &CpuBackend, &host, &rhs, &mut x_cpu)
+                .unwrap();
+        let mut x = VectorOps::<f64>::zeros(&g, n).unwrap();
+        let report = KrylovSolver::<f64, CudaBackend>::solve(&suite, &g, &dev, &d_rhs, &mut x)
+            .unwrap_or_else(|e| panic!("{}: {e}", choice.name()));
+        let x = download(&g, &x);
+        let diff: Vec<f64> = x.iter().zip(&x_cpu).map(|(a, b)| a - b).collect();
+        let rel = norm(&diff) / norm(&x_cpu);
+        eprintln!(
+            "{:>18}: {} iterations (cpu {}), residual {:.2e}, |x - x_cpu| / |x_cpu| = {rel:.2e}",
+            choice.name(),
+            report.iterations,
+            cpu.iterations,
+            report.relative_residual
+        );
+        assert!(report.converged && cpu.converged, "{}: did not converge", choice.name());
+        assert!(rel <= 1e-8, "{}: relative difference {rel:e}", choice.name());
+    }
+
+    // Mixed-precision refinement with the demoted operator.
+    let settings = MixedPrecisionRefinement::default();
+    let low = DemoteOperator::<CudaBackend>::demote(&dev).unwrap();
+    let mut x = VectorOps::<f64>::zeros(&g, n).unwrap();
+    let report = refine(&g, &dev, &low, &d_rhs, &mut x, &settings).unwrap();
+    let host_low = DemoteOperator::<CpuBackend>::demote(&host).unwrap();
+    let mut x_cpu = vec![0.0; n];
+    let cpu = refine(&CpuBackend, &host, &host_low, &rhs, &mut x_cpu, &settings).unwrap();
+    let x = download(&g, &x);
+    let diff: Vec<f64> = x.iter().zip(&x_cpu).map(|(a, b)| a - b).collect();
+    let rel = norm(&diff) / norm(&x_cpu);
+    eprintln!(
+        "mixed refinement: {} inner iterations (cpu {}), residual {:.2e}, rel diff {rel:.2e}",
+        report.iterations, cpu.iterations, report.relative_residual
+    );
+    assert!(report.converged && cpu.converged, "mixed: did not converge");
+    assert!(rel <= 1e-8, "mixed: relative difference {rel:e}");
+}
