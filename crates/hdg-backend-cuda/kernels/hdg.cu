@@ -300,7 +300,76 @@ __device__ void dbf_spmv(unsigned n_rows, unsigned pitch, unsigned slots,
         dbf_spmv<T, NF>(n_rows, pitch, slots, vals, cols, x, y);                               \
     }
 
-#define PER_BLOCK_SIZE(T, B) SOLVE_FIXED(T, B) SPMV(T, B)
+// Two variants with the slots per row known at compile time (5: triangles, 7: tetrahedra), so
+// that every load of a row is issued before the first use:
+// - "entry": one thread per output entry (row, i), as above, slots unrolled;
+// - "row": one thread per block row computing its n_f outputs: the column table and x are read
+//   once per row instead of once per entry; the value planes are read coalesced as before.
+template <typename T, int NF, int SLOTS>
+__device__ void dbf_spmv_entry(unsigned n_rows, unsigned pitch, const T* __restrict__ vals,
+                               const unsigned* __restrict__ cols, const T* __restrict__ x,
+                               T* __restrict__ y) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows * (unsigned)NF) return;
+    unsigned i = t / n_rows;
+    unsigned row = t - i * n_rows;
+    const u64 plane = pitch;
+    T partial[SLOTS];
+#pragma unroll
+    for (int a = 0; a < SLOTS; ++a) {
+        const u64 c = __ldg(cols + (u64)a * plane + row);
+        const T* __restrict__ v = vals + ((u64)a * NF * NF + (u64)i * NF) * plane + row;
+        const T* __restrict__ xc = x + c * NF;
+        T s = T(0);
+#pragma unroll
+        for (int j = 0; j < NF; ++j) s += __ldg(v + (u64)j * plane) * __ldg(xc + j);
+        partial[a] = s;
+    }
+    T sum = T(0);
+#pragma unroll
+    for (int a = 0; a < SLOTS; ++a) sum += partial[a];
+    y[(u64)row * NF + i] = sum;
+}
+
+template <typename T, int NF, int SLOTS>
+__device__ void dbf_spmv_row(unsigned n_rows, unsigned pitch, const T* __restrict__ vals,
+                             const unsigned* __restrict__ cols, const T* __restrict__ x,
+                             T* __restrict__ y) {
+    unsigned row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n_rows) return;
+    const u64 plane = pitch;
+    T acc[NF];
+#pragma unroll
+    for (int i = 0; i < NF; ++i) acc[i] = T(0);
+#pragma unroll
+    for (int a = 0; a < SLOTS; ++a) {
+        const u64 c = __ldg(cols + (u64)a * plane + row);
+        T xc[NF];
+#pragma unroll
+        for (int j = 0; j < NF; ++j) xc[j] = __ldg(x + c * NF + j);
+        const T* __restrict__ v = vals + (u64)a * NF * NF * plane + row;
+#pragma unroll
+        for (int i = 0; i < NF; ++i)
+#pragma unroll
+            for (int j = 0; j < NF; ++j) acc[i] += __ldg(v + (u64)(i * NF + j) * plane) * xc[j];
+    }
+#pragma unroll
+    for (int i = 0; i < NF; ++i) y[(u64)row * NF + i] = acc[i];
+}
+
+#define SPMV_FIXED(T, NF, S)                                                                   \
+    extern "C" __global__ void dbf_spmv_entry_##T##_nf##NF##_s##S(                             \
+        unsigned n_rows, unsigned pitch, const T* vals, const unsigned* cols, const T* x,      \
+        T* y) {                                                                                \
+        dbf_spmv_entry<T, NF, S>(n_rows, pitch, vals, cols, x, y);                             \
+    }                                                                                          \
+    extern "C" __global__ void dbf_spmv_row_##T##_nf##NF##_s##S(                               \
+        unsigned n_rows, unsigned pitch, const T* vals, const unsigned* cols, const T* x,      \
+        T* y) {                                                                                \
+        dbf_spmv_row<T, NF, S>(n_rows, pitch, vals, cols, x, y);                               \
+    }
+
+#define PER_BLOCK_SIZE(T, B) SOLVE_FIXED(T, B) SPMV(T, B) SPMV_FIXED(T, B, 5) SPMV_FIXED(T, B, 7)
 #define ALL_BLOCK_SIZES(T)                                                                     \
     PER_BLOCK_SIZE(T, 1)                                                                       \
     PER_BLOCK_SIZE(T, 2)                                                                       \

@@ -51,8 +51,21 @@ pub struct DeviceDbf<T: DeviceReal> {
     bounds: [(f64, f64); 2],
     /// Gershgorin bounds of this matrix rounded to f32 (what [`DemoteOperator::demote`] gives).
     bounds_f32: [(f64, f64); 2],
+    /// Which SpMV kernel [`TraceOperator::apply`] launches.
+    kernel: SpmvKernel,
     /// Last: fields drop in order, and the buffers must be freed while the context lives.
     backend: CudaBackend,
+}
+
+/// The SpMV kernels of the DBF matrix (all read the same layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpmvKernel {
+    /// One thread per output entry, slots in a run-time loop (any slot count).
+    Entry,
+    /// One thread per output entry, slots unrolled (5 or 7 slots).
+    EntryUnrolled,
+    /// One thread per block row computing its n_f outputs, slots unrolled (5 or 7 slots).
+    Row,
 }
 
 impl<T: DeviceReal> DeviceDbf<T> {
@@ -109,7 +122,14 @@ impl<T: DeviceReal> DeviceDbf<T> {
             n_active_blocks: host.n_active_blocks(),
             bounds,
             bounds_f32,
+            kernel: SpmvKernel::Row,
         })
+    }
+
+    /// Chooses the SpMV kernel (all compute the same product; the default is the fastest
+    /// measured, see BENCHMARKS.md).
+    pub fn set_spmv_kernel(&mut self, kernel: SpmvKernel) {
+        self.kernel = kernel;
     }
 
     /// Block rows.
@@ -232,22 +252,36 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
         let (n_rows, pitch, slots) = (self.n_rows as u32, self.pitch as u32, self.slots as u32);
         let (vp, cp, xp, yp) =
             (address(&self.values), address(&self.columns), x.address(), y.address());
-        let kernel = format!("dbf_spmv_{}_nf{}", T::SUFFIX, self.n_f);
-        let blocks = entries.div_ceil(THREADS as usize) as u32;
+        let fixed = matches!(self.slots, 5 | 7);
+        let (kernel, threads) = match self.kernel {
+            SpmvKernel::EntryUnrolled if fixed => {
+                (format!("dbf_spmv_entry_{}_nf{}_s{}", T::SUFFIX, self.n_f, self.slots), entries)
+            }
+            SpmvKernel::Row if fixed => {
+                (format!("dbf_spmv_row_{}_nf{}_s{}", T::SUFFIX, self.n_f, self.slots), self.n_rows)
+            }
+            _ => (format!("dbf_spmv_{}_nf{}", T::SUFFIX, self.n_f), entries),
+        };
+        let blocks = threads.div_ceil(THREADS as usize) as u32;
+        let args_fixed = [arg(&n_rows), arg(&pitch), arg(&vp), arg(&cp), arg(&xp), arg(&yp)];
+        let args_loop =
+            [arg(&n_rows), arg(&pitch), arg(&slots), arg(&vp), arg(&cp), arg(&xp), arg(&yp)];
+        let args: &[_] =
+            if kernel.starts_with("dbf_spmv_entry_") || kernel.starts_with("dbf_spmv_row_") {
+                &args_fixed
+            } else {
+                &args_loop
+            };
         // SAFETY: dbf_spmv_T_nfNF(unsigned n_rows, unsigned pitch, unsigned slots,
-        // const T* vals, const unsigned* cols, const T* x, T* y): vals and cols hold the
+        // const T* vals, const unsigned* cols, const T* x, T* y) (the _entry_/_row_ variants
+        // take the same arguments without `slots`, fixed to 5 or 7 = self.slots, and the row
+        // variant one thread per block row): vals and cols hold the
         // uploaded planes (slots * nf^2, resp. slots, planes of `pitch` entries); every column
         // is a block row < n_rows (host invariant), so the gather stays inside x of
         // n_rows * nf entries; y has n_rows * nf entries (both checked above); one thread per
         // entry (blocks * THREADS >= entries, the kernel returns for t >= entries; entries
         // < 2^32 checked at upload). x and y are distinct (&x, &mut y).
-        unsafe {
-            self.backend.gpu.launch(
-                &kernel,
-                blocks,
-                &[arg(&n_rows), arg(&pitch), arg(&slots), arg(&vp), arg(&cp), arg(&xp), arg(&yp)],
-            )
-        }
+        unsafe { self.backend.gpu.launch(&kernel, blocks, args) }
     }
 
     fn diagonal(&self) -> Result<DeviceVector<T>> {
@@ -318,6 +352,7 @@ impl DemoteOperator<CudaBackend> for DeviceDbf<f64> {
             n_active_blocks: self.n_active_blocks,
             bounds: self.bounds_f32,
             bounds_f32: self.bounds_f32,
+            kernel: self.kernel,
         })
     }
 }

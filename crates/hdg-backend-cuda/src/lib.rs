@@ -26,7 +26,7 @@ mod device;
 mod vector;
 
 #[cfg(feature = "cuda")]
-pub use dbf::{DeviceDbf, MAX_BLOCK_SIZE};
+pub use dbf::{DeviceDbf, SpmvKernel, MAX_BLOCK_SIZE};
 #[cfg(feature = "cuda")]
 pub use device::{error_text, CudaBackend, DeviceReal};
 #[cfg(feature = "cuda")]

@@ -4,7 +4,7 @@
 //! Every test needs a GPU, so every test is `#[ignore]`d (reported as ignored, never as passed,
 //! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
-use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal, DeviceVector};
+use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal, DeviceVector, SpmvKernel};
 use hdg_core::{
     Assembler, CoreError, DemoteOperator, Discretization, KrylovSolver, LocalSolver, Manufactured,
     MixedPrecisionOps, Problem, TraceOperator, VectorOps,
@@ -348,21 +348,30 @@ fn dbf_operator_matches_cpu() {
     for k in 1..=6 {
         let (host, _) = hdg_system(if k <= 3 { 24 } else { 12 }, k);
         let n = host.dim();
-        let dev = DeviceDbf::upload(&g, &host).unwrap();
+        let mut dev = DeviceDbf::upload(&g, &host).unwrap();
         assert_eq!(TraceOperator::dim(&dev), n);
         assert_eq!(dev.block_size(), host.block_size());
         assert_eq!(dev.spmv_bytes(), host.spmv_bytes(), "k = {k}");
         assert_eq!(dev.n_active_blocks(), host.n_active_blocks());
 
-        // f64 SpMV, twice with different x.
-        for seed in [1, 2] {
-            let x = random::<f64>(n, seed);
-            let mut y = vec![0.0; n];
-            host.apply(&x, &mut y).unwrap();
-            let mut dy = VectorOps::<f64>::zeros(&g, n).unwrap();
-            dev.apply(&upload(&g, &x), &mut dy).unwrap();
-            let e = rel_inf(&download(&g, &dy), &y);
-            assert!(e <= 1e-13, "k = {k}: f64 SpMV relative error {e:e}");
+        // f64 SpMV with every kernel variant, twice with different x.
+        for kernel in [SpmvKernel::Entry, SpmvKernel::EntryUnrolled, SpmvKernel::Row] {
+            dev.set_spmv_kernel(kernel);
+            for seed in [1, 2] {
+                let x = random::<f64>(n, seed);
+                let mut y = vec![0.0; n];
+                host.apply(&x, &mut y).unwrap();
+                // Poisoned output: every entry must be written.
+                let mut dy = upload(&g, &vec![f64::NAN; n]);
+                dev.apply(&upload(&g, &x), &mut dy).unwrap();
+                let result = download(&g, &dy);
+                assert!(
+                    result.iter().all(|v| v.is_finite()),
+                    "k = {k} {kernel:?}: unwritten entries"
+                );
+                let e = rel_inf(&result, &y);
+                assert!(e <= 1e-13, "k = {k} {kernel:?}: f64 SpMV relative error {e:e}");
+            }
         }
         // Diagonal, diagonal blocks, bounds, export: as on the CPU.
         assert_eq!(download(&g, &dev.diagonal().unwrap()), TraceOperator::diagonal(&host).unwrap());

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use cust::event::{Event, EventFlags};
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
-use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal};
+use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal, SpmvKernel};
 use hdg_core::{
     Assembler, CoreError, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem,
     Result, TraceOperator, VectorOps,
@@ -136,7 +136,33 @@ fn copy_bandwidth(backend: &CudaBackend, mib: usize, samples: usize) -> Result<f
 }
 
 /// Median SpMV time and the relative difference from the host reference `y_ref` for `x0`.
+/// Times every SpMV kernel; returns the fastest (time, result) and prints all three times.
 fn time_spmv<T: DeviceReal>(
+    backend: &CudaBackend,
+    op: &mut DeviceDbf<T>,
+    x0: &[T],
+    x1: &[T],
+    samples: usize,
+) -> Result<(f64, Vec<T>)>
+where
+    CudaBackend: VectorOps<T, Vector = hdg_backend_cuda::DeviceVector<T>>,
+{
+    let mut best: Option<(f64, Vec<T>)> = None;
+    let mut line = String::new();
+    for kernel in [SpmvKernel::Entry, SpmvKernel::EntryUnrolled, SpmvKernel::Row] {
+        op.set_spmv_kernel(kernel);
+        let (t, y) = time_one(backend, op, x0, x1, samples)?;
+        line.push_str(&format!(" {kernel:?} {:.1} us", t * 1e6));
+        if best.as_ref().is_none_or(|(b, _)| t < *b) {
+            best = Some((t, y));
+        }
+    }
+    op.set_spmv_kernel(SpmvKernel::Row);
+    eprintln!("  {} kernels:{line}", T::SUFFIX);
+    Ok(best.expect("three kernels timed"))
+}
+
+fn time_one<T: DeviceReal>(
     backend: &CudaBackend,
     op: &DeviceDbf<T>,
     x0: &[T],
@@ -254,23 +280,23 @@ fn run(args: &Args) -> Result<()> {
         let mut y_ref = vec![0.0; n];
         host.apply(&x0, &mut y_ref)?;
         let t_up = Instant::now();
-        let dev = DeviceDbf::upload(&backend, &host)?;
+        let mut dev = DeviceDbf::upload(&backend, &host)?;
         eprintln!(
             "k = {k}: uploaded {:.2} GB in {:.1} s",
             dev.memory_bytes() as f64 * 1e-9,
             t_up.elapsed().as_secs_f64()
         );
-        let (t64, y64) = time_spmv(&backend, &dev, &x0, &x1, args.samples)?;
+        let (t64, y64) = time_spmv(&backend, &mut dev, &x0, &x1, args.samples)?;
         let err64 = rel_inf(&y64, &y_ref);
         let bytes64 = dev.spmv_bytes();
         let (t32, err32, bytes32) = {
-            let low = DemoteOperator::<CudaBackend>::demote(&dev)?;
+            let mut low = DemoteOperator::<CudaBackend>::demote(&dev)?;
             let host_low = DemoteOperator::<CpuBackend>::demote(&host)?;
             let x0f: Vec<f32> = x0.iter().map(|&v| v as f32).collect();
             let x1f: Vec<f32> = x1.iter().map(|&v| v as f32).collect();
             let mut y_ref32 = vec![0.0f32; n];
             host_low.apply(&x0f, &mut y_ref32)?;
-            let (t32, y32) = time_spmv(&backend, &low, &x0f, &x1f, args.samples)?;
+            let (t32, y32) = time_spmv(&backend, &mut low, &x0f, &x1f, args.samples)?;
             (t32, rel_inf(&y32, &y_ref32), low.spmv_bytes())
         };
         drop(dev);
