@@ -7,11 +7,8 @@
 //! per n_f x n_f block. Padding and Dirichlet slots keep their place (fixed stride, simple
 //! addressing): their block is zero and their column is the row itself, so the SpMV loop has
 //! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
-use std::path::Path;
 
-use hdg_core::{
-    CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE,
-};
+use hdg_core::{DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE};
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
@@ -207,12 +204,6 @@ impl<T: Real> DbfMatrix<T> {
             }
         }
         sprs::CsMat::new((n, n), indptr, indices, data)
-    }
-
-    /// Writes the matrix as a Matrix Market coordinate file (values written in f64).
-    pub fn write_matrix_market(&self, path: &Path) -> Result<()> {
-        let csr = self.to_csr().map(|v| v.as_f64());
-        sprs::io::write_matrix_market(path, &csr).map_err(CoreError::from)
     }
 }
 

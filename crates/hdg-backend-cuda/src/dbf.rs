@@ -22,6 +22,8 @@
 //!
 //! Diagonal and diagonal blocks are extracted by small kernels; the Gershgorin bounds are
 //! computed on the host at upload and kept; [`TraceOperator::to_host_csr`] downloads the matrix.
+use std::sync::OnceLock;
+
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use hdg_backend_cpu::DbfMatrix;
 use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
@@ -47,10 +49,12 @@ pub struct DeviceDbf<T: DeviceReal> {
     values: DeviceBuffer<T>,
     columns: DeviceBuffer<u32>,
     n_active_blocks: usize,
-    /// Gershgorin bounds (unscaled, scaled) of this matrix.
-    bounds: [(f64, f64); 2],
-    /// Gershgorin bounds of this matrix rounded to f32 (what [`DemoteOperator::demote`] gives).
-    bounds_f32: [(f64, f64); 2],
+    /// Gershgorin bounds (unscaled, scaled) of this matrix: computed on the host at upload, or,
+    /// for a matrix assembled on the device, on first request (from a download of the matrix).
+    bounds: OnceLock<[(f64, f64); 2]>,
+    /// Gershgorin bounds of this matrix rounded to f32 (what [`DemoteOperator::demote`] gives),
+    /// when known.
+    bounds_f32: OnceLock<[(f64, f64); 2]>,
     /// Which SpMV kernel [`TraceOperator::apply`] launches.
     kernel: SpmvKernel,
     /// Last: fields drop in order, and the buffers must be freed while the context lives.
@@ -120,10 +124,73 @@ impl<T: DeviceReal> DeviceDbf<T> {
             values,
             columns,
             n_active_blocks: host.n_active_blocks(),
-            bounds,
-            bounds_f32,
+            bounds: OnceLock::from(bounds),
+            bounds_f32: OnceLock::from(bounds_f32),
             kernel: SpmvKernel::Row,
         })
+    }
+
+    /// Wraps a matrix already in the device layout (the module documentation): `values` holds
+    /// `slots * n_f * n_f` planes of `pitch` entries, `columns` `slots` planes of `pitch`
+    /// entries, `pitch` = [`DeviceDbf::pitch_for`]`(n_rows)`, inactive slots a zero block with
+    /// their own row as column. Built by the device assembly; the Gershgorin bounds are
+    /// computed on first request.
+    pub(crate) fn from_device_parts(
+        backend: &CudaBackend,
+        n_rows: usize,
+        n_f: usize,
+        slots: usize,
+        values: DeviceBuffer<T>,
+        columns: DeviceBuffer<u32>,
+        n_active_blocks: usize,
+    ) -> Result<Self> {
+        let pitch = Self::pitch_for(n_rows);
+        if values.len() != slots * n_f * n_f * pitch || columns.len() != slots * pitch {
+            return Err(CoreError::Backend(format!(
+                "DBF parts: {} values and {} columns do not fit {n_rows} rows of {slots} blocks \
+                 of {n_f} x {n_f}",
+                values.len(),
+                columns.len()
+            )));
+        }
+        Ok(DeviceDbf {
+            backend: backend.clone(),
+            n_rows,
+            pitch,
+            n_f,
+            slots,
+            values,
+            columns,
+            n_active_blocks,
+            bounds: OnceLock::new(),
+            bounds_f32: OnceLock::new(),
+            kernel: SpmvKernel::Row,
+        })
+    }
+
+    /// The plane pitch of a matrix of `n_rows` block rows (n_rows rounded up to 32).
+    pub(crate) fn pitch_for(n_rows: usize) -> usize {
+        n_rows.div_ceil(PITCH_ALIGN) * PITCH_ALIGN
+    }
+
+    /// Gershgorin bounds (unscaled, scaled), computed from a download of the matrix when they
+    /// are not known yet.
+    fn bounds(&self) -> Result<[(f64, f64); 2]> {
+        if let Some(b) = self.bounds.get() {
+            return Ok(*b);
+        }
+        let values = self.backend.gpu.download(&self.values)?;
+        let columns = self.backend.gpu.download(&self.columns)?;
+        let planes = Planes {
+            n_rows: self.n_rows,
+            pitch: self.pitch,
+            n_f: self.n_f,
+            slots: self.slots,
+            values: &values,
+            columns: &columns,
+        };
+        let b = [planes.gershgorin(false), planes.gershgorin(true)];
+        Ok(*self.bounds.get_or_init(|| b))
     }
 
     /// Chooses the SpMV kernel (all compute the same product; the default is the fastest
@@ -194,6 +261,49 @@ impl<T: DeviceReal> DeviceDbf<T> {
             )?
         };
         Ok(DeviceVector { buffer: out })
+    }
+}
+
+/// A downloaded device-layout matrix.
+struct Planes<'a, T> {
+    n_rows: usize,
+    pitch: usize,
+    n_f: usize,
+    slots: usize,
+    values: &'a [T],
+    columns: &'a [u32],
+}
+
+impl<T: Real> Planes<'_, T> {
+    /// Gershgorin bounds, with the sums in the order of [`gershgorin`] (so the same values).
+    fn gershgorin(&self, scaled: bool) -> (f64, f64) {
+        let (nf, slots, pitch) = (self.n_f, self.slots, self.pitch);
+        (0..self.n_rows)
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|row| {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                for m in 0..nf {
+                    let (mut radius, mut center) = (0.0, 0.0);
+                    for a in (0..slots)
+                        .filter(|&a| a == 0 || self.columns[a * pitch + row] as usize != row)
+                    {
+                        for l in 0..nf {
+                            let v = self.values[(a * nf * nf + m * nf + l) * pitch + row].as_f64();
+                            if a == 0 && l == m {
+                                center = v;
+                            } else {
+                                radius += v.abs();
+                            }
+                        }
+                    }
+                    let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
+                    lo = lo.min(c - r);
+                    hi = hi.max(c + r);
+                }
+                (lo, hi)
+            })
+            .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
     }
 }
 
@@ -297,7 +407,7 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
     }
 
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
-        Ok(self.bounds[scaled as usize])
+        Ok(self.bounds()?[scaled as usize])
     }
 
     fn to_host_csr(&self) -> Result<HostCsr> {
@@ -350,8 +460,9 @@ impl DemoteOperator<CudaBackend> for DeviceDbf<f64> {
             values,
             columns,
             n_active_blocks: self.n_active_blocks,
-            bounds: self.bounds_f32,
-            bounds_f32: self.bounds_f32,
+            // Unknown bounds are computed from the f32 values on request: the same numbers.
+            bounds: self.bounds_f32.clone(),
+            bounds_f32: self.bounds_f32.clone(),
             kernel: self.kernel,
         })
     }

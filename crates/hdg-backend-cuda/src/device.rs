@@ -20,6 +20,10 @@ use hdg_core::{CoreError, Real, Result};
 const PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/hdg.sm_90.ptx"));
 /// The kernels as portable PTX (compute_75): JIT-compiled by the driver for any other GPU.
 const PTX_PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/hdg.compute_75.ptx"));
+/// The element kernels (`kernels/elements.cu`) for compute capability 9.0.
+const ELEMENTS_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/elements.sm_90.ptx"));
+/// The element kernels as portable PTX.
+const ELEMENTS_PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/elements.compute_75.ptx"));
 
 /// Threads per block of every kernel (the reductions need exactly this many: see hdg.cu).
 pub(crate) const THREADS: u32 = 256;
@@ -86,6 +90,8 @@ pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
     pub(crate) scratch: Mutex<Scratch>,
     module: Module,
+    /// The element kernels (condensation, assembly, recovery, postprocessing).
+    elements: Module,
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
@@ -117,7 +123,8 @@ impl Gpu {
         let function = self
             .module
             .get_function(name)
-            .map_err(|e| cuda_error(format!("kernel {name} is missing from the module"), e))?;
+            .or_else(|_| self.elements.get_function(name))
+            .map_err(|e| cuda_error(format!("kernel {name} is missing from the modules"), e))?;
         // SAFETY: the caller guarantees the arguments (see above); the grid and block sizes are
         // within the device limits (blocks >= 1 by the callers' checks, THREADS = 256).
         unsafe { self.stream.launch(&function, blocks, THREADS, 0, args) }
@@ -233,10 +240,16 @@ impl CudaBackend {
         let sms = attribute(DeviceAttribute::MultiprocessorCount)?;
         let name = device.name().map_err(|e| cuda_error("device name query failed", e))?;
         let memory = device.total_memory().map_err(|e| cuda_error("memory query failed", e))?;
-        let (ptx, ptx_name) =
-            if major == 9 { (PTX_SM90, "sm_90") } else { (PTX_PORTABLE, "compute_75") };
+        let (ptx, elements_ptx, ptx_name) = if major == 9 {
+            (PTX_SM90, ELEMENTS_SM90, "sm_90")
+        } else {
+            (PTX_PORTABLE, ELEMENTS_PORTABLE, "compute_75")
+        };
         let module = Module::from_ptx(ptx, &[])
             .map_err(|e| cuda_error(format!("cannot load the {ptx_name} PTX kernels"), e))?;
+        let elements = Module::from_ptx(elements_ptx, &[]).map_err(|e| {
+            cuda_error(format!("cannot load the {ptx_name} PTX element kernels"), e)
+        })?;
         let stream = Stream::new(StreamFlags::DEFAULT, None)
             .map_err(|e| cuda_error("stream creation failed", e))?;
         let description = format!(
@@ -254,6 +267,7 @@ impl CudaBackend {
         let gpu = Gpu {
             scratch: Mutex::new(Scratch { partials, results }),
             module,
+            elements,
             stream,
             device,
             description,

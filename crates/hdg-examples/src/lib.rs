@@ -8,8 +8,9 @@ use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, CoreError, Krylov, Manufactured, PipelineOptions, PipelineOutput, PipelineReport,
-    Problem, Progress, Real,
+    solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Krylov, Manufactured,
+    MixedPrecisionOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
+    TraceOperator,
 };
 use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -127,9 +128,19 @@ impl SolveSettings {
     }
 }
 
-/// Runs the pipeline on the CPU backend; with `export_matrix`, also writes the assembled trace
-/// matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
-pub fn solve_cpu(
+/// The backend a run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// Rayon on the host.
+    Cpu,
+    /// CUDA (builds with `--features cuda`).
+    Cuda,
+}
+
+/// Runs the pipeline on the chosen backend; with `export_matrix`, also writes the assembled
+/// trace matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
+pub fn solve_on(
+    backend: BackendKind,
     mesh: &Mesh,
     problem: &Problem,
     settings: &SolveSettings,
@@ -137,61 +148,78 @@ pub fn solve_cpu(
     export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError> {
+    match backend {
+        BackendKind::Cpu => {
+            run_all(&CpuBackend::new(), mesh, problem, settings, precision, export_matrix, progress)
+        }
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => {
+            let cuda = hdg_backend_cuda::CudaBackend::new()?;
+            run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)
+        }
+        #[cfg(not(feature = "cuda"))]
+        BackendKind::Cuda => Err(hdg_backend_cuda::availability().unwrap_err()),
+    }
+}
+
+/// One backend, both precisions, every solver (mixed precision in f64 only).
+fn run_all<B>(
+    backend: &B,
+    mesh: &Mesh,
+    problem: &Problem,
+    settings: &SolveSettings,
+    precision: Precision,
+    export_matrix: Option<&Path>,
+    progress: &mut dyn Progress,
+) -> Result<PipelineReport, CoreError>
+where
+    B: Backend<f64> + Backend<f32> + MixedPrecisionOps,
+    <B as Assembler<f64>>::Operator: DemoteOperator<B>,
+{
     let options = PipelineOptions { keep_operator: export_matrix.is_some() };
-    let backend = CpuBackend::new();
     let suite = settings.suite();
     let order = settings.order;
-    fn finish<T: Real>(
-        out: PipelineOutput<T, CpuBackend>,
+    fn finish<T: Real, B: Backend<T>>(
+        out: PipelineOutput<T, B>,
         export_matrix: Option<&Path>,
     ) -> Result<PipelineReport, CoreError> {
         if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
-            matrix.write_matrix_market(path)?;
+            write_matrix_market(&matrix.to_host_csr()?, path)?;
         }
         Ok(out.report)
     }
     match (precision, settings.solver) {
         (Precision::F64, SolverChoice::Mixed) => {
-            let out = solve::<f64, _>(
-                &backend,
-                mesh,
-                problem,
-                order,
-                &settings.mixed(),
-                options,
-                progress,
-            )?;
-            finish(out, export_matrix)
+            let mixed = settings.mixed();
+            finish(
+                solve::<f64, B>(backend, mesh, problem, order, &mixed, options, progress)?,
+                export_matrix,
+            )
         }
         (Precision::F32, SolverChoice::Mixed) => Err(CoreError::InvalidParameter {
             name: "solver",
             reason: "mixed precision refines an f64 solution: use --precision f64".into(),
         }),
-        (Precision::F64, _) => {
-            let out = solve::<f64, _>(
-                &backend,
-                mesh,
-                problem,
-                order,
-                &Krylov(&suite),
-                options,
-                progress,
-            )?;
-            finish(out, export_matrix)
-        }
-        (Precision::F32, _) => {
-            let out = solve::<f32, _>(
-                &backend,
-                mesh,
-                problem,
-                order,
-                &Krylov(&suite),
-                options,
-                progress,
-            )?;
-            finish(out, export_matrix)
-        }
+        (Precision::F64, _) => finish(
+            solve::<f64, B>(backend, mesh, problem, order, &Krylov(&suite), options, progress)?,
+            export_matrix,
+        ),
+        (Precision::F32, _) => finish(
+            solve::<f32, B>(backend, mesh, problem, order, &Krylov(&suite), options, progress)?,
+            export_matrix,
+        ),
     }
+}
+
+/// Writes a host CSR matrix as a Matrix Market coordinate file.
+pub fn write_matrix_market(csr: &HostCsr, path: &Path) -> Result<(), CoreError> {
+    let matrix = sprs::CsMat::new(
+        (csr.n, csr.n),
+        csr.indptr.clone(),
+        csr.indices.clone(),
+        csr.values.clone(),
+    );
+    sprs::io::write_matrix_market(path, &matrix).map_err(CoreError::from)
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
 use hdg_examples::{
-    parse_solver, report_json, solve_cpu, MeshSpec, Precision, ProblemKind, SolveSettings,
+    parse_solver, report_json, solve_on, BackendKind, MeshSpec, Precision, ProblemKind,
+    SolveSettings,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -16,12 +17,6 @@ use hdg_mesh::Diagonal;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum BackendKind {
-    Cpu,
-    Cuda,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -209,9 +204,6 @@ fn run_one(
     mesh: &MeshSpec,
     log: &mut StageLog,
 ) -> Result<PipelineReport, CoreError> {
-    if common.backend == BackendKind::Cuda {
-        hdg_backend_cuda::availability()?;
-    }
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -231,7 +223,15 @@ fn run_one(
         max_iterations: common.max_iterations,
         solver: common.solver,
     };
-    solve_cpu(&built, &problem, &settings, common.precision, common.export_matrix.as_deref(), log)
+    solve_on(
+        common.backend,
+        &built,
+        &problem,
+        &settings,
+        common.precision,
+        common.export_matrix.as_deref(),
+        log,
+    )
 }
 
 fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
