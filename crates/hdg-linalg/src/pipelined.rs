@@ -181,6 +181,19 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for P
                     ));
                     break recurrence;
                 }
+                if pap <= T::zero() && restarts < MAX_GAP_RESTARTS && !first {
+                    // The pipelined recurrences lose accuracy over long runs (Ghysels &
+                    // Vanroose; Cools et al.): p.Ap formed from them can turn negative while
+                    // the operator is SPD. Restart from the current iterate, which recomputes
+                    // every vector from scratch; a breakdown right after a restart is real.
+                    restarts += 1;
+                    report.notes.push(format!(
+                        "restart {restarts} at iteration {}: recurrence p.Ap = {:e} (lost accuracy) at residual {recurrence:.3e}",
+                        report.iterations + 1,
+                        pap.as_f64()
+                    ));
+                    continue 'restart;
+                }
                 if !pap.as_f64().is_finite() || pap <= T::zero() {
                     return Err(CoreError::Solver(format!(
                         "pipelined CG breakdown at iteration {}: p.Ap = {:e} (the operator or the preconditioner is not positive definite)",
