@@ -8,7 +8,10 @@
 //! addressing): their block is zero and their column is the row itself, so the SpMV loop has
 //! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
 
-use hdg_core::{DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE};
+use hdg_core::{
+    dbf_gershgorin_bounds, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology,
+    NONE,
+};
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
@@ -302,34 +305,15 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
         Ok(self.blocks.chunks_exact(stride).flat_map(|row| row[..bsz].iter().copied()).collect())
     }
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
-        let (nf, bsz) = (self.n_f, self.n_f * self.n_f);
-        let (lo, hi) = (0..self.n_rows())
-            .into_par_iter()
-            .with_min_len(256)
-            .map(|row| {
-                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                for m in 0..nf {
-                    let mut radius = 0.0;
-                    let mut center = 0.0;
-                    for a in (0..self.slots).filter(|&a| self.is_active(row, a)) {
-                        let block = &self.blocks[(row * self.slots + a) * bsz..][..bsz];
-                        for l in 0..nf {
-                            let v = block[m * nf + l].as_f64();
-                            if a == 0 && l == m {
-                                center = v;
-                            } else {
-                                radius += v.abs();
-                            }
-                        }
-                    }
-                    let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
-                    lo = lo.min(c - r);
-                    hi = hi.max(c + r);
-                }
-                (lo, hi)
-            })
-            .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
-        Ok((lo, hi))
+        let (nf, slots) = (self.n_f, self.slots);
+        Ok(dbf_gershgorin_bounds(
+            self.n_rows(),
+            nf,
+            slots,
+            scaled,
+            |row, a| self.is_active(row, a),
+            |row, a, i, j| self.blocks[((row * slots + a) * nf + i) * nf + j].as_f64(),
+        ))
     }
     fn to_host_csr(&self) -> Result<HostCsr> {
         let csr = self.to_csr();

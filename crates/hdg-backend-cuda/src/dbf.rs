@@ -26,7 +26,9 @@ use std::sync::OnceLock;
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use hdg_backend_cpu::DbfMatrix;
-use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
+use hdg_core::{
+    dbf_gershgorin_bounds, CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator,
+};
 use rayon::prelude::*;
 
 use crate::device::{
@@ -275,74 +277,33 @@ struct Planes<'a, T> {
 }
 
 impl<T: Real> Planes<'_, T> {
-    /// Gershgorin bounds, with the sums in the order of [`gershgorin`] (so the same values).
+    /// Gershgorin bounds (the shared definition, so the same values as the CPU's).
     fn gershgorin(&self, scaled: bool) -> (f64, f64) {
-        let (nf, slots, pitch) = (self.n_f, self.slots, self.pitch);
-        (0..self.n_rows)
-            .into_par_iter()
-            .with_min_len(256)
-            .map(|row| {
-                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-                for m in 0..nf {
-                    let (mut radius, mut center) = (0.0, 0.0);
-                    for a in (0..slots)
-                        .filter(|&a| a == 0 || self.columns[a * pitch + row] as usize != row)
-                    {
-                        for l in 0..nf {
-                            let v = self.values[(a * nf * nf + m * nf + l) * pitch + row].as_f64();
-                            if a == 0 && l == m {
-                                center = v;
-                            } else {
-                                radius += v.abs();
-                            }
-                        }
-                    }
-                    let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
-                    lo = lo.min(c - r);
-                    hi = hi.max(c + r);
-                }
-                (lo, hi)
-            })
-            .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        let (nf, pitch) = (self.n_f, self.pitch);
+        dbf_gershgorin_bounds(
+            self.n_rows,
+            nf,
+            self.slots,
+            scaled,
+            |row, a| a == 0 || self.columns[a * pitch + row] as usize != row,
+            |row, a, i, j| self.values[(a * nf * nf + i * nf + j) * pitch + row].as_f64(),
+        )
     }
 }
 
-/// Gershgorin bounds of a host DBF matrix with its values read through `value` (the same
-/// definition as the CPU backend's).
-fn gershgorin<T: Real>(
-    host: &DbfMatrix<T>,
-    scaled: bool,
-    value: impl Fn(T) -> f64 + Sync,
-) -> (f64, f64) {
+/// Gershgorin bounds of a host DBF matrix with its values read through `value` (the shared
+/// definition of `hdg_core::dbf_gershgorin_bounds`).
+fn gershgorin<T: Real>(host: &DbfMatrix<T>, scaled: bool, value: impl Fn(T) -> f64) -> (f64, f64) {
     let (nf, slots) = (host.block_size(), host.slots());
-    let bsz = nf * nf;
     let (blocks, columns) = (host.blocks(), host.columns());
-    (0..host.n_rows())
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|row| {
-            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-            for m in 0..nf {
-                let (mut radius, mut center) = (0.0, 0.0);
-                for a in (0..slots).filter(|&a| a == 0 || columns[row * slots + a] as usize != row)
-                {
-                    let block = &blocks[(row * slots + a) * bsz..][..bsz];
-                    for l in 0..nf {
-                        let v = value(block[m * nf + l]);
-                        if a == 0 && l == m {
-                            center = v;
-                        } else {
-                            radius += v.abs();
-                        }
-                    }
-                }
-                let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
-                lo = lo.min(c - r);
-                hi = hi.max(c + r);
-            }
-            (lo, hi)
-        })
-        .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+    dbf_gershgorin_bounds(
+        host.n_rows(),
+        nf,
+        slots,
+        scaled,
+        |row, a| a == 0 || columns[row * slots + a] as usize != row,
+        |row, a, i, j| value(blocks[((row * slots + a) * nf + i) * nf + j]),
+    )
 }
 
 impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {

@@ -42,4 +42,4 @@ pub use problem::{Coefficient, ExactSolution, Manufactured, Problem};
 pub use real::Real;
 pub use reference::ReferenceElement;
 pub use tables::ElementTables;
-pub use topology::{TraceTopology, NONE};
+pub use topology::{dbf_gershgorin_bounds, TraceTopology, NONE};
