@@ -2,8 +2,7 @@
 //! everything a test wants to look at.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Discretization, HostFields, Krylov, PipelineOptions, PipelineOutput, Problem, Real,
-    Silent,
+    solve, Discretization, Krylov, PipelineOptions, PipelineOutput, Problem, Real, Silent,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::Mesh;
@@ -46,9 +45,4 @@ pub fn discretization<'a, T: Real>(
     order: usize,
 ) -> Discretization<'a, T> {
     Discretization::new(mesh, problem, order).expect("valid discretization")
-}
-
-/// Host copy of local fields.
-pub fn fields<T: Real>(out: &PipelineOutput<T, CpuBackend>) -> &HostFields<T> {
-    &out.fields
 }

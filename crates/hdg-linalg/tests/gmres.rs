@@ -3,88 +3,38 @@
 mod support;
 
 use hdg_backend_cpu::CpuBackend;
-use hdg_core::{
-    CoreError, HostCsr, KrylovSolver, Preconditioner, Result, SolveReport, TraceOperator,
-};
+use hdg_core::{CoreError, KrylovSolver, Preconditioner, Result, SolveReport, TraceOperator};
 use hdg_linalg::{ConjugateGradient, DirectCholesky, Gmres, Identity, Jacobi, Preconditioning};
-use support::{hdg_system, scaled_laplacian};
+use support::{hdg_system, scaled_laplacian, Dense};
 
 type Op<'a> = &'a dyn TraceOperator<f64, Vector = Vec<f64>>;
 
-/// A dense, generally nonsymmetric matrix as a trace operator (row-major).
-struct NonSymmetric {
-    n: usize,
-    a: Vec<f64>,
+// Dense nonsymmetric test matrices, as `support::Dense` (which assumes no symmetry).
+
+/// 1D convection-diffusion, central differences: tridiag(-1 - c, 2, -1 + c). For c > 1 the
+/// matrix is far from symmetric (cell Peclet number > 1) and its eigenvalues are complex.
+fn convection_diffusion(n: usize, c: f64) -> Dense {
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        a[i * n + i] = 2.0;
+        if i > 0 {
+            a[i * n + i - 1] = -1.0 - c;
+        }
+        if i + 1 < n {
+            a[i * n + i + 1] = -1.0 + c;
+        }
+    }
+    Dense { n, a }
 }
 
-impl NonSymmetric {
-    /// 1D convection-diffusion, central differences: tridiag(-1 - c, 2, -1 + c). For c > 1 the
-    /// matrix is far from symmetric (cell Peclet number > 1) and its eigenvalues are complex.
-    fn convection_diffusion(n: usize, c: f64) -> Self {
-        let mut a = vec![0.0; n * n];
-        for i in 0..n {
-            a[i * n + i] = 2.0;
-            if i > 0 {
-                a[i * n + i - 1] = -1.0 - c;
-            }
-            if i + 1 < n {
-                a[i * n + i + 1] = -1.0 + c;
-            }
-        }
-        NonSymmetric { n, a }
+/// The cyclic shift e_i -> e_{i+1 mod n}: GMRES(m) with m < n makes no progress at all from
+/// b = e_0 (A K_m is orthogonal to b), the textbook stagnation case.
+fn cyclic_shift(n: usize) -> Dense {
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        a[((i + 1) % n) * n + i] = 1.0;
     }
-
-    /// The cyclic shift e_i -> e_{i+1 mod n}: GMRES(m) with m < n makes no progress at all
-    /// from b = e_0 (A K_m is orthogonal to b), the textbook stagnation case.
-    fn cyclic_shift(n: usize) -> Self {
-        let mut a = vec![0.0; n * n];
-        for i in 0..n {
-            a[((i + 1) % n) * n + i] = 1.0;
-        }
-        NonSymmetric { n, a }
-    }
-}
-
-impl TraceOperator<f64> for NonSymmetric {
-    type Vector = Vec<f64>;
-    fn dim(&self) -> usize {
-        self.n
-    }
-    fn apply(&self, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<()> {
-        for i in 0..self.n {
-            y[i] = (0..self.n).map(|j| self.a[i * self.n + j] * x[j]).sum();
-        }
-        Ok(())
-    }
-    fn diagonal(&self) -> Result<Vec<f64>> {
-        Ok((0..self.n).map(|i| self.a[i * self.n + i]).collect())
-    }
-    fn block_size(&self) -> usize {
-        1
-    }
-    fn diagonal_blocks(&self) -> Result<Vec<f64>> {
-        self.diagonal()
-    }
-    fn gershgorin_bounds(&self, _scaled: bool) -> Result<(f64, f64)> {
-        let mut hi = 0.0f64;
-        for i in 0..self.n {
-            hi = hi.max((0..self.n).map(|j| self.a[i * self.n + j].abs()).sum());
-        }
-        Ok((-hi, hi))
-    }
-    fn to_host_csr(&self) -> Result<HostCsr> {
-        let mut csr = HostCsr { n: self.n, indptr: vec![0], ..Default::default() };
-        for i in 0..self.n {
-            for j in 0..self.n {
-                if self.a[i * self.n + j] != 0.0 {
-                    csr.indices.push(j);
-                    csr.values.push(self.a[i * self.n + j]);
-                }
-            }
-            csr.indptr.push(csr.indices.len());
-        }
-        Ok(csr)
-    }
+    Dense { n, a }
 }
 
 fn solve<P: Preconditioner<f64, CpuBackend>>(
@@ -160,7 +110,7 @@ fn gmres_matches_the_direct_solve_on_hdg_systems() {
 fn jacobi_right_preconditioning_removes_column_scaling() {
     let n = 80;
     // Columns scaled: A = T S, so the right-preconditioned A D^-1 = T / 2 exactly.
-    let mut op = NonSymmetric::convection_diffusion(n, 0.5);
+    let mut op = convection_diffusion(n, 0.5);
     for j in 0..n {
         let s = 10f64.powi((j % 5) as i32 - 2);
         for i in 0..n {
@@ -183,7 +133,7 @@ fn jacobi_right_preconditioning_removes_column_scaling() {
 #[test]
 fn gmres_solves_a_nonsymmetric_system_where_cg_fails() {
     let n = 60;
-    let op = NonSymmetric::convection_diffusion(n, 1.5);
+    let op = convection_diffusion(n, 1.5);
     let exact: Vec<f64> = (0..n).map(|i| (i as f64 * 0.2).cos()).collect();
     let mut b = vec![0.0; n];
     op.apply(&exact, &mut b).unwrap();
@@ -212,7 +162,7 @@ fn gmres_solves_a_nonsymmetric_system_where_cg_fails() {
 fn gmres_detects_stagnation() {
     // No progress at all with m < n: stops after two unproductive cycles.
     let n = 20;
-    let op = NonSymmetric::cyclic_shift(n);
+    let op = cyclic_shift(n);
     let mut b = vec![0.0; n];
     b[0] = 1.0;
     let (_, report) = solve(&op, &b, &Gmres::new(5, 1e-10, 100_000, Identity)).unwrap();
@@ -230,7 +180,7 @@ fn gmres_stops_on_a_singular_inconsistent_system() {
     // diag(1..n-1, 0) plus a nonsymmetric coupling among the first rows; b has a component in
     // the last row that no x can match: the least residual is |b_last| / ||b||.
     let n = 12;
-    let mut op = NonSymmetric::convection_diffusion(n, 0.8);
+    let mut op = convection_diffusion(n, 0.8);
     for j in 0..n {
         op.a[(n - 1) * n + j] = 0.0;
         op.a[j * n + n - 1] = 0.0;
@@ -260,7 +210,7 @@ fn gmres_failure_modes() {
         Err(CoreError::Solver(_))
     ));
     // A NaN inside the operator: a typed error, not a silent NaN solution.
-    let mut bad = NonSymmetric::convection_diffusion(n, 0.5);
+    let mut bad = convection_diffusion(n, 0.5);
     bad.a[5 * n + 6] = f64::NAN;
     assert!(matches!(
         solve(&bad, &b, &Gmres::new(10, 1e-10, 100, Identity)),
