@@ -1,5 +1,5 @@
-//! Mesh generators and transformations: structured triangulations of rectangles and random
-//! interior-vertex perturbations.
+//! Mesh generators and transformations: structured triangulations of rectangles, structured
+//! tetrahedral meshes of boxes, and random interior-vertex perturbations.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,6 +116,149 @@ pub fn rectangle(
 /// [`MeshError::InvalidParameter`] when `n` is 0 or too large.
 pub fn unit_square(n: usize, diagonal: Diagonal) -> Result<Mesh, MeshError> {
     rectangle(n, n, [0.0, 1.0], [0.0, 1.0], diagonal)
+}
+
+/// Boundary tag of the side x = x0 of a [`box_mesh`].
+pub const TAG_X0: u32 = 1;
+/// Boundary tag of the side x = x1 of a [`box_mesh`].
+pub const TAG_X1: u32 = 2;
+/// Boundary tag of the side y = y0 of a [`box_mesh`].
+pub const TAG_Y0: u32 = 3;
+/// Boundary tag of the side y = y1 of a [`box_mesh`].
+pub const TAG_Y1: u32 = 4;
+/// Boundary tag of the side z = z0 of a [`box_mesh`].
+pub const TAG_Z0: u32 = 5;
+/// Boundary tag of the side z = z1 of a [`box_mesh`].
+pub const TAG_Z1: u32 = 6;
+
+/// The six tetrahedra of the Kuhn (Freudenthal) split of the unit cube, as corner indices
+/// `a + 2 b + 4 c` of the corner `(a, b, c)`.
+///
+/// Tetrahedron `p` follows the monotone path from corner `(0,0,0)` to `(1,1,1)` that steps
+/// along the axes in the order of the `p`-th permutation of `(x, y, z)`. All six share the main
+/// diagonal; the split of every cube face is the same for every cube (each square face is cut
+/// along its diagonal through the corner nearest `(0,0,0)`), so translated copies of the cube
+/// meet face to face: the mesh is conforming.
+fn kuhn_tetrahedra() -> [[usize; 4]; 6] {
+    const AXES: [[usize; 3]; 6] =
+        [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let mut tets = [[0usize; 4]; 6];
+    for (tet, axes) in tets.iter_mut().zip(&AXES) {
+        let mut corner = 0;
+        for (step, &axis) in axes.iter().enumerate() {
+            corner += 1 << axis;
+            tet[step + 1] = corner;
+        }
+    }
+    tets
+}
+
+/// A structured tetrahedral mesh of `nx` x `ny` x `nz` equal boxes on
+/// `[x0, x1] x [y0, y1] x [z0, z1]`, each cut into the 6 tetrahedra of the Kuhn (Freudenthal)
+/// split, positively oriented; the faces of neighbouring boxes match.
+///
+/// Vertex `(k * (ny + 1) + j) * (nx + 1) + i` sits at grid point `(i, j, k)`; the tetrahedra of
+/// box `(i, j, k)` are cells `6 * ((k * ny + j) * nx + i) + p`, `p < 6`. Boundary tags:
+/// [`TAG_X0`] = 1 (x = x0), [`TAG_X1`] = 2, [`TAG_Y0`] = 3, [`TAG_Y1`] = 4, [`TAG_Z0`] = 5,
+/// [`TAG_Z1`] = 6 (z = z1).
+///
+/// # Errors
+/// [`MeshError::InvalidParameter`] when a count is 0, the mesh size overflows, or a bound is not
+/// finite or not increasing.
+pub fn box_mesh(n: [usize; 3], x: [f64; 2], y: [f64; 2], z: [f64; 2]) -> Result<Mesh, MeshError> {
+    let [nx, ny, nz] = n;
+    if nx == 0 || ny == 0 || nz == 0 {
+        return Err(MeshError::InvalidParameter(format!(
+            "box mesh needs nx, ny, nz >= 1 (got {nx} x {ny} x {nz})"
+        )));
+    }
+    let bounds = [x, y, z];
+    if !bounds.iter().flatten().all(|b| b.is_finite()) || bounds.iter().any(|b| b[1] <= b[0]) {
+        return Err(MeshError::InvalidParameter(format!(
+            "box mesh needs finite bounds with lower < upper (got x = {x:?}, y = {y:?}, z = {z:?})"
+        )));
+    }
+    let too_large =
+        || MeshError::InvalidParameter(format!("box mesh {nx} x {ny} x {nz} is too large"));
+    let n_vertices = (nx + 1)
+        .checked_mul(ny + 1)
+        .and_then(|v| v.checked_mul(nz + 1))
+        .filter(|v| v.checked_mul(3).is_some())
+        .ok_or_else(too_large)?;
+    let n_boxes = nx.checked_mul(ny).and_then(|v| v.checked_mul(nz)).ok_or_else(too_large)?;
+    n_boxes.checked_mul(24).ok_or_else(too_large)?;
+
+    let coord = |lo: f64, hi: f64, i: usize, n: usize| {
+        if i == n {
+            hi
+        } else {
+            lo + (hi - lo) * (i as f64 / n as f64)
+        }
+    };
+    let mut vertices = Vec::with_capacity(3 * n_vertices);
+    for k in 0..=nz {
+        let zk = coord(z[0], z[1], k, nz);
+        for j in 0..=ny {
+            let yj = coord(y[0], y[1], j, ny);
+            for i in 0..=nx {
+                vertices.extend_from_slice(&[coord(x[0], x[1], i, nx), yj, zk]);
+            }
+        }
+    }
+    // Corner c = a + 2 b + 4 c' of box (i, j, k) is grid vertex (i + a, j + b, k + c').
+    let vertex = |i: usize, j: usize, k: usize| (k * (ny + 1) + j) * (nx + 1) + i;
+    let offsets: [usize; 8] = std::array::from_fn(|c| vertex(c & 1, (c >> 1) & 1, c >> 2));
+    // Orientation of each Kuhn tetrahedron: the sign of its reference determinant, the same in
+    // every box (the boxes are translates and positive scalings of the unit cube). Swapping the
+    // last two vertices of a negative one makes every cell positively oriented.
+    let tets = kuhn_tetrahedra().map(|mut t| {
+        let p = |c: usize| [(c & 1) as f64, ((c >> 1) & 1) as f64, (c >> 2) as f64];
+        let (p0, p1, p2, p3) = (p(t[0]), p(t[1]), p(t[2]), p(t[3]));
+        let a: [[f64; 3]; 3] = std::array::from_fn(|r| {
+            let q = [p1, p2, p3][r];
+            std::array::from_fn(|s| q[s] - p0[s])
+        });
+        let det = a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
+            - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+        if det < 0.0 {
+            t.swap(2, 3);
+        }
+        t
+    });
+    let mut cells = Vec::with_capacity(24 * n_boxes);
+    for k in 0..nz {
+        for j in 0..ny {
+            for i in 0..nx {
+                let base = vertex(i, j, k);
+                for t in &tets {
+                    cells.extend(t.iter().map(|&c| base + offsets[c]));
+                }
+            }
+        }
+    }
+    // Boundary face centroids lie exactly on their side and at least a third of a box away
+    // from the other sides.
+    let tol: [f64; 3] = std::array::from_fn(|d| 0.25 * (bounds[d][1] - bounds[d][0]) / n[d] as f64);
+    Mesh::new(CellType::Tetrahedron, vertices, cells, |p| {
+        for d in 0..3 {
+            if (p[d] - bounds[d][0]).abs() < tol[d] {
+                return TAG_X0 + 2 * d as u32;
+            }
+            if (p[d] - bounds[d][1]).abs() < tol[d] {
+                return TAG_X1 + 2 * d as u32;
+            }
+        }
+        TAG_X0
+    })
+}
+
+/// [`box_mesh`] on the unit cube `[0, 1]^3` with `n` x `n` x `n` boxes (`6 n^3` tetrahedra).
+///
+/// # Errors
+/// [`MeshError::InvalidParameter`] when `n` is 0 or too large.
+pub fn unit_cube(n: usize) -> Result<Mesh, MeshError> {
+    box_mesh([n, n, n], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0])
 }
 
 /// Randomly moves every vertex that is not on the boundary, deterministically for a `seed`

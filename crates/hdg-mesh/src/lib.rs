@@ -1,8 +1,9 @@
 //! Simplicial meshes for HDG: vertices, cells, faces with their canonical orientation, boundary tags.
 //!
 //! - [`Mesh`]: a validated conforming mesh with its faces, built by [`Mesh::new`];
-//! - [`rectangle`], [`unit_square`]: structured triangulations; [`perturb`]: random interior
-//!   vertex moves that keep every cell valid.
+//! - [`rectangle`], [`unit_square`]: structured triangulations; [`box_mesh`], [`unit_cube`]:
+//!   structured tetrahedral meshes (Kuhn split); [`perturb`]: random interior vertex moves that
+//!   keep every cell valid.
 mod cell;
 mod error;
 pub mod generate;
@@ -10,6 +11,7 @@ mod mesh;
 pub use cell::CellType;
 pub use error::MeshError;
 pub use generate::{
-    perturb, rectangle, unit_square, Diagonal, TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP,
+    box_mesh, perturb, rectangle, unit_cube, unit_square, Diagonal, TAG_BOTTOM, TAG_LEFT,
+    TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
 };
 pub use mesh::{Mesh, NO_CELL};

@@ -4,8 +4,8 @@ mod common;
 use approx::assert_relative_eq;
 use common::{check_consistency, check_opposite_edge_orientations, tag_counts, total_measure};
 use hdg_mesh::{
-    perturb, rectangle, unit_square, CellType, Diagonal, Mesh, MeshError, TAG_BOTTOM, TAG_LEFT,
-    TAG_RIGHT, TAG_TOP,
+    box_mesh, perturb, rectangle, unit_cube, unit_square, CellType, Diagonal, Mesh, MeshError,
+    TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0,
 };
 use proptest::prelude::*;
 
@@ -149,7 +149,7 @@ fn boundary_vertices(mesh: &Mesh) -> Vec<bool> {
 }
 
 /// Checks that `p` is a valid perturbation of `mesh`: same topology and tags, boundary fixed,
-/// cells valid (and still accepted by `Mesh::new`), same total area.
+/// cells valid (and still accepted by `Mesh::new`), same total measure.
 fn check_perturbed(mesh: &Mesh, p: &Mesh, amplitude: f64) {
     assert_eq!(p.n_faces(), mesh.n_faces());
     for c in 0..mesh.n_cells() {
@@ -169,13 +169,13 @@ fn check_perturbed(mesh: &Mesh, p: &Mesh, amplitude: f64) {
         } else {
             // At most amplitude * (shortest edge at v) per coordinate; the shortest edge is at
             // most h_max.
-            for k in 0..2 {
+            for k in 0..mesh.dim() {
                 assert!((p.vertex(v)[k] - mesh.vertex(v)[k]).abs() <= amplitude * mesh.h_max());
             }
         }
     }
     let rebuilt = Mesh::new(
-        CellType::Triangle,
+        mesh.cell_type(),
         p.vertices().to_vec(),
         (0..p.n_cells()).flat_map(|c| p.cell_vertices(c).to_vec()).collect(),
         |_| 1,
@@ -290,4 +290,85 @@ fn large_unit_square_builds() {
     let r = mesh.renumber_vertices(&(0..mesh.n_vertices()).rev().collect::<Vec<_>>()).unwrap();
     assert_eq!(r.n_boundary_faces(), 4 * 1500);
     eprintln!("4.5M cells: build {built:?}, perturb {perturbed:?}, total {:?}", start.elapsed());
+}
+
+/// Counts, volumes, tags and consistency (each interior face shared by exactly two cells, so
+/// the Kuhn split of neighbouring boxes matches face to face).
+#[test]
+fn unit_cube_counts_volumes_tags_and_conformity() {
+    for n in [1usize, 2, 3, 5] {
+        let mesh = unit_cube(n).unwrap();
+        assert_eq!(mesh.cell_type(), CellType::Tetrahedron);
+        assert_eq!(mesh.n_cells(), 6 * n * n * n);
+        assert_eq!(mesh.n_vertices(), (n + 1).pow(3));
+        // 12 n^2 boundary triangles; every interior face is shared by two cells.
+        assert_eq!(mesh.n_boundary_faces(), 12 * n * n);
+        assert_eq!(mesh.n_faces(), (4 * mesh.n_cells() + 12 * n * n) / 2);
+        check_consistency(&mesh);
+        let volume = 1.0 / (6 * n * n * n) as f64;
+        for c in 0..mesh.n_cells() {
+            assert_relative_eq!(mesh.cell_measure(c), volume, max_relative = 1e-12);
+        }
+        assert_relative_eq!(total_measure(&mesh), 1.0, epsilon = 1e-12);
+        let counts = tag_counts(&mesh, 6);
+        assert_eq!(&counts[1..], &[2 * n * n; 6], "n = {n}");
+        // Each tagged face lies on its side of the cube.
+        for f in (0..mesh.n_faces()).filter(|&f| mesh.is_boundary_face(f)) {
+            let tag = mesh.boundary_tag(f);
+            let d = ((tag - TAG_X0) / 2) as usize;
+            let side = if (tag - TAG_X0) % 2 == 0 { 0.0 } else { 1.0 };
+            for &v in mesh.face_vertices(f) {
+                assert_eq!(mesh.vertex(v)[d], side, "face {f} tag {tag}");
+            }
+        }
+    }
+}
+
+#[test]
+fn box_mesh_general_bounds_and_errors() {
+    let mesh = box_mesh([2, 3, 1], [-1.0, 1.0], [0.0, 3.0], [2.0, 2.5]).unwrap();
+    assert_eq!(mesh.n_cells(), 36);
+    check_consistency(&mesh);
+    assert_relative_eq!(total_measure(&mesh), 2.0 * 3.0 * 0.5, epsilon = 1e-12);
+    assert_eq!(&tag_counts(&mesh, 6)[1..], &[6, 6, 4, 4, 12, 12]);
+    for bad in [
+        box_mesh([0, 1, 1], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]),
+        box_mesh([1, 1, 1], [1.0, 1.0], [0.0, 1.0], [0.0, 1.0]),
+        box_mesh([1, 1, 1], [0.0, 1.0], [0.0, f64::NAN], [0.0, 1.0]),
+        box_mesh([usize::MAX / 2, 4, 4], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]),
+        unit_cube(0),
+    ] {
+        assert!(matches!(bad, Err(MeshError::InvalidParameter(_))), "{bad:?}");
+    }
+}
+
+#[test]
+fn perturbed_cube_keeps_cells_valid() {
+    let mesh = unit_cube(4).unwrap();
+    let p = perturb(&mesh, 0.3, 11).unwrap();
+    check_perturbed(&mesh, &p, 0.3);
+    check_consistency(&p);
+    assert_relative_eq!(total_measure(&p), 1.0, epsilon = 1e-12);
+    let moved = (0..p.n_vertices()).filter(|&v| p.vertex(v) != mesh.vertex(v)).count();
+    assert_eq!(moved, 27, "every interior vertex of a 4^3 grid moves");
+}
+
+/// Random vertex renumbering makes cells meet their faces in all 6 orientations (the structured
+/// numbering uses few), and the mesh stays consistent.
+#[test]
+fn renumbered_cube_meets_faces_in_all_six_orientations() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mesh = unit_cube(3).unwrap();
+    let mut perm: Vec<usize> = (0..mesh.n_vertices()).collect();
+    perm.shuffle(&mut rand::rngs::StdRng::seed_from_u64(5));
+    let r = mesh.renumber_vertices(&perm).unwrap();
+    check_consistency(&r);
+    let mut seen = [0usize; 6];
+    for c in 0..r.n_cells() {
+        for &o in r.cell_face_orientations(c) {
+            seen[o as usize] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&s| s > 0), "orientation counts {seen:?}");
 }
