@@ -46,3 +46,23 @@ pub fn discretization<'a, T: Real>(
 ) -> Discretization<'a, T> {
     Discretization::new(mesh, problem, order).expect("valid discretization")
 }
+
+/// Runs the CPU pipeline with the sparse direct trace solve (faster than CG on the small 3D
+/// meshes of the tests, and free of an iteration tolerance).
+pub fn run_cpu_direct<T: Real>(
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+) -> PipelineOutput<T, CpuBackend> {
+    let options = PipelineOptions { keep_operator: false };
+    solve::<T, CpuBackend>(
+        &CpuBackend,
+        mesh,
+        problem,
+        order,
+        &Krylov(&hdg_linalg::DirectCholesky),
+        options,
+        &mut Silent,
+    )
+    .expect("pipeline runs")
+}

@@ -40,6 +40,6 @@ pub use pipeline::{
 };
 pub use problem::{Coefficient, ExactSolution, Manufactured, Problem};
 pub use real::Real;
-pub use reference::ReferenceElement;
+pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 pub use tables::ElementTables;
 pub use topology::{dbf_gershgorin_bounds, TraceTopology, NONE};

@@ -121,15 +121,20 @@ impl Problem {
     }
 }
 
-/// Known solutions for verification, on the unit square (they are defined everywhere).
+/// Known solutions for verification, on the unit square or cube (they are defined everywhere).
+///
+/// Every solution is defined in 2D and 3D: the fields look at the number of coordinates they
+/// are given, so the same [`Problem`] serves triangle and tetrahedron meshes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Manufactured {
-    /// u = sin(pi x) sin(pi y): symmetric, zero on the boundary of the unit square.
+    /// u = sin(pi x) sin(pi y) (times sin(pi z) in 3D): symmetric, zero on the boundary of the
+    /// unit square (cube).
     Sine,
-    /// u = exp(x) sin(2 y): not symmetric, non-zero boundary data.
+    /// u = exp(x) sin(2 y) (times cosh(z) in 3D): not symmetric, non-zero boundary data.
     ExpSin,
     /// A full polynomial of the given degree (two powers of oblique linear forms and a mixed
-    /// monomial), which a method of that order must reproduce to round-off.
+    /// monomial, plus a second one in 3D), which a method of that order must reproduce to
+    /// round-off.
     Polynomial(usize),
 }
 
@@ -140,21 +145,39 @@ impl Manufactured {
     fn fields(self) -> Fields {
         match self {
             Manufactured::Sine => (
-                Arc::new(|x| (PI * x[0]).sin() * (PI * x[1]).sin()),
+                Arc::new(|x| x.iter().map(|xd| (PI * xd).sin()).product()),
                 Arc::new(|x, g| {
-                    g[0] = PI * (PI * x[0]).cos() * (PI * x[1]).sin();
-                    g[1] = PI * (PI * x[0]).sin() * (PI * x[1]).cos();
+                    for d in 0..x.len() {
+                        g[d] = (0..x.len())
+                            .map(
+                                |e| if e == d { PI * (PI * x[e]).cos() } else { (PI * x[e]).sin() },
+                            )
+                            .product();
+                    }
                 }),
-                Arc::new(|x| -2.0 * PI * PI * (PI * x[0]).sin() * (PI * x[1]).sin()),
+                Arc::new(|x| {
+                    -(x.len() as f64)
+                        * PI
+                        * PI
+                        * x.iter().map(|xd| (PI * xd).sin()).product::<f64>()
+                }),
                 None,
             ),
             Manufactured::ExpSin => (
-                Arc::new(|x| x[0].exp() * (2.0 * x[1]).sin()),
+                Arc::new(|x| x[0].exp() * (2.0 * x[1]).sin() * z_factor(x)),
                 Arc::new(|x, g| {
-                    g[0] = x[0].exp() * (2.0 * x[1]).sin();
-                    g[1] = 2.0 * x[0].exp() * (2.0 * x[1]).cos();
+                    let z = z_factor(x);
+                    g[0] = x[0].exp() * (2.0 * x[1]).sin() * z;
+                    g[1] = 2.0 * x[0].exp() * (2.0 * x[1]).cos() * z;
+                    if x.len() == 3 {
+                        g[2] = x[0].exp() * (2.0 * x[1]).sin() * x[2].sinh();
+                    }
                 }),
-                Arc::new(|x| -3.0 * x[0].exp() * (2.0 * x[1]).sin()),
+                // (1 - 4) u in 2D, (1 - 4 + 1) u in 3D.
+                Arc::new(|x| {
+                    let factor = if x.len() == 3 { -2.0 } else { -3.0 };
+                    factor * x[0].exp() * (2.0 * x[1]).sin() * z_factor(x)
+                }),
                 None,
             ),
             Manufactured::Polynomial(k) => polynomial_fields(k),
@@ -162,30 +185,65 @@ impl Manufactured {
     }
 }
 
-/// u = (a0 + a1 x + a2 y)^k + (b0 + b1 x + b2 y)^k + x y^(k-1): degree exactly k, no symmetry.
+/// The third factor of [`Manufactured::ExpSin`]: cosh(z) in 3D, 1 in 2D.
+fn z_factor(x: &[f64]) -> f64 {
+    if x.len() == 3 {
+        x[2].cosh()
+    } else {
+        1.0
+    }
+}
+
+/// u = (a0 + a.x)^k + (b0 + b.x)^k + x y^(k-1) (+ y z^(k-1) in 3D): degree exactly k, no
+/// symmetry.
 fn polynomial_fields(k: usize) -> Fields {
-    // Coefficients keep |u| = O(1) on the unit square for every k, so absolute error
+    // Coefficients keep |u| = O(1) on the unit square and cube for every k, so absolute error
     // thresholds mean the same at k = 1 and k = 8.
-    const A: [f64; 3] = [0.2, 0.5, 0.3];
-    const B: [f64; 3] = [0.6, -0.5, 0.4];
+    const A: [f64; 4] = [0.2, 0.5, 0.3, 0.2];
+    const B: [f64; 4] = [0.6, -0.5, 0.4, -0.3];
     let ki = k as i32;
     let kf = k as f64;
     let pow = |base: f64, e: i32| if e < 0 { 0.0 } else { base.powi(e) };
-    let lin = |c: &[f64; 3], x: &[f64]| c[0] + c[1] * x[0] + c[2] * x[1];
-    let u: ScalarField =
-        Arc::new(move |x| pow(lin(&A, x), ki) + pow(lin(&B, x), ki) + x[0] * pow(x[1], ki - 1));
+    // In 2D exactly c0 + c1 x + c2 y (the 2D numbers do not depend on the 3D extension).
+    let lin = |c: &[f64; 4], x: &[f64]| {
+        let v = c[0] + c[1] * x[0] + c[2] * x[1];
+        if x.len() == 3 {
+            v + c[3] * x[2]
+        } else {
+            v
+        }
+    };
+    let grad_sq = |c: &[f64; 4], dim: usize| c[1..=dim].iter().map(|a| a * a).sum::<f64>();
+    let u: ScalarField = Arc::new(move |x| {
+        let v = pow(lin(&A, x), ki) + pow(lin(&B, x), ki) + x[0] * pow(x[1], ki - 1);
+        if x.len() == 3 {
+            v + x[1] * pow(x[2], ki - 1)
+        } else {
+            v
+        }
+    });
     let grad: VectorField = Arc::new(move |x, g| {
         let (la, lb) = (lin(&A, x), lin(&B, x));
         let (da, db) = (kf * pow(la, ki - 1), kf * pow(lb, ki - 1));
         g[0] = da * A[1] + db * B[1] + pow(x[1], ki - 1);
         g[1] = da * A[2] + db * B[2] + x[0] * (kf - 1.0) * pow(x[1], ki - 2);
+        if x.len() == 3 {
+            g[1] += pow(x[2], ki - 1);
+            g[2] = da * A[3] + db * B[3] + x[1] * (kf - 1.0) * pow(x[2], ki - 2);
+        }
     });
     let lap: ScalarField = Arc::new(move |x| {
         let (la, lb) = (lin(&A, x), lin(&B, x));
         let c2 = kf * (kf - 1.0);
-        c2 * (A[1] * A[1] + A[2] * A[2]) * pow(la, ki - 2)
-            + c2 * (B[1] * B[1] + B[2] * B[2]) * pow(lb, ki - 2)
-            + x[0] * (kf - 1.0) * (kf - 2.0) * pow(x[1], ki - 3)
+        let dim = x.len();
+        let v = c2 * grad_sq(&A, dim) * pow(la, ki - 2)
+            + c2 * grad_sq(&B, dim) * pow(lb, ki - 2)
+            + x[0] * (kf - 1.0) * (kf - 2.0) * pow(x[1], ki - 3);
+        if dim == 3 {
+            v + x[1] * (kf - 1.0) * (kf - 2.0) * pow(x[2], ki - 3)
+        } else {
+            v
+        }
     });
     (u, grad, lap, Some(k.saturating_sub(2)))
 }
@@ -203,16 +261,20 @@ mod tests {
             Manufactured::ExpSin,
             Manufactured::Polynomial(1),
             Manufactured::Polynomial(2),
+            Manufactured::Polynomial(3),
             Manufactured::Polynomial(5),
         ];
         for m in cases {
             let (u, grad, lap, _) = m.fields();
-            for x in [[0.3, 0.7], [0.91, 0.15], [0.5, 0.5]] {
+            let points: [&[f64]; 5] =
+                [&[0.3, 0.7], &[0.91, 0.15], &[0.5, 0.5], &[0.3, 0.7, 0.45], &[0.8, 0.1, 0.95]];
+            for x in points {
+                let dim = x.len();
                 let h = 1e-4;
-                let mut g = [0.0; 2];
-                grad(&x, &mut g);
-                for d in 0..2 {
-                    let (mut xp, mut xm) = (x, x);
+                let mut g = [0.0; 3];
+                grad(x, &mut g[..dim]);
+                for d in 0..dim {
+                    let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
                     xp[d] += h;
                     xm[d] -= h;
                     let fd = (u(&xp) - u(&xm)) / (2.0 * h);
@@ -220,13 +282,13 @@ mod tests {
                 }
                 let h = 1e-3;
                 let mut fd_lap = 0.0;
-                for d in 0..2 {
-                    let (mut xp, mut xm) = (x, x);
+                for d in 0..dim {
+                    let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
                     xp[d] += h;
                     xm[d] -= h;
-                    fd_lap += (u(&xp) - 2.0 * u(&x) + u(&xm)) / (h * h);
+                    fd_lap += (u(&xp) - 2.0 * u(x) + u(&xm)) / (h * h);
                 }
-                let l = lap(&x);
+                let l = lap(x);
                 assert!(
                     (fd_lap - l).abs() < 1e-4 * (1.0 + l.abs()),
                     "{m:?} laplacian {fd_lap} {l}"

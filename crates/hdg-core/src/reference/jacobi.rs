@@ -1,5 +1,6 @@
 //! Orthogonal polynomials: Jacobi polynomials, orthonormal Legendre polynomials on `[-1,1]`
-//! and the orthonormal Dubiner (Proriol-Koornwinder-Dubiner) basis on the reference triangle.
+//! and the orthonormal Dubiner (Proriol-Koornwinder-Dubiner) bases on the reference triangle and
+//! the reference tetrahedron.
 //!
 //! Everything is evaluated by three-term recurrences, which are stable for the orders used here
 //! (up to a few tens).
@@ -196,10 +197,185 @@ pub(crate) fn dubiner_triangle_impl(
     }
 }
 
+/// All homogeneous Jacobi polynomials `R_k(u, t) = t^k P_k^{(a,b)}(u/t)`, `k = 0..values.len()`,
+/// with `dR_k/du` and `dR_k/dt`.
+///
+/// `R_k` is a polynomial in `(u, t)` (homogeneous of degree `k`), so it and its derivatives are
+/// finite for `t = 0`, where the collapsed coordinate `u/t` of a Dubiner basis is singular. The
+/// recurrence is the three-term recurrence of [`jacobi`] multiplied by `t^{k+1}`:
+/// `R_{k+1} = (alpha u + beta t) R_k - gamma t^2 R_{k-1}`.
+fn homogeneous_jacobi_all(
+    a: f64,
+    b: f64,
+    u: f64,
+    t: f64,
+    values: &mut [f64],
+    du: &mut [f64],
+    dt: &mut [f64],
+) {
+    let len = values.len();
+    debug_assert!(du.len() == len && dt.len() == len);
+    if len == 0 {
+        return;
+    }
+    values[0] = 1.0;
+    du[0] = 0.0;
+    dt[0] = 0.0;
+    if len == 1 {
+        return;
+    }
+    values[1] = 0.5 * ((a - b) * t + (a + b + 2.0) * u);
+    du[1] = 0.5 * (a + b + 2.0);
+    dt[1] = 0.5 * (a - b);
+    let t2 = t * t;
+    for k in 1..len - 1 {
+        let (alpha, beta, gamma) = recurrence_coefficients(k, a, b);
+        let factor = alpha * u + beta * t;
+        values[k + 1] = factor * values[k] - gamma * t2 * values[k - 1];
+        du[k + 1] = alpha * values[k] + factor * du[k] - gamma * t2 * du[k - 1];
+        dt[k + 1] =
+            beta * values[k] + factor * dt[k] - gamma * (2.0 * t * values[k - 1] + t2 * dt[k - 1]);
+    }
+}
+
+/// Number of tetrahedral Dubiner functions of total degree at most `order`:
+/// `(order+1)(order+2)(order+3)/6`.
+#[inline]
+pub(crate) const fn dubiner_tetrahedron_count(order: usize) -> usize {
+    (order + 1) * (order + 2) * (order + 3) / 6
+}
+
+/// Index of the tetrahedral Dubiner function `(p, q, r)` (see [`dubiner_tetrahedron`]).
+#[inline]
+pub(crate) const fn dubiner_tetrahedron_index(p: usize, q: usize, r: usize) -> usize {
+    let m = q + r;
+    let d = p + m;
+    d * (d + 1) * (d + 2) / 6 + m * (m + 1) / 2 + r
+}
+
+/// Orthonormal Dubiner (PKD) basis on the reference tetrahedron `(-1,-1,-1), (1,-1,-1),
+/// (-1,1,-1), (-1,-1,1)`: values and `d/dx`, `d/dy`, `d/dz` of all
+/// `(order+1)(order+2)(order+3)/6` functions at `(x, y, z)`.
+///
+/// The function with indices `(p, q, r)` is, in the collapsed coordinates
+/// `a = 2(1+x)/(-y-z) - 1`, `b = 2(1+y)/(1-z) - 1`, `c = z`,
+/// `phi_pqr = C_pqr P_p(a) ((1-b)/2)^p P_q^{(2p+1,0)}(b) ((1-c)/2)^{p+q} P_r^{(2p+2q+2,0)}(c)`
+/// with `C_pqr = sqrt((2p+1)(p+q+1)(2(p+q+r)+3)/4)`; it has total degree `p+q+r` and the family is
+/// orthonormal for the plain integral over the tetrahedron (volume 4/3).
+///
+/// Ordering is hierarchical by total degree, as for [`dubiner_triangle`]: the functions of degree
+/// `d` start at `d(d+1)(d+2)/6`; inside a degree, with `m = q+r` (`p = d-m`), the index is
+/// `d(d+1)(d+2)/6 + m(m+1)/2 + r`. So the first `(k+1)(k+2)(k+3)/6` functions of any higher-order
+/// basis are exactly the order-`k` basis, and index 0 is the constant `sqrt(3)/2`.
+///
+/// The collapsed map is singular on the edge `y + z = 0` (from `(-1,1,-1)` to `(-1,-1,1)`) and at
+/// the top vertex `z = 1`, but every factor is a polynomial: `((1-b)/2)^p ((1-c)/2)^p P_p(a)` is
+/// the homogeneous Legendre polynomial `t1^p P_p(u1/t1)` of `u1 = 1 + x + (y+z)/2`,
+/// `t1 = -(y+z)/2`, and `((1-c)/2)^q P_q^{(2p+1,0)}(b)` is `t2^q P_q^{(2p+1,0)}(u2/t2)`
+/// with `u2 = y + (1+z)/2`, `t2 = (1-z)/2`. Both are evaluated by their recurrences in
+/// homogeneous form, so no division ever happens and values and gradients are exact (to
+/// rounding) everywhere in the closed tetrahedron.
+///
+/// # Panics
+/// If any of the four slices is shorter than the number of functions.
+pub fn dubiner_tetrahedron(
+    order: usize,
+    x: f64,
+    y: f64,
+    z: f64,
+    values: &mut [f64],
+    dx: &mut [f64],
+    dy: &mut [f64],
+    dz: &mut [f64],
+) {
+    dubiner_tetrahedron_impl(order, [x, y, z], values, Some([dx, dy, dz]));
+}
+
+/// Values only, or values and derivatives, of the tetrahedral Dubiner basis (see
+/// [`dubiner_tetrahedron`]).
+pub(crate) fn dubiner_tetrahedron_impl(
+    order: usize,
+    xi: [f64; 3],
+    values: &mut [f64],
+    mut derivatives: Option<[&mut [f64]; 3]>,
+) {
+    let n = dubiner_tetrahedron_count(order);
+    assert!(values.len() >= n, "dubiner_tetrahedron: values too short");
+    if let Some(d) = &derivatives {
+        assert!(d.iter().all(|s| s.len() >= n), "dubiner_tetrahedron: derivatives too short");
+    }
+    let [x, y, z] = xi;
+    let len = order + 1;
+    // Scratch, index p, q or r: the first factor and its u1/t1 derivatives, the second factor and
+    // its u2/t2 derivatives, the third factor and its derivative. Stack storage for the usual
+    // orders, heap for exotic ones.
+    const STACK: usize = 32;
+    let mut stack = [0.0f64; 8 * STACK];
+    let mut heap;
+    let scratch: &mut [f64] = if len <= STACK {
+        &mut stack[..8 * len]
+    } else {
+        heap = vec![0.0; 8 * len];
+        &mut heap
+    };
+    let (a_val, rest) = scratch.split_at_mut(len);
+    let (a_u, rest) = rest.split_at_mut(len);
+    let (a_t, rest) = rest.split_at_mut(len);
+    let (b_val, rest) = rest.split_at_mut(len);
+    let (b_u, rest) = rest.split_at_mut(len);
+    let (b_t, rest) = rest.split_at_mut(len);
+    let (c_val, c_der) = rest.split_at_mut(len);
+
+    let u1 = 1.0 + x + 0.5 * (y + z);
+    let t1 = -0.5 * (y + z);
+    let u2 = y + 0.5 * (1.0 + z);
+    let t2 = 0.5 * (1.0 - z);
+    homogeneous_jacobi_all(0.0, 0.0, u1, t1, a_val, a_u, a_t);
+
+    for p in 0..=order {
+        let nq = order - p + 1;
+        let alpha_b = (2 * p + 1) as f64;
+        homogeneous_jacobi_all(
+            alpha_b,
+            0.0,
+            u2,
+            t2,
+            &mut b_val[..nq],
+            &mut b_u[..nq],
+            &mut b_t[..nq],
+        );
+        // Chain rule for the first factor: du1 = (1, 1/2, 1/2), dt1 = (0, -1/2, -1/2).
+        let fa = a_val[p];
+        let fa_x = a_u[p];
+        let fa_yz = 0.5 * (a_u[p] - a_t[p]);
+        for q in 0..nq {
+            let nr = order - p - q + 1;
+            let alpha_c = (2 * (p + q) + 2) as f64;
+            jacobi_all(alpha_c, 0.0, z, &mut c_val[..nr], &mut c_der[..nr]);
+            // Second factor: du2 = (0, 1, 1/2), dt2 = (0, 0, -1/2).
+            let fb = b_val[q];
+            let fb_y = b_u[q];
+            let fb_z = 0.5 * (b_u[q] - b_t[q]);
+            for r in 0..nr {
+                let idx = dubiner_tetrahedron_index(p, q, r);
+                let d = p + q + r;
+                let c = ((2 * p + 1) as f64 * (p + q + 1) as f64 * (2 * d + 3) as f64 / 4.0).sqrt();
+                let fc = c_val[r];
+                values[idx] = c * fa * fb * fc;
+                if let Some([dx, dy, dz]) = &mut derivatives {
+                    dx[idx] = c * fa_x * fb * fc;
+                    dy[idx] = c * (fa_yz * fb + fa * fb_y) * fc;
+                    dz[idx] = c * ((fa_yz * fb + fa * fb_z) * fc + fa * fb * c_der[r]);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::quadrature::{gauss_legendre, triangle_rule};
+    use crate::reference::quadrature::{gauss_legendre, tetrahedron_rule, triangle_rule};
     use crate::reference::test_util::Rng;
 
     fn binom(n: f64, k: usize) -> f64 {
@@ -459,5 +635,239 @@ mod tests {
         }
         // phi_00 = 1/sqrt(2) everywhere.
         assert!((v[0] - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
+    }
+
+    /// Reads the tetrahedral basis at a point into fresh vectors: values and the three gradients.
+    fn tet_basis(order: usize, p: [f64; 3]) -> [Vec<f64>; 4] {
+        let n = dubiner_tetrahedron_count(order);
+        let [mut v, mut dx, mut dy, mut dz] = [0, 1, 2, 3].map(|_| vec![0.0; n]);
+        dubiner_tetrahedron(order, p[0], p[1], p[2], &mut v, &mut dx, &mut dy, &mut dz);
+        [v, dx, dy, dz]
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_index_is_a_bijection_graded_by_degree() {
+        let order = 9;
+        let n = dubiner_tetrahedron_count(order);
+        let mut seen = vec![false; n];
+        for p in 0..=order {
+            for q in 0..=order - p {
+                for r in 0..=order - p - q {
+                    let d = p + q + r;
+                    let idx = dubiner_tetrahedron_index(p, q, r);
+                    // Degree d occupies [count(d-1), count(d)).
+                    let lo = if d == 0 { 0 } else { dubiner_tetrahedron_count(d - 1) };
+                    assert!((lo..dubiner_tetrahedron_count(d)).contains(&idx), "({p},{q},{r})");
+                    assert!(!seen[idx], "index {idx} used twice");
+                    seen[idx] = true;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert_eq!([0, 1, 2, 3, 4].map(dubiner_tetrahedron_count), [1, 4, 10, 20, 35]);
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_mass_matrix_is_identity_orders_0_to_9() {
+        for order in 0..=9 {
+            let n = dubiner_tetrahedron_count(order);
+            let rule = tetrahedron_rule(2 * order);
+            let mut v = vec![0.0; n];
+            let mut mass = vec![0.0; n * n];
+            for q in 0..rule.n_points() {
+                let pt = rule.point(q);
+                dubiner_tetrahedron_impl(order, [pt[0], pt[1], pt[2]], &mut v, None);
+                for i in 0..n {
+                    for j in 0..n {
+                        mass[i * n + j] += rule.weights[q] * v[i] * v[j];
+                    }
+                }
+            }
+            let mut err: f64 = 0.0;
+            for i in 0..n {
+                for j in 0..n {
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    err = err.max((mass[i * n + j] - want).abs());
+                }
+            }
+            assert!(err < 1e-12, "order {order}: max |M - I| = {err:e}");
+        }
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_is_hierarchical_and_graded_by_degree() {
+        let mut rng = Rng::new(5);
+        for k in 0..11 {
+            let n_k = dubiner_tetrahedron_count(k);
+            for _ in 0..3 {
+                let p = rng.tetrahedron_point(0.0);
+                let low = tet_basis(k, p);
+                let high = tet_basis(k + 1, p);
+                for (a, b) in low.iter().zip(&high) {
+                    assert_eq!(&a[..], &b[..n_k]);
+                }
+            }
+        }
+        // The functions of index >= n(k) are orthogonal to every monomial x^a y^b z^c of total
+        // degree <= k (graded by total degree).
+        let order = 5;
+        let n = dubiner_tetrahedron_count(order);
+        let rule = tetrahedron_rule(2 * order);
+        let mut v = vec![0.0; n];
+        for k in 0..order {
+            for a in 0..=k {
+                for b in 0..=k - a {
+                    let c = k - a - b;
+                    let mut proj = vec![0.0; n];
+                    for q in 0..rule.n_points() {
+                        let pt = rule.point(q);
+                        dubiner_tetrahedron_impl(order, [pt[0], pt[1], pt[2]], &mut v, None);
+                        let m = pt[0].powi(a as i32) * pt[1].powi(b as i32) * pt[2].powi(c as i32);
+                        for i in 0..n {
+                            proj[i] += rule.weights[q] * m * v[i];
+                        }
+                    }
+                    for (i, pi) in proj.iter().enumerate().skip(dubiner_tetrahedron_count(k)) {
+                        assert!(pi.abs() < 1e-13, "x^{a} y^{b} z^{c} vs phi_{i}: {pi:e}");
+                    }
+                    // And it is not orthogonal to everything: the degree-k part is reached.
+                    let lo = if k == 0 { 0 } else { dubiner_tetrahedron_count(k - 1) };
+                    assert!(proj[lo..dubiner_tetrahedron_count(k)].iter().any(|x| x.abs() > 1e-3));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_ordering_matches_closed_forms() {
+        // Degrees 0 and 1 written out from the collapsed-coordinate definition (with the
+        // division, fine inside): index 0 is the constant, 1 is (1,0,0) with
+        // t1 P_1(a) = 1 + x + (y+z)/2, 2 is (0,1,0) with ((1-z)/2) P_1^{(1,0)}(b),
+        // P_1^{(1,0)}(b) = (1 + 3b)/2, 3 is (0,0,1) with P_1^{(2,0)}(z) = 1 + 2z.
+        let mut rng = Rng::new(13);
+        for _ in 0..10 {
+            let p = rng.tetrahedron_point(0.0);
+            let [x, y, z] = p;
+            let [v, dx, dy, dz] = tet_basis(2, p);
+            let t2 = 0.5 * (1.0 - z);
+            let b = (1.0 + 2.0 * y + z) / (1.0 - z);
+            let want = [
+                0.75f64.sqrt(),
+                7.5f64.sqrt() * (1.0 + x + 0.5 * (y + z)),
+                2.5f64.sqrt() * t2 * 0.5 * (1.0 + 3.0 * b),
+                1.25f64.sqrt() * (1.0 + 2.0 * z),
+            ];
+            for i in 0..4 {
+                assert!((v[i] - want[i]).abs() < 1e-14, "phi_{i}: {} vs {}", v[i], want[i]);
+            }
+            // Gradients of the linear functions.
+            let g1 = [1.0, 0.5, 0.5].map(|c| c * 7.5f64.sqrt());
+            let g2 = [0.0, 1.5, 0.5].map(|c| c * 2.5f64.sqrt());
+            let g3 = [0.0, 0.0, 2.0].map(|c| c * 1.25f64.sqrt());
+            for (i, g) in [(1, g1), (2, g2), (3, g3)] {
+                let got = [dx[i], dy[i], dz[i]];
+                for s in 0..3 {
+                    assert!((got[s] - g[s]).abs() < 1e-14, "d_{s} phi_{i}");
+                }
+            }
+            // (0, q, r) functions do not depend on x; (0, 0, r) only on z.
+            for (i, d) in dx.iter().enumerate() {
+                let (pp, _, _) = tet_indices(2, i);
+                if pp == 0 {
+                    assert_eq!(*d, 0.0, "phi_{i}");
+                }
+            }
+            assert_eq!((dx[9], dy[9]), (0.0, 0.0));
+            // (0,0,2) = sqrt(7/4) P_2^{(2,0)}(z).
+            assert!((v[9] - (7.0f64 / 4.0).sqrt() * jacobi(2, 2.0, 0.0, z)).abs() < 1e-14);
+        }
+    }
+
+    /// `(p, q, r)` of index `i` at order `order`.
+    fn tet_indices(order: usize, i: usize) -> (usize, usize, usize) {
+        for p in 0..=order {
+            for q in 0..=order - p {
+                for r in 0..=order - p - q {
+                    if dubiner_tetrahedron_index(p, q, r) == i {
+                        return (p, q, r);
+                    }
+                }
+            }
+        }
+        unreachable!("index {i} out of range")
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_gradients_match_finite_differences() {
+        let mut rng = Rng::new(99);
+        let h = 1e-6;
+        for order in [1, 3, 6, 10] {
+            let n = dubiner_tetrahedron_count(order);
+            for _ in 0..15 {
+                let p = rng.tetrahedron_point(1e-3);
+                let [v, dx, dy, dz] = tet_basis(order, p);
+                let scale = v.iter().fold(1.0f64, |m, a| m.max(a.abs()));
+                for (s, grad) in [dx, dy, dz].iter().enumerate() {
+                    let mut pp = p;
+                    let mut pm = p;
+                    pp[s] += h;
+                    pm[s] -= h;
+                    let vp = &tet_basis(order, pp)[0];
+                    let vm = &tet_basis(order, pm)[0];
+                    for i in 0..n {
+                        let fd = (vp[i] - vm[i]) / (2.0 * h);
+                        let tol = 1e-6 * grad[i].abs().max(scale);
+                        assert!(
+                            (fd - grad[i]).abs() < tol,
+                            "order {order} d_{s} phi_{i} at {p:?}: {fd} vs {}",
+                            grad[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dubiner_tetrahedron_is_regular_where_the_collapse_is_singular() {
+        // The collapsed map is singular on the edge x = -1, y + z = 0 (from v2 to v3) and at the
+        // top vertex v3 = (-1,-1,1). Values and gradients must be finite there and equal to the
+        // limit from inside the tetrahedron (approached towards the centroid). The tolerance is
+        // relative to the largest entry of each array: high-degree functions have large
+        // derivatives there (P_r^{(a,0)}(1) = binom(r+a, r)), so an entry that vanishes at the
+        // point moves by ~1e-5 over the step.
+        let order = 8;
+        let n = dubiner_tetrahedron_count(order);
+        let eps = 1e-9;
+        let singular = [[-1.0, 1.0, -1.0], [-1.0, 0.3, -0.3], [-1.0, -0.6, 0.6], [-1.0, -1.0, 1.0]];
+        for p in singular {
+            let at = tet_basis(order, p);
+            let inside = tet_basis(order, p.map(|c| c + eps * (-0.5 - c)));
+            for (a, b) in at.iter().zip(&inside) {
+                let scale = a.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+                for i in 0..n {
+                    assert!(a[i].is_finite(), "{p:?} phi_{i}");
+                    assert!(
+                        (a[i] - b[i]).abs() < 1e-6 * scale,
+                        "{p:?} phi_{i}: {} vs {} (scale {scale})",
+                        a[i],
+                        b[i]
+                    );
+                }
+            }
+            // On the singular edge u1 = t1 = 0: every function with p >= 1 vanishes.
+            for i in 0..n {
+                let (pp, qq, _) = tet_indices(order, i);
+                if pp >= 1 {
+                    assert!(at[0][i].abs() < 1e-14, "{p:?} phi_{i}");
+                }
+                // At the top vertex also u2 = t2 = 0: q >= 1 vanishes too.
+                if p[2] == 1.0 && qq >= 1 {
+                    assert!(at[0][i].abs() < 1e-14, "{p:?} phi_{i}");
+                }
+            }
+        }
+        // phi_000 = sqrt(3)/2 everywhere.
+        assert!((tet_basis(order, [-1.0, -1.0, 1.0])[0][0] - 0.75f64.sqrt()).abs() < 1e-15);
     }
 }

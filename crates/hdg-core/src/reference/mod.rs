@@ -7,10 +7,16 @@
 
 pub mod jacobi;
 pub mod quadrature;
+pub mod tetrahedron;
 pub mod triangle;
 
-pub use jacobi::{dubiner_triangle, jacobi, jacobi_derivative, legendre_orthonormal};
-pub use quadrature::{gauss_jacobi, gauss_legendre, segment_rule, triangle_rule, QuadratureRule};
+pub use jacobi::{
+    dubiner_tetrahedron, dubiner_triangle, jacobi, jacobi_derivative, legendre_orthonormal,
+};
+pub use quadrature::{
+    gauss_jacobi, gauss_legendre, segment_rule, tetrahedron_rule, triangle_rule, QuadratureRule,
+};
+pub use tetrahedron::{ReferenceTetrahedron, MAX_TETRAHEDRON_ORDER};
 pub use triangle::{ReferenceTriangle, MAX_REFERENCE_ORDER};
 
 use crate::error::CoreError;
@@ -37,11 +43,13 @@ pub trait ReferenceElement: Send + Sync + std::fmt::Debug {
     fn n_volume(&self) -> usize;
     /// `n_f`: number of trace basis functions on one face.
     fn n_face(&self) -> usize;
-    /// Measure of the reference cell (2 for the triangle).
+    /// Measure of the reference cell (2 for the triangle, 4/3 for the tetrahedron).
     fn reference_measure(&self) -> f64;
-    /// Measure of the face parameter domain (2 for `[-1,1]`).
+    /// Measure of the face parameter domain (2 for `[-1,1]`, 2 for the reference triangle
+    /// `(-1,-1), (1,-1), (-1,1)`).
     fn face_parameter_measure(&self) -> f64;
-    /// Reference vertex coordinates, vertex-major (triangle: `[-1,-1, 1,-1, -1,1]`).
+    /// Reference vertex coordinates, vertex-major (triangle: `[-1,-1, 1,-1, -1,1]`; tetrahedron:
+    /// `(-1,-1,-1), (1,-1,-1), (-1,1,-1), (-1,-1,1)`).
     fn vertices(&self) -> &[f64];
     /// `D^_s[i][j] = int_{K^} phi_i d_s phi_j`, `s < dim`; `n x n`.
     fn derivative(&self, s: usize) -> &Array2<f64>;
@@ -58,10 +66,13 @@ pub trait ReferenceElement: Send + Sync + std::fmt::Debug {
     /// canonical face parameter point.
     fn eval_trace_basis(&self, s: &[f64], values: &mut [f64]);
     /// Reference coordinates of the point with local face parameter `s` on local face `face`: for
-    /// the triangle `x_f(s) = (1-s)/2 v_a + (1+s)/2 v_b`, `(a,b) = CellType::face_vertices(f)`.
+    /// the triangle `x_f(s) = (1-s)/2 v_a + (1+s)/2 v_b`, `(a,b) = CellType::face_vertices(f)`;
+    /// in general `x_f(s) = sum_i lambda_i(s) v_{face_vertices(f)[i]}` with the barycentric
+    /// coordinates of [`face_parameter_barycentric`].
     fn face_point(&self, face: usize, s: &[f64], xi: &mut [f64]);
     /// Canonical face parameter of the local face parameter `s` for orientation code `o`
-    /// (triangle: `o = 0 -> s`, `o = 1 -> -s`).
+    /// (triangle: `o = 0 -> s`, `o = 1 -> -s`; tetrahedron: the six vertex permutations of
+    /// `CellType::orientation_permutation`).
     fn to_canonical(&self, orientation: usize, s: &[f64], out: &mut [f64]);
     /// Quadrature exact to `degree` on the reference cell.
     fn cell_quadrature(&self, degree: usize) -> QuadratureRule;
@@ -73,17 +84,15 @@ pub trait ReferenceElement: Send + Sync + std::fmt::Debug {
 /// trait so that the pipeline is written once for every cell type.
 ///
 /// # Errors
-/// [`CoreError::InvalidOrder`] for an order beyond [`MAX_REFERENCE_ORDER`];
-/// [`CoreError::CellTypeMismatch`] for a cell type without a reference element yet (tetrahedra).
+/// [`CoreError::InvalidOrder`] for an order beyond the cell type's largest supported order
+/// ([`MAX_REFERENCE_ORDER`] for triangles, [`MAX_TETRAHEDRON_ORDER`] for tetrahedra).
 pub fn reference_element(
     cell: CellType,
     order: usize,
 ) -> Result<Box<dyn ReferenceElement>, CoreError> {
     match cell {
         CellType::Triangle => Ok(Box::new(ReferenceTriangle::new(order)?)),
-        CellType::Tetrahedron => {
-            Err(CoreError::CellTypeMismatch("no reference element for tetrahedra yet".to_string()))
-        }
+        CellType::Tetrahedron => Ok(Box::new(ReferenceTetrahedron::new(order)?)),
     }
 }
 
@@ -204,6 +213,17 @@ pub(crate) mod test_util {
                 }
             }
         }
+
+        /// A point strictly inside the reference tetrahedron, at least `margin` from the faces
+        /// `x = -1`, `y = -1`, `z = -1` and (in `x + y + z`) from the slanted face.
+        pub(crate) fn tetrahedron_point(&mut self, margin: f64) -> [f64; 3] {
+            loop {
+                let p = [0, 1, 2].map(|_| -1.0 + 2.0 * self.next_f64());
+                if p.iter().all(|c| *c > -1.0 + margin) && p[0] + p[1] + p[2] < -1.0 - margin {
+                    return p;
+                }
+            }
+        }
     }
 }
 
@@ -252,9 +272,13 @@ mod tests {
             reference_element(CellType::Triangle, MAX_REFERENCE_ORDER + 1),
             Err(CoreError::InvalidOrder { .. })
         ));
+        let e = reference_element(CellType::Tetrahedron, 2).unwrap();
+        assert_eq!(e.cell_type(), CellType::Tetrahedron);
+        assert_eq!((e.order(), e.n_volume(), e.n_face()), (2, 10, 6));
+        assert_eq!(e.face_trace(3, 5).dim(), (10, 6));
         assert!(matches!(
-            reference_element(CellType::Tetrahedron, 1),
-            Err(CoreError::CellTypeMismatch(_))
+            reference_element(CellType::Tetrahedron, MAX_TETRAHEDRON_ORDER + 1),
+            Err(CoreError::InvalidOrder { .. })
         ));
     }
 }

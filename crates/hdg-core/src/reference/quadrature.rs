@@ -1,5 +1,5 @@
 //! Gauss quadrature: Gauss-Jacobi rules on `[-1,1]` (Golub-Welsch, polished by Newton) and the
-//! collapsed (Duffy) tensor rules on the reference triangle built from them.
+//! collapsed (Duffy) tensor rules on the reference triangle and tetrahedron built from them.
 
 use super::jacobi::{jacobi, jacobi_derivative};
 
@@ -9,7 +9,7 @@ use super::jacobi::{jacobi, jacobi_derivative};
 /// of point `i`); `weights[i]` is the weight of point `i`.
 #[derive(Clone, Debug)]
 pub struct QuadratureRule {
-    /// Dimension of the domain (1 for a segment, 2 for a triangle).
+    /// Dimension of the domain (1 for a segment, 2 for a triangle, 3 for a tetrahedron).
     pub dim: usize,
     /// Coordinates, point-major.
     pub points: Vec<f64>,
@@ -149,6 +149,35 @@ pub fn triangle_rule(degree: usize) -> QuadratureRule {
         }
     }
     QuadratureRule { dim: 2, points, weights }
+}
+
+/// Collapsed (Duffy) Gauss rule on the reference tetrahedron `(-1,-1,-1), (1,-1,-1), (-1,1,-1),
+/// (-1,-1,1)`, exact for polynomials of total degree `degree`; the weights sum to the volume 4/3.
+///
+/// With `x = (1+a)(1-b)(1-c)/4 - 1`, `y = (1+b)(1-c)/2 - 1`, `z = c` the cube `[-1,1]^3` maps onto
+/// the tetrahedron with Jacobian `(1-b)(1-c)^2/8`. The monomial `(1+x)^i (1+y)^j (1+z)^l` becomes
+/// one of degree `i` in `a`, `i+j` in `b` and at most `i+j+l` in `c`, so a polynomial of total
+/// degree `d` has degree at most `d` in each collapsed coordinate. Gauss-Legendre in `a`,
+/// Gauss-Jacobi `(1,0)` in `b` and `(2,0)` in `c` (which absorb the Jacobian's factors `1-b` and
+/// `(1-c)^2`) with `degree/2 + 1` points each are therefore exact. No point lies on the boundary.
+pub fn tetrahedron_rule(degree: usize) -> QuadratureRule {
+    let n = degree / 2 + 1;
+    let (xa, wa) = gauss_legendre(n);
+    let (xb, wb) = gauss_jacobi(n, 1.0, 0.0);
+    let (xc, wc) = gauss_jacobi(n, 2.0, 0.0);
+    let mut points = Vec::with_capacity(3 * n * n * n);
+    let mut weights = Vec::with_capacity(n * n * n);
+    for (c, w_c) in xc.iter().zip(&wc) {
+        for (b, w_b) in xb.iter().zip(&wb) {
+            for (a, w_a) in xa.iter().zip(&wa) {
+                points.push(0.25 * (1.0 + a) * (1.0 - b) * (1.0 - c) - 1.0);
+                points.push(0.5 * (1.0 + b) * (1.0 - c) - 1.0);
+                points.push(*c);
+                weights.push(0.125 * w_a * w_b * w_c);
+            }
+        }
+    }
+    QuadratureRule { dim: 3, points, weights }
 }
 
 /// Diagonal entry `alpha_k` of the Jacobi matrix of the weight `(1-x)^a (1+x)^b`.
@@ -561,6 +590,114 @@ mod tests {
             let got = triangle_integral(&rule, 0, 2 * n);
             let exact = exact_triangle_monomial(0, 2 * n);
             assert!((got - exact).abs() > 1e-10, "degree {degree}");
+        }
+    }
+
+    fn factorial(n: usize) -> f64 {
+        (1..=n).map(|k| k as f64).product()
+    }
+
+    /// Exact integral of `(1+x)^i (1+y)^j (1+z)^l` over the reference tetrahedron: with
+    /// `x = 2r - 1` etc. it is `2^{i+j+l+3} int_{unit simplex} r^i s^j t^l
+    /// = 2^{i+j+l+3} i! j! l! / (i+j+l+3)!` (Dirichlet's formula; no cancellation). These shifted
+    /// monomials span the polynomials of each total degree, so exactness on them is exactness.
+    fn exact_tetrahedron_shifted_monomial(i: usize, j: usize, l: usize) -> f64 {
+        let d = i + j + l;
+        2f64.powi(d as i32 + 3) * factorial(i) * factorial(j) * factorial(l) / factorial(d + 3)
+    }
+
+    /// Exact integral of the plain monomial `x^a y^b z^c` over the reference tetrahedron by
+    /// expanding `x = (1+x) - 1` into shifted monomials (an alternating sum: small degrees only);
+    /// also returns the sum of the absolute values of the terms (the scale of the cancellation).
+    fn exact_tetrahedron_monomial(a: usize, b: usize, c: usize) -> (f64, f64) {
+        let (mut sum, mut scale) = (0.0, 0.0);
+        for i in 0..=a {
+            for j in 0..=b {
+                for l in 0..=c {
+                    let sign = if (a - i + b - j + c - l) & 1 == 0 { 1.0 } else { -1.0 };
+                    let term = binom(a, i)
+                        * binom(b, j)
+                        * binom(c, l)
+                        * exact_tetrahedron_shifted_monomial(i, j, l);
+                    sum += sign * term;
+                    scale += term;
+                }
+            }
+        }
+        (sum, scale)
+    }
+
+    fn tetrahedron_integral(rule: &QuadratureRule, f: impl Fn(&[f64]) -> f64) -> f64 {
+        (0..rule.n_points()).map(|q| rule.weights[q] * f(rule.point(q))).sum()
+    }
+
+    #[test]
+    fn tetrahedron_rule_exact_for_monomials() {
+        // Sanity of the closed forms: volume 4/3, centroid (-1/2, -1/2, -1/2), and an integral
+        // done by hand: int (1+x)(1+y) = 2^5 1! 1! / 5! = 4/15.
+        assert!((exact_tetrahedron_shifted_monomial(0, 0, 0) - 4.0 / 3.0).abs() < 1e-15);
+        assert!((exact_tetrahedron_shifted_monomial(1, 1, 0) - 4.0 / 15.0).abs() < 1e-15);
+        for (a, b, c) in [(1, 0, 0), (0, 1, 0), (0, 0, 1)] {
+            assert!((exact_tetrahedron_monomial(a, b, c).0 + 2.0 / 3.0).abs() < 1e-15);
+        }
+        for degree in 0..=20 {
+            let rule = tetrahedron_rule(degree);
+            assert_eq!(rule.dim, 3);
+            assert_eq!(rule.n_points(), (degree / 2 + 1).pow(3));
+            let volume: f64 = rule.weights.iter().sum();
+            assert!((volume - 4.0 / 3.0).abs() < 1e-14, "degree {degree}: volume {volume}");
+            for q in 0..rule.n_points() {
+                let p = rule.point(q);
+                assert!(rule.weights[q] > 0.0);
+                assert!(p.iter().all(|c| *c > -1.0) && p[0] + p[1] + p[2] < -1.0, "outside");
+            }
+            // Every shifted monomial of total degree <= degree (a basis of P_degree).
+            for d in 0..=degree {
+                for i in 0..=d {
+                    for j in 0..=d - i {
+                        let l = d - i - j;
+                        let exact = exact_tetrahedron_shifted_monomial(i, j, l);
+                        let got = tetrahedron_integral(&rule, |p| {
+                            (1.0 + p[0]).powi(i as i32)
+                                * (1.0 + p[1]).powi(j as i32)
+                                * (1.0 + p[2]).powi(l as i32)
+                        });
+                        assert!(
+                            (got - exact).abs() < 1e-13 * exact,
+                            "degree {degree}: (1+x)^{i} (1+y)^{j} (1+z)^{l}: {got} vs {exact}"
+                        );
+                    }
+                }
+            }
+            // Plain monomials x^a y^b z^c, for the degrees where the closed form is accurate.
+            for d in 0..=degree.min(10) {
+                for a in 0..=d {
+                    for b in 0..=d - a {
+                        let c = d - a - b;
+                        let (exact, scale) = exact_tetrahedron_monomial(a, b, c);
+                        let got = tetrahedron_integral(&rule, |p| {
+                            p[0].powi(a as i32) * p[1].powi(b as i32) * p[2].powi(c as i32)
+                        });
+                        assert!(
+                            (got - exact).abs() < 1e-14 * scale,
+                            "degree {degree}: x^{a} y^{b} z^{c}: {got} vs {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tetrahedron_rule_is_not_over_claimed() {
+        // With n = degree/2 + 1 points per direction the rule is exact to 2n-1 >= degree, but
+        // (1+z)^{2n} (degree 2n in c) is not integrated exactly.
+        for degree in 0..=16 {
+            let rule = tetrahedron_rule(degree);
+            let n = degree / 2 + 1;
+            let got = tetrahedron_integral(&rule, |p| (1.0 + p[2]).powi(2 * n as i32));
+            let exact = exact_tetrahedron_shifted_monomial(0, 0, 2 * n);
+            assert!((got - exact).abs() > 1e-10 * exact, "degree {degree}");
         }
     }
 }
