@@ -6,7 +6,7 @@
 //! | stage | here | implemented by a backend through |
 //! | --- | --- | --- |
 //! | mesh | `hdg-mesh` | |
-//! | reference element | [`reference`], [`tables`] | |
+//! | reference element | [`reference`](mod@reference), [`tables`] | |
 //! | setup (geometry, topology, Dirichlet data) | [`geometry`], [`topology`], [`discretization`] | [`LocalSolver::prepare`] |
 //! | local solve (static condensation) | | [`LocalSolver::condense`] |
 //! | assembly | [`topology`] (structure) | [`Assembler`] |

@@ -35,9 +35,9 @@ pub struct ElementTables<T: Real> {
     pub reference_measure: f64,
     /// Measure of the face parameter domain.
     pub face_parameter_measure: f64,
-    /// D^_s[i][j] = int phi_i d_s phi_j: `[s][i][j]`.
+    /// `D^_s[i][j] = int phi_i d_s phi_j`: `[s][i][j]`.
     pub derivative: Vec<T>,
-    /// (D^_s D^_t^T)[i][j]: `[s*d + t][i][j]`.
+    /// `(D^_s D^_t^T)[i][j]`: `[s*d + t][i][j]`.
     pub derivative_products: Vec<T>,
     /// E^_f: `[f][i][j]`.
     pub face_mass: Vec<T>,
