@@ -1,10 +1,10 @@
-//! Compiles the CUDA kernels (`kernels/*.cu`) to PTX when the `cuda` feature is on; does
-//! nothing otherwise, so a plain build needs no CUDA.
+//! Compiles the CUDA kernels (`kernels/*.cu`) when the `cuda` feature is on; does nothing
+//! otherwise, so a plain build needs no CUDA.
 //!
-//! Each `kernels/NAME.cu` gives two PTX files in OUT_DIR: `NAME.sm_90.ptx` (`-arch=sm_90`,
-//! chosen at run time on compute capability 9.x) and `NAME.compute_75.ptx` (portable: the
-//! driver JIT-compiles it for any GPU from Turing on). No `--use_fast_math`: the f64 kernels
-//! must keep IEEE division, square roots and denormals.
+//! Each `kernels/NAME.cu` gives two files in OUT_DIR: `NAME.sm_90.cubin` (SASS for compute
+//! capability 9.0, H100 and H200, loaded without a JIT step) and `NAME.compute_75.ptx`
+//! (portable: the driver JIT-compiles it for any other GPU from Turing on). No
+//! `--use_fast_math`: the f64 kernels must keep IEEE division, square roots and denormals.
 //!
 //! nvcc is taken from `HDG_NVCC`, else `nvcc` on PATH, else `/usr/local/cuda/bin/nvcc`
 //! (`eval "$(scripts/cuda-toolchain.sh)"` installs one and sets HDG_NVCC).
@@ -12,8 +12,9 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The PTX targets: (file tag, nvcc -arch value).
-const TARGETS: [(&str, &str); 2] = [("sm_90", "sm_90"), ("compute_75", "compute_75")];
+/// The targets: (output file suffix, nvcc output kind, nvcc -arch value).
+const TARGETS: [(&str, &str, &str); 2] =
+    [("sm_90.cubin", "-cubin", "sm_90"), ("compute_75.ptx", "-ptx", "compute_75")];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -25,7 +26,7 @@ fn main() {
     println!("cargo:rerun-if-changed=kernels");
     let nvcc = find_nvcc().unwrap_or_else(|| {
         panic!(
-            "the `cuda` feature needs nvcc to compile kernels/*.cu to PTX, and none was found \
+            "the `cuda` feature needs nvcc to compile kernels/*.cu, and none was found \
              (tried $HDG_NVCC, `nvcc` on PATH, /usr/local/cuda/bin/nvcc). On a machine without \
              CUDA run `eval \"$(scripts/cuda-toolchain.sh)\"` in the workspace root first."
         )
@@ -42,32 +43,55 @@ fn main() {
     for source in &sources {
         println!("cargo:rerun-if-changed={}", source.display());
     }
-    for source in sources.iter().filter(|p| p.extension().is_some_and(|x| x == "cu")) {
-        let stem =
-            source.file_stem().expect("a .cu file has a stem").to_string_lossy().into_owned();
-        for (tag, arch) in TARGETS {
-            let ptx = out_dir.join(format!("{stem}.{tag}.ptx"));
-            let output = Command::new(&nvcc)
-                .arg("-ptx")
-                .arg(format!("-arch={arch}"))
-                .args(["-O3", "-std=c++17", "-lineinfo"])
-                .arg("-I")
-                .arg(&kernel_dir)
-                .arg(source)
-                .arg("-o")
-                .arg(&ptx)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
-            if !output.status.success() {
-                panic!(
-                    "nvcc failed on {} (-arch={arch}):\n{}{}",
-                    source.display(),
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
-                );
+    // Every (file, target) pair is an independent nvcc run: run them side by side (the element
+    // kernels' SASS alone takes minutes of ptxas). No -lineinfo: it doubles the embedded
+    // images, and every binary that links this crate carries them.
+    let jobs: Vec<(&PathBuf, &str, &str, PathBuf)> = sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .flat_map(|source| {
+            let stem =
+                source.file_stem().expect("a .cu file has a stem").to_string_lossy().into_owned();
+            let out_dir = &out_dir;
+            TARGETS.iter().map(move |&(suffix, kind, arch)| {
+                (source, kind, arch, out_dir.join(format!("{stem}.{suffix}")))
+            })
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(source, kind, arch, output_path)| {
+                let (nvcc, kernel_dir) = (&nvcc, &kernel_dir);
+                scope.spawn(move || {
+                    let output = Command::new(nvcc)
+                        .arg(kind)
+                        .arg(format!("-arch={arch}"))
+                        .args(["-O3", "-std=c++17"])
+                        .arg("-I")
+                        .arg(kernel_dir)
+                        .arg(source)
+                        .arg("-o")
+                        .arg(output_path)
+                        .output()
+                        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
+                    if !output.status.success() {
+                        panic!(
+                            "nvcc failed on {} (-arch={arch}):\n{}{}",
+                            source.display(),
+                            String::from_utf8_lossy(&output.stdout),
+                            String::from_utf8_lossy(&output.stderr)
+                        );
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
             }
         }
-    }
+    });
 }
 
 /// nvcc from HDG_NVCC, PATH, or the default CUDA install.

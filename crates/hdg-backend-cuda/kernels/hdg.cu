@@ -2,7 +2,8 @@
 //
 // Compiled to PTX by build.rs (no fast math: f64 results must match the CPU backend to
 // rounding). Every kernel is a C++ template instantiated for float and double (and, for the
-// DBF SpMV and the block solves, for each block size 1..=11) under an `extern "C"` name that
+// DBF SpMV and the block solves, for each block size 1..=11 and the tetrahedron face block
+// sizes 15, 21, 28, 36, 45) under an `extern "C"` name that
 // the Rust side looks up: NAME_f32 / NAME_f64, dbf_spmv_f64_nf3, ...
 //
 // Conventions: lengths are 64-bit; every elementwise kernel uses a grid-stride loop so that any
@@ -370,6 +371,8 @@ __device__ void dbf_spmv_row(unsigned n_rows, unsigned pitch, const T* __restric
     }
 
 #define PER_BLOCK_SIZE(T, B) SOLVE_FIXED(T, B) SPMV(T, B) SPMV_FIXED(T, B, 5) SPMV_FIXED(T, B, 7)
+// The face blocks of tetrahedra beyond k = 3 (n_f = (k+1)(k+2)/2 for k = 4..8): 7 slots only.
+#define TET_BLOCK_SIZE(T, B) SOLVE_FIXED(T, B) SPMV(T, B) SPMV_FIXED(T, B, 7)
 #define ALL_BLOCK_SIZES(T)                                                                     \
     PER_BLOCK_SIZE(T, 1)                                                                       \
     PER_BLOCK_SIZE(T, 2)                                                                       \
@@ -381,7 +384,12 @@ __device__ void dbf_spmv_row(unsigned n_rows, unsigned pitch, const T* __restric
     PER_BLOCK_SIZE(T, 8)                                                                       \
     PER_BLOCK_SIZE(T, 9)                                                                       \
     PER_BLOCK_SIZE(T, 10)                                                                      \
-    PER_BLOCK_SIZE(T, 11)
+    PER_BLOCK_SIZE(T, 11)                                                                      \
+    TET_BLOCK_SIZE(T, 15)                                                                      \
+    TET_BLOCK_SIZE(T, 21)                                                                      \
+    TET_BLOCK_SIZE(T, 28)                                                                      \
+    TET_BLOCK_SIZE(T, 36)                                                                      \
+    TET_BLOCK_SIZE(T, 45)
 ALL_BLOCK_SIZES(f32)
 ALL_BLOCK_SIZES(f64)
 

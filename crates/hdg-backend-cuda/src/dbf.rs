@@ -39,6 +39,26 @@ use crate::vector::{demote_buffer, uninitialized, DeviceVector};
 /// Largest block size with a compiled SpMV kernel (order k = 10 in 2D: n_f = k + 1).
 pub const MAX_BLOCK_SIZE: usize = 11;
 
+/// Block sizes beyond [`MAX_BLOCK_SIZE`] with compiled kernels: the triangular faces of
+/// tetrahedra at k = 4..=8 (`n_f = (k+1)(k+2)/2`), 7 slots only.
+pub const TETRAHEDRON_BLOCK_SIZES: [usize; 5] = [15, 21, 28, 36, 45];
+
+/// Whether the DBF SpMV and block-solve kernels exist for blocks of `n_f` and `slots` slots.
+pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
+    (1..=MAX_BLOCK_SIZE).contains(&n_f) || (slots == 7 && TETRAHEDRON_BLOCK_SIZES.contains(&n_f))
+}
+
+/// The SpMV kernel a new matrix starts with: one thread per block row up to n_f = 21, where
+/// its n_f accumulators and the gathered n_f entries of x still fit in registers; one thread
+/// per output entry beyond (n_f = 28..45, tetrahedra at k >= 6).
+fn default_kernel(n_f: usize) -> SpmvKernel {
+    if n_f <= 21 {
+        SpmvKernel::Row
+    } else {
+        SpmvKernel::EntryUnrolled
+    }
+}
+
 /// Rows of a value plane are padded to a multiple of this.
 const PITCH_ALIGN: usize = 32;
 
@@ -78,11 +98,12 @@ impl<T: DeviceReal> DeviceDbf<T> {
     /// Uploads a host DBF matrix (reordering it on the host into the device layout).
     pub fn upload(backend: &CudaBackend, host: &DbfMatrix<T>) -> Result<Self> {
         let (n_rows, n_f, slots) = (host.n_rows(), host.block_size(), host.slots());
-        if !(1..=MAX_BLOCK_SIZE).contains(&n_f) {
+        if !kernels_exist(n_f, slots) {
             return Err(CoreError::InvalidParameter {
                 name: "block size",
                 reason: format!(
-                    "the CUDA DBF kernels exist for n_f = 1..={MAX_BLOCK_SIZE}, not {n_f}"
+                    "the CUDA DBF kernels exist for n_f = 1..={MAX_BLOCK_SIZE} and, with 7 slots, \
+                     n_f in {TETRAHEDRON_BLOCK_SIZES:?}; not n_f = {n_f} with {slots} slots"
                 ),
             });
         }
@@ -128,7 +149,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
             n_active_blocks: host.n_active_blocks(),
             bounds: OnceLock::from(bounds),
             bounds_f32: OnceLock::from(bounds_f32),
-            kernel: SpmvKernel::Row,
+            kernel: default_kernel(n_f),
         })
     }
 
@@ -147,6 +168,12 @@ impl<T: DeviceReal> DeviceDbf<T> {
         n_active_blocks: usize,
     ) -> Result<Self> {
         let pitch = Self::pitch_for(n_rows);
+        if !kernels_exist(n_f, slots) {
+            return Err(CoreError::InvalidParameter {
+                name: "block size",
+                reason: format!("no CUDA DBF kernels for n_f = {n_f} with {slots} slots"),
+            });
+        }
         if values.len() != slots * n_f * n_f * pitch || columns.len() != slots * pitch {
             return Err(CoreError::Backend(format!(
                 "DBF parts: {} values and {} columns do not fit {n_rows} rows of {slots} blocks \
@@ -166,7 +193,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
             n_active_blocks,
             bounds: OnceLock::new(),
             bounds_f32: OnceLock::new(),
-            kernel: SpmvKernel::Row,
+            kernel: default_kernel(n_f),
         })
     }
 

@@ -6,7 +6,9 @@
 //! stream) only where a value comes back to it (dot products, `to_host`, error flags).
 use std::ffi::c_void;
 use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
@@ -16,14 +18,54 @@ use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
 
-/// The kernels compiled for compute capability 9.0 (H100, H200).
-const PTX_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/hdg.sm_90.ptx"));
-/// The kernels as portable PTX (compute_75): JIT-compiled by the driver for any other GPU.
-const PTX_PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/hdg.compute_75.ptx"));
-/// The element kernels (`kernels/elements.cu`) for compute capability 9.0.
-const ELEMENTS_SM90: &str = include_str!(concat!(env!("OUT_DIR"), "/elements.sm_90.ptx"));
-/// The element kernels as portable PTX.
-const ELEMENTS_PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/elements.compute_75.ptx"));
+use crate::TraceOperatorKind;
+
+/// One kernel file (`kernels/NAME.cu`) as build.rs compiles it: SASS for compute capability
+/// 9.0 (H100, H200), loaded as it is, and portable PTX (compute_75) that the driver
+/// JIT-compiles for any other GPU from Turing on. Loading SASS matters: JIT-compiling the
+/// element kernels (one instantiation per cell type, order, precision and design) takes
+/// seconds at every start.
+struct KernelImage {
+    what: &'static str,
+    sm90: &'static [u8],
+    portable: &'static str,
+}
+
+impl KernelImage {
+    /// The module for a device of compute capability `major.minor`, and which image it is.
+    fn load(&self, major: i32, minor: i32) -> Result<(Module, &'static str)> {
+        if (major, minor) == (9, 0) {
+            let module = Module::from_cubin(self.sm90, &[]).map_err(|e| {
+                cuda_error(format!("cannot load the sm_90 SASS of the {}", self.what), e)
+            })?;
+            Ok((module, "sm_90 SASS"))
+        } else {
+            let module = Module::from_ptx(self.portable, &[]).map_err(|e| {
+                cuda_error(format!("cannot load the compute_75 PTX of the {}", self.what), e)
+            })?;
+            Ok((module, "compute_75 PTX"))
+        }
+    }
+}
+
+/// The level-1, reduction and DBF kernels (`kernels/hdg.cu`).
+const HDG_KERNELS: KernelImage = KernelImage {
+    what: "vector and SpMV kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/hdg.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/hdg.compute_75.ptx")),
+};
+/// The element kernels (`kernels/elements.cu`).
+const ELEMENT_KERNELS: KernelImage = KernelImage {
+    what: "element kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/elements.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/elements.compute_75.ptx")),
+};
+/// The matrix-free operator's kernels (`kernels/matrix_free.cu`).
+const MATRIX_FREE_KERNELS: KernelImage = KernelImage {
+    what: "matrix-free operator kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/matrix_free.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/matrix_free.compute_75.ptx")),
+};
 
 /// Threads per block of every kernel (the reductions need exactly this many: see hdg.cu).
 pub(crate) const THREADS: u32 = 256;
@@ -61,9 +103,25 @@ pub fn error_text(e: CudaError) -> String {
     }
 }
 
-/// Converts a driver error into the backend's error, with what was being done.
+/// Converts a driver error into the backend's error, with what was being done: an
+/// out-of-memory error (from an allocation, or a launch or copy that needed memory) becomes
+/// [`CoreError::OutOfDeviceMemory`], anything else [`CoreError::Backend`].
 pub(crate) fn cuda_error(what: impl Display, e: CudaError) -> CoreError {
-    CoreError::Backend(format!("{what}: {}", error_text(e)))
+    if e == CudaError::OutOfMemory {
+        out_of_memory(what.to_string(), None)
+    } else {
+        CoreError::Backend(format!("{what}: {}", error_text(e)))
+    }
+}
+
+/// The typed out-of-memory error, with the device's free and total memory now (the calling
+/// thread's current context is the backend's: every caller bound it before the failing call).
+fn out_of_memory(what: String, requested_bytes: Option<u64>) -> CoreError {
+    let (free, total) = match cust::memory::mem_get_info() {
+        Ok((f, t)) => (Some(f as u64), Some(t as u64)),
+        Err(_) => (None, None),
+    };
+    CoreError::OutOfDeviceMemory { what, requested_bytes, free_bytes: free, total_bytes: total }
 }
 
 /// A kernel argument: the address of the value, as `cuLaunchKernel` wants it.
@@ -92,6 +150,8 @@ pub(crate) struct Gpu {
     module: Module,
     /// The element kernels (condensation, assembly, recovery, postprocessing).
     elements: Module,
+    /// The matrix-free trace operator's kernels.
+    matrix_free: Module,
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
@@ -124,6 +184,7 @@ impl Gpu {
             .module
             .get_function(name)
             .or_else(|_| self.elements.get_function(name))
+            .or_else(|_| self.matrix_free.get_function(name))
             .map_err(|e| cuda_error(format!("kernel {name} is missing from the modules"), e))?;
         // SAFETY: the caller guarantees the arguments (see above); the grid and block sizes are
         // within the device limits (blocks >= 1 by the callers' checks, THREADS = 256).
@@ -178,11 +239,10 @@ impl Gpu {
 pub(crate) fn alloc_error<T>(len: usize, e: CudaError) -> CoreError {
     let bytes = len as u128 * std::mem::size_of::<T>() as u128;
     if e == CudaError::OutOfMemory {
-        CoreError::Backend(format!(
-            "out of device memory: cannot allocate {bytes} bytes ({:.3} GiB, {len} values of {})",
-            bytes as f64 / (1u64 << 30) as f64,
-            std::any::type_name::<T>()
-        ))
+        out_of_memory(
+            format!("cannot allocate {len} values of {}", std::any::type_name::<T>()),
+            Some(u64::try_from(bytes).unwrap_or(u64::MAX)),
+        )
     } else {
         cuda_error(format!("device allocation of {bytes} bytes failed"), e)
     }
@@ -203,23 +263,28 @@ pub(crate) fn reduce_blocks(n: usize) -> u32 {
 /// ([`crate::DeviceVector`]), and the DBF trace operator ([`crate::DeviceDbf`]).
 ///
 /// Cloning is cheap (the device state is shared); every clone queues on the same stream.
+///
+/// The trace operator that [`hdg_core::Assembler::assemble`] builds is chosen per backend value
+/// ([`CudaBackend::with_trace_operator`]): the assembled DBF matrix (the default) or the
+/// matrix-free operator ([`crate::MatrixFreeOperator`]).
 #[derive(Clone)]
 pub struct CudaBackend {
     pub(crate) gpu: Arc<Gpu>,
+    trace_operator: TraceOperatorKind,
 }
 
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaBackend({})", self.gpu.description)
+        write!(f, "CudaBackend({}, trace operator {})", self.gpu.description, self.trace_operator)
     }
 }
 
 impl CudaBackend {
     /// Initialises CUDA on device 0: its primary context, a stream, and the kernels (the
-    /// sm_90 PTX on compute capability 9.x, the portable PTX otherwise).
+    /// sm_90 SASS on compute capability 9.0, the portable PTX otherwise).
     ///
     /// Errors: no driver or no device ([`CoreError::BackendUnavailable`], with the driver's
-    /// message); a failure to create the stream or to load the PTX ([`CoreError::Backend`]).
+    /// message); a failure to create the stream or to load the kernels ([`CoreError::Backend`]).
     pub fn new() -> Result<Self> {
         let unavailable = |what: &str, e: CudaError| {
             CoreError::BackendUnavailable(format!("CUDA {what}: {}", error_text(e)))
@@ -240,20 +305,13 @@ impl CudaBackend {
         let sms = attribute(DeviceAttribute::MultiprocessorCount)?;
         let name = device.name().map_err(|e| cuda_error("device name query failed", e))?;
         let memory = device.total_memory().map_err(|e| cuda_error("memory query failed", e))?;
-        let (ptx, elements_ptx, ptx_name) = if major == 9 {
-            (PTX_SM90, ELEMENTS_SM90, "sm_90")
-        } else {
-            (PTX_PORTABLE, ELEMENTS_PORTABLE, "compute_75")
-        };
-        let module = Module::from_ptx(ptx, &[])
-            .map_err(|e| cuda_error(format!("cannot load the {ptx_name} PTX kernels"), e))?;
-        let elements = Module::from_ptx(elements_ptx, &[]).map_err(|e| {
-            cuda_error(format!("cannot load the {ptx_name} PTX element kernels"), e)
-        })?;
+        let (module, image) = HDG_KERNELS.load(major, minor)?;
+        let (elements, _) = ELEMENT_KERNELS.load(major, minor)?;
+        let (matrix_free, _) = MATRIX_FREE_KERNELS.load(major, minor)?;
         let stream = Stream::new(StreamFlags::DEFAULT, None)
             .map_err(|e| cuda_error("stream creation failed", e))?;
         let description = format!(
-            "{name} (compute capability {major}.{minor}, {sms} SMs, {:.1} GiB, kernels: {ptx_name} PTX)",
+            "{name} (compute capability {major}.{minor}, {sms} SMs, {:.1} GiB, kernels: {image})",
             memory as f64 / (1u64 << 30) as f64
         );
         let scratch_blocks = MAX_PAIRS * MAX_REDUCE_BLOCKS;
@@ -268,15 +326,33 @@ impl CudaBackend {
             scratch: Mutex::new(Scratch { partials, results }),
             module,
             elements,
+            matrix_free,
             stream,
             device,
             description,
             context,
         };
-        Ok(CudaBackend { gpu: Arc::new(gpu) })
+        Ok(CudaBackend { gpu: Arc::new(gpu), trace_operator: TraceOperatorKind::Dbf })
     }
 
-    /// One line about the device: name, compute capability, SM count, memory, PTX used.
+    /// This backend (sharing its device state) with the trace operator that
+    /// [`hdg_core::Assembler::assemble`] builds set to `kind`.
+    pub fn with_trace_operator(mut self, kind: TraceOperatorKind) -> Self {
+        self.trace_operator = kind;
+        self
+    }
+
+    /// Sets the trace operator that [`hdg_core::Assembler::assemble`] builds.
+    pub fn set_trace_operator(&mut self, kind: TraceOperatorKind) {
+        self.trace_operator = kind;
+    }
+
+    /// The trace operator that [`hdg_core::Assembler::assemble`] builds (default: DBF).
+    pub fn trace_operator(&self) -> TraceOperatorKind {
+        self.trace_operator
+    }
+
+    /// One line about the device: name, compute capability, SM count, memory, kernel image used.
     pub fn describe(&self) -> String {
         self.gpu.description.clone()
     }
@@ -307,5 +383,167 @@ impl CudaBackend {
             .scratch
             .lock()
             .map_err(|_| CoreError::Backend("reduction scratch poisoned by a panic".into()))
+    }
+}
+
+/// Peak device memory over a stretch of work (a solve), sampled by a background thread: see
+/// [`CudaBackend::watch_memory`]. Stop it with [`MemoryWatch::stop`]; dropping it stops the
+/// thread too (and forgets the figures).
+pub struct MemoryWatch {
+    shared: Arc<WatchShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    gpu: Arc<Gpu>,
+    baseline_used: usize,
+    total: usize,
+    interval: Duration,
+    start: Instant,
+}
+
+/// What the sampling thread and the watch share.
+struct WatchShared {
+    stop: AtomicBool,
+    /// Largest device-wide used memory seen (total - free), bytes.
+    peak_used: AtomicUsize,
+    samples: AtomicU64,
+    /// The sampling thread's first error, if any.
+    error: Mutex<Option<CoreError>>,
+}
+
+/// What a [`MemoryWatch`] saw.
+///
+/// The figures come from `cuMemGetInfo`, which reports the memory in use on the whole device:
+/// its resolution limits are those of [`CudaBackend::watch_memory`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryPeak {
+    /// Device memory in use (by every context and process) when the watch started, bytes.
+    pub baseline_used_bytes: usize,
+    /// The largest device memory in use seen while watching, bytes.
+    pub peak_used_bytes: usize,
+    /// The device's memory, bytes.
+    pub total_bytes: usize,
+    /// Samples taken (one at the start, one per interval, one at the stop).
+    pub samples: u64,
+    /// The interval asked for between samples (the real one is a little longer: sleep
+    /// granularity and the query itself, a few microseconds).
+    pub interval: Duration,
+    /// Seconds watched.
+    pub seconds: f64,
+}
+
+impl MemoryPeak {
+    /// The peak above the baseline: what the watched work allocated at most, bytes.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_used_bytes.saturating_sub(self.baseline_used_bytes)
+    }
+}
+
+/// Device memory in use now (total - free) and the total, on the calling thread's context.
+fn used_and_total() -> Result<(usize, usize)> {
+    let (free, total) =
+        cust::memory::mem_get_info().map_err(|e| cuda_error("memory query failed", e))?;
+    Ok((total.saturating_sub(free), total))
+}
+
+impl CudaBackend {
+    /// Starts watching device memory: a background thread makes the backend's context current
+    /// and samples `cuMemGetInfo` every `interval` (0.5 ms is a good choice: about 2000 queries
+    /// a second, each a few microseconds of one host core, nothing on the GPU), recording the
+    /// largest memory in use; [`MemoryWatch::stop`] ends it and reports the peak above the
+    /// baseline taken here (after the stream's queued work, so frees issued before are done).
+    ///
+    /// Resolution limits:
+    /// - an allocation that lives shorter than the interval can be missed (the pipeline's
+    ///   buffers live for whole stages, milliseconds at least; kernels' own scratch inside a
+    ///   launch, such as local memory, is reserved at context level and shows in the baseline);
+    /// - the figure is the driver's footprint, device-wide: allocations rounded up to the
+    ///   driver's granularity (2 MiB pages for large buffers), plus anything another context
+    ///   or process allocates meanwhile (run alone for clean numbers);
+    /// - cust frees with `cuMemFree` at drop (no caching allocator), so a freed buffer leaves
+    ///   the figure at once, and the peak is that of the buffers alive together.
+    pub fn watch_memory(&self, interval: Duration) -> Result<MemoryWatch> {
+        self.gpu.synchronize()?;
+        let (baseline_used, total) = used_and_total()?;
+        let shared = Arc::new(WatchShared {
+            stop: AtomicBool::new(false),
+            peak_used: AtomicUsize::new(baseline_used),
+            samples: AtomicU64::new(1),
+            error: Mutex::new(None),
+        });
+        let (gpu, sampler) = (Arc::clone(&self.gpu), Arc::clone(&shared));
+        let thread = std::thread::Builder::new()
+            .name("hdg-memory-watch".into())
+            .spawn(move || {
+                let run = || -> Result<()> {
+                    gpu.bind()?;
+                    while !sampler.stop.load(Ordering::Acquire) {
+                        let (used, _) = used_and_total()?;
+                        sampler.peak_used.fetch_max(used, Ordering::AcqRel);
+                        sampler.samples.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(interval);
+                    }
+                    Ok(())
+                };
+                if let Err(e) = run() {
+                    if let Ok(mut slot) = sampler.error.lock() {
+                        *slot = Some(e);
+                    }
+                }
+            })
+            .map_err(|e| CoreError::Backend(format!("cannot start the memory watch: {e}")))?;
+        Ok(MemoryWatch {
+            shared,
+            thread: Some(thread),
+            gpu: Arc::clone(&self.gpu),
+            baseline_used,
+            total,
+            interval,
+            start: Instant::now(),
+        })
+    }
+}
+
+impl MemoryWatch {
+    /// Stops the sampling thread, takes a last sample, and reports what was seen. Errors: the
+    /// sampling thread's (a failed memory query), or the last sample's.
+    pub fn stop(mut self) -> Result<MemoryPeak> {
+        self.join();
+        if let Some(e) = self.shared.error.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(e);
+        }
+        self.gpu.bind()?;
+        let (used, _) = used_and_total()?;
+        let peak_used = self.shared.peak_used.load(Ordering::Acquire).max(used);
+        Ok(MemoryPeak {
+            baseline_used_bytes: self.baseline_used,
+            peak_used_bytes: peak_used,
+            total_bytes: self.total,
+            samples: self.shared.samples.load(Ordering::Relaxed) + 1,
+            interval: self.interval,
+            seconds: self.start.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn join(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            // A panic in the sampler would only lose samples; the figures stay valid.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for MemoryWatch {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+impl std::fmt::Debug for MemoryWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryWatch")
+            .field("baseline_used", &self.baseline_used)
+            .field("total", &self.total)
+            .field("interval", &self.interval)
+            .finish()
     }
 }

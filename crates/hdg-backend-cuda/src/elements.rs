@@ -2,12 +2,21 @@
 //! [`Backend`] for [`CudaBackend`] (f32 and f64), so that `hdg_core::pipeline::solve` runs the
 //! whole HDG pipeline on the GPU.
 //!
-//! The kernels (`kernels/elements.cu`) mirror the CPU backend kernel for kernel
-//! (`hdg_backend_cpu::condense::condense_element`, `dbf::assemble`, `local::recover_element`,
-//! `local::postprocess_element`), in the same order of operations and without fused
-//! multiply-adds, so they give the CPU backend's numbers. This first version runs one thread
-//! per element (per block row for the assembly) with its scratch in local memory, for
-//! triangles and orders k = 1..=6.
+//! Triangles and tetrahedra, orders k = 1..=[`MAX_ELEMENT_ORDER`] (8), f32 and f64. The
+//! kernels are templates on a cell-traits struct (`kernels/element_common.cuh`: dimension,
+//! faces, face orientations, geometry record) instantiated per (cell type, order, precision).
+//!
+//! Condensation, recovery and postprocessing each come in two designs ([`crate::design`]):
+//! one thread per element with its scratch in local memory (the CPU backend's kernels
+//! operation for operation, so the CPU's numbers to the bit), and one thread block per element
+//! with the matrices in shared memory (cooperative Cholesky and solves; for large elements,
+//! up to n = 165, nl = 180, n' = 220 for tetrahedra at k = 8). Which design runs is chosen per
+//! (cell type, order, precision) by [`crate::design::condensation_design`] and its siblings,
+//! from measurements (`condense-bench`), and can be forced per stage with
+//! [`DevicePrepared::set_design`] or the environment variable `HDG_CUDA_DESIGN`. Those kernels
+//! are in `kernels/element_kernels.cu` (own module and launch configurations:
+//! `element_kernels.rs`); the assembly (`kernels/elements.cu`, one thread per block row, 5
+//! slots for triangles, 7 for tetrahedra) mirrors `dbf::assemble` to the bit.
 //!
 //! # Device layouts (element-fastest)
 //!
@@ -16,7 +25,7 @@
 //!
 //! | array | index |
 //! | --- | --- |
-//! | geometry (record of [`GeometryLayout`], 14 fields for a triangle) | `[g * n_cells + e]` |
+//! | geometry (record of [`GeometryLayout`]: 14 fields for a triangle, 26 for a tetrahedron) | `[g * n_cells + e]` |
 //! | orientations (u8), global faces (u32), tau | `[f * n_cells + e]`, local face f |
 //! | kappa, reaction | `[e]` |
 //! | element load F_K | `[i * n_cells + e]` |
@@ -27,9 +36,12 @@
 //! | q_h | `[(r * n + i) * n_cells + e]` |
 //! | u* | `[j * n_cells + e]` |
 //!
-//! The reference tables are uploaded as they are in [`hdg_core::ElementTables`] (one buffer
-//! per array); every thread of a warp reads the same entry, a broadcast. The assembly writes
-//! the [`DeviceDbf`] layout directly (its module documentation) and the right-hand side.
+//! Both designs keep these layouts, so every stage reads what either design of the previous
+//! stage wrote. The reference tables are uploaded as they are in [`hdg_core::ElementTables`]
+//! (one buffer per array, with 2 face orientations for triangles and 6 for tetrahedra): in
+//! the thread design every thread of a warp reads the same entry (a broadcast), in the block
+//! design the threads of a block read consecutive entries. The assembly writes the
+//! [`DeviceDbf`] layout directly (its module documentation) and the right-hand side.
 //!
 //! # Host steps (first version)
 //!
@@ -52,13 +64,20 @@ use hdg_core::{
 use rayon::prelude::*;
 
 use crate::dbf::DeviceDbf;
+use crate::design::{
+    block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
+    shared_bytes, Design, Precision, Stage,
+};
 use crate::device::{address, arg, CudaBackend, DeviceReal, THREADS};
+use crate::element_kernels::ElementKernels;
+use crate::matrix_free::{CondensedParts, MatrixFreeOperator};
+use crate::operator::DeviceTraceOperator;
 use crate::vector::{uninitialized, DeviceVector};
+use crate::TraceOperatorKind;
 
-/// Highest order the element kernels are compiled for.
-pub const MAX_ELEMENT_ORDER: usize = 6;
+pub use crate::design::MAX_ELEMENT_ORDER;
 
-/// Addresses of the reference tables (`struct Tables` in elements.cu).
+/// Addresses of the reference tables (`struct Tables` in element_common.cuh).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct TableAddresses {
@@ -75,7 +94,7 @@ struct TableAddresses {
 // SAFETY: plain old data (device addresses as integers).
 unsafe impl DeviceCopy for TableAddresses {}
 
-/// Addresses of the per-cell arrays (`struct Cells` in elements.cu).
+/// Addresses of the per-cell arrays (`struct Cells` in element_common.cuh).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct CellAddresses {
@@ -92,7 +111,8 @@ struct CellAddresses {
 // SAFETY: plain old data (device addresses and a count).
 unsafe impl DeviceCopy for CellAddresses {}
 
-/// Addresses of the assembly's topology planes (`struct AssemblyTopology` in elements.cu).
+/// Addresses of the assembly's topology planes (`struct AssemblyTopology` in
+/// element_common.cuh).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct TopologyAddresses {
@@ -190,11 +210,93 @@ pub struct DevicePrepared<T: DeviceReal> {
     host_geometry: Vec<T>,
     cell_vertices: Vec<f64>,
     layout: GeometryLayout,
+    cell_type: CellType,
+    order: usize,
+    /// The condensation, recovery and postprocessing kernels (both designs).
+    kernels: Arc<ElementKernels>,
+    /// Forced designs per [`Stage`] (None: the dispatch of [`crate::design`]).
+    designs: [Option<Design>; 3],
+    /// At most this many blocks per block-design launch (None: as many as are resident).
+    grid_limit: Option<usize>,
     /// Last: the buffers are freed while the context lives.
     backend: CudaBackend,
 }
 
 impl<T: DeviceReal> DevicePrepared<T> {
+    /// Forces the design of `stage` (None: back to the dispatch of [`crate::design`]). A design
+    /// that is not compiled for this cell type and order makes the stage fail with an error.
+    pub fn set_design(&mut self, stage: Stage, design: Option<Design>) {
+        self.designs[stage.index()] = design;
+    }
+
+    /// The design that runs `stage`: the forced one if any, else the dispatch of
+    /// [`crate::design`]; a block condensation whose panel does not fit the device's shared
+    /// memory runs as [`Design::BlockGlobal`] ([`crate::design::fallback`]).
+    pub fn design(&self, stage: Stage) -> Result<Design> {
+        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+        let wanted =
+            self.designs[stage.index()].unwrap_or_else(|| default_design(stage, cell, k, p));
+        if wanted != Design::BlockShared || stage != Stage::Condense {
+            return Ok(wanted);
+        }
+        let max = self.kernels.max_dynamic_shared(&kernel_name(stage, wanted, cell, k, p))?;
+        Ok(fallback(stage, wanted, cell, k, p, max))
+    }
+
+    /// Limits the grid of the block designs to `blocks` blocks (None: as many blocks as the
+    /// device holds at once, the default). With fewer blocks than cells every block condenses
+    /// several elements in turn: tests use it to exercise that loop on small meshes.
+    pub fn set_grid_limit(&mut self, blocks: Option<usize>) {
+        self.grid_limit = blocks.map(|b| b.max(1));
+    }
+
+    /// Which image of the element kernels was loaded ("sm_90 SASS" or "compute_75 PTX").
+    pub fn kernel_image(&self) -> &'static str {
+        self.kernels.image()
+    }
+
+    /// The launch of `stage` in `design` for this discretization (errors: a design that is not
+    /// compiled for this cell type and order, or whose shared memory the device cannot give).
+    fn launch_for(&self, stage: Stage, design: Design) -> Result<StageLaunch> {
+        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+        if !compiled(stage, cell, k, design) {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage}: the {design} design is not compiled for {cell:?} at k = {k} \
+                 (see hdg_backend_cuda::design)"
+            )));
+        }
+        let name = kernel_name(stage, design, cell, k, p);
+        if design == Design::Thread {
+            return Ok(StageLaunch {
+                name,
+                grid: grid(self.n_cells.max(1))?,
+                threads: THREADS,
+                shared: 0,
+                scratch: 0,
+            });
+        }
+        let threads = block_threads(stage, cell, k);
+        let shared = shared_bytes(stage, design, cell, k, p);
+        let max = self.kernels.max_dynamic_shared(&name)?;
+        if shared > max {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage} ({design} design, {cell:?}, k = {k}, {}): needs {shared} bytes of \
+                 shared memory per block, the device allows {max}",
+                p.name()
+            )));
+        }
+        let per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
+        let resident = per_sm * self.kernels.sms() as usize;
+        let blocks = self.n_cells.min(resident).min(self.grid_limit.unwrap_or(usize::MAX)).max(1);
+        Ok(StageLaunch {
+            name,
+            grid: u32::try_from(blocks).map_err(|_| CoreError::Backend("grid too large".into()))?,
+            threads,
+            shared,
+            scratch: blocks * global_scratch_per_block(stage, design, cell, k),
+        })
+    }
+
     fn cells(&self) -> CellAddresses {
         CellAddresses {
             n_cells: self.n_cells as u64,
@@ -220,6 +322,34 @@ impl<T: DeviceReal> DevicePrepared<T> {
     }
 }
 
+/// One launch of an element stage: kernel, grid, block, dynamic shared memory, and the values
+/// of global scratch it needs (the block condensation's global panel).
+struct StageLaunch {
+    name: String,
+    grid: u32,
+    threads: u32,
+    shared: usize,
+    scratch: usize,
+}
+
+/// The [`Precision`] of T.
+fn precision<T: DeviceReal>() -> Precision {
+    Precision::from_suffix(T::SUFFIX)
+}
+
+/// Which array of a condensation [`DeviceCondensed::gather_to_host`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CondensedArray {
+    /// K_e (nl x nl per element).
+    TraceMatrices,
+    /// b_e (nl).
+    TraceLoads,
+    /// Z = S^-1 P (n x nl).
+    RecoveryOperator,
+    /// u0 = S^-1 F (n).
+    RecoveryLoad,
+}
+
 /// Condensed element data on the device (layouts in the module documentation).
 pub struct DeviceCondensed<T: DeviceReal> {
     n_cells: usize,
@@ -232,11 +362,40 @@ pub struct DeviceCondensed<T: DeviceReal> {
     /// u0, `[i * n_cells + e]`.
     recovery_load: DeviceBuffer<T>,
     topology: Arc<DeviceTopology<T>>,
+    /// Per element: 0, or the failing pivot + 1 (-1 at element 0: a launch configuration error).
+    info: DeviceBuffer<i32>,
+    /// The failing pivot's value per element.
+    pivots: DeviceBuffer<T>,
+    /// The global panel of [`Design::BlockGlobal`] (grown on demand, kept for relaunches).
+    scratch: Option<DeviceBuffer<T>>,
+    kernels: Arc<ElementKernels>,
     /// Last: the buffers are freed while the context lives.
     backend: CudaBackend,
 }
 
 impl<T: DeviceReal> DeviceCondensed<T> {
+    /// What the matrix-free operator reads (`crate::matrix_free`): K_e, b_e, the Dirichlet
+    /// data and the topology planes, in their device layouts.
+    pub(crate) fn matrix_free_parts(&self) -> CondensedParts<'_, T> {
+        let t = &*self.topology;
+        CondensedParts {
+            n_cells: self.n_cells,
+            n_rows: t.n_rows,
+            slots: t.slots,
+            n_active_blocks: t.n_active_blocks,
+            trace_matrices: &self.trace_matrices,
+            trace_loads: &self.trace_loads,
+            dirichlet: &t.dirichlet,
+            row_cell: &t.row_cell,
+            row_local: &t.row_local,
+            slot_cell: &t.slot_cell,
+            slot_row: &t.slot_row,
+            slot_col: &t.slot_col,
+            neighbours: &t.neighbours,
+            slot_face: &t.slot_face,
+        }
+    }
+
     fn download(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let v = self.backend.gpu.download(buffer)?;
         Ok(to_element_contiguous(&v, self.n_cells))
@@ -262,6 +421,73 @@ impl<T: DeviceReal> DeviceCondensed<T> {
     pub fn recovery_load_to_host(&self) -> Result<Vec<T>> {
         self.download(&self.recovery_load)
     }
+
+    /// Cells.
+    pub fn n_cells(&self) -> usize {
+        self.n_cells
+    }
+
+    /// Fills K_e, b_e, Z and u0 with NaN (every bit set), so that an entry a kernel fails to
+    /// write cannot pass for the result of an earlier run in the same memory (tests and
+    /// benchmarks poison outputs before [`CudaBackend::condense_with`]).
+    pub fn poison(&mut self) -> Result<()> {
+        let backend = self.backend.clone();
+        poison(
+            &backend,
+            [
+                &mut self.trace_matrices,
+                &mut self.trace_loads,
+                &mut self.recovery_operator,
+                &mut self.recovery_load,
+            ],
+        )
+    }
+
+    /// Elements `first..first + count` of one array, element-contiguous (a gather on the
+    /// device: the whole arrays need not come back, which matters at tens of GB).
+    pub fn gather_to_host(
+        &self,
+        array: CondensedArray,
+        first: usize,
+        count: usize,
+    ) -> Result<Vec<T>> {
+        let buffer = match array {
+            CondensedArray::TraceMatrices => &self.trace_matrices,
+            CondensedArray::TraceLoads => &self.trace_loads,
+            CondensedArray::RecoveryOperator => &self.recovery_operator,
+            CondensedArray::RecoveryLoad => &self.recovery_load,
+        };
+        if first + count > self.n_cells {
+            return Err(CoreError::InvalidParameter {
+                name: "element range",
+                reason: format!("{first}..{} of {} cells", first + count, self.n_cells),
+            });
+        }
+        let per = buffer.len() / self.n_cells.max(1);
+        let total = per * count;
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the gather below writes all `total` entries.
+        let out = unsafe { uninitialized::<T>(&self.backend, total)? };
+        let (src, dst) = (address(buffer), address(&out));
+        let (nc, per_u, first_u, count_u) =
+            (self.n_cells as u64, per as u64, first as u64, count as u64);
+        let name = format!("gather_elements_{}", T::SUFFIX);
+        // SAFETY: gather_elements_T(const T* src, u64 n_cells, u64 per, u64 first, u64 count,
+        // T* out): src holds per * n_cells entries (element-fastest), first + count <= n_cells
+        // (checked), out per * count entries; one thread per output entry.
+        unsafe {
+            self.kernels.launch(
+                &name,
+                grid(total)?,
+                THREADS,
+                0,
+                &[arg(&src), arg(&nc), arg(&per_u), arg(&first_u), arg(&count_u), arg(&dst)],
+            )?
+        };
+        self.backend.gpu.download(&out)
+    }
 }
 
 /// Recovered u_h and q_h on the device: u `[i * n_cells + e]`, q `[(r * n + i) * n_cells + e]`.
@@ -269,6 +495,8 @@ pub struct DeviceFields<T: DeviceReal> {
     n_cells: usize,
     u: DeviceBuffer<T>,
     q: DeviceBuffer<T>,
+    /// One flag: -1 if a block recovery got less shared memory than its layout needs.
+    info: DeviceBuffer<i32>,
     /// Last: the buffers are freed while the context lives.
     _backend: CudaBackend,
 }
@@ -277,6 +505,9 @@ pub struct DeviceFields<T: DeviceReal> {
 pub struct DevicePostprocessed<T: DeviceReal> {
     n_cells: usize,
     u_star: DeviceBuffer<T>,
+    /// Per element: 0, or the failing pivot + 1 (-1 at element 0: a launch configuration error).
+    info: DeviceBuffer<i32>,
+    pivots: DeviceBuffer<T>,
     /// Last: the buffers are freed while the context lives.
     backend: CudaBackend,
 }
@@ -286,6 +517,43 @@ impl<T: DeviceReal> DevicePostprocessed<T> {
     pub fn to_host(&self) -> Result<Vec<T>> {
         let v = self.backend.gpu.download(&self.u_star)?;
         Ok(to_element_contiguous(&v, self.n_cells))
+    }
+}
+
+/// Fills the buffers with NaN (every bit set), in stream order.
+fn poison<T: DeviceReal, const B: usize>(
+    backend: &CudaBackend,
+    buffers: [&mut DeviceBuffer<T>; B],
+) -> Result<()> {
+    backend.gpu.bind()?;
+    for buffer in buffers {
+        // SAFETY: a memset on the backend's stream of a live buffer of this context: ordered
+        // after the work queued before it and before the work queued after it; all bits set
+        // is a valid f32 or f64 (a NaN).
+        unsafe { buffer.set_8_async(0xff, &backend.gpu.stream) }
+            .map_err(|e| crate::device::cuda_error("cannot poison device memory", e))?;
+    }
+    Ok(())
+}
+
+impl<T: DeviceReal> DeviceFields<T> {
+    /// Fills u_h and q_h with NaN (see [`DeviceCondensed::poison`]).
+    pub fn poison(&mut self) -> Result<()> {
+        let backend = self._backend.clone();
+        poison(&backend, [&mut self.u, &mut self.q])
+    }
+
+    /// Cells.
+    pub fn n_cells(&self) -> usize {
+        self.n_cells
+    }
+}
+
+impl<T: DeviceReal> DevicePostprocessed<T> {
+    /// Fills u* with NaN (see [`DeviceCondensed::poison`]).
+    pub fn poison(&mut self) -> Result<()> {
+        let backend = self.backend.clone();
+        poison(&backend, [&mut self.u_star])
     }
 }
 
@@ -319,17 +587,34 @@ fn to_element_contiguous<T: Copy + Default + Send + Sync>(data: &[T], n_cells: u
     out
 }
 
-/// The order, if the element kernels exist for it (triangles, k <= 6).
-fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<usize> {
-    if disc.mesh.cell_type() != CellType::Triangle {
-        return Err(CoreError::Backend(
-            "CUDA element kernels support triangles only in this version".into(),
-        ));
+/// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the
+/// order and `_tet` for tetrahedra (`dbf_assemble_f64_k3_tet`); see `kernels/elements.cu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KernelOrder {
+    cell: CellType,
+    k: usize,
+}
+
+impl std::fmt::Display for KernelOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cell {
+            CellType::Triangle => write!(f, "{}", self.k),
+            CellType::Tetrahedron => write!(f, "{}_tet", self.k),
+        }
     }
-    if disc.order > MAX_ELEMENT_ORDER {
-        return Err(CoreError::Backend("CUDA condensation supports k <= 6 in this version".into()));
+}
+
+/// The order, if the element kernels exist for it (triangles and tetrahedra, k <= 8), as the
+/// assembly kernel's name wants it.
+fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<KernelOrder> {
+    if disc.order == 0 || disc.order > MAX_ELEMENT_ORDER {
+        return Err(CoreError::Backend(format!(
+            "the CUDA element kernels support k = 1..={MAX_ELEMENT_ORDER} (k <= \
+             {MAX_ELEMENT_ORDER}), not k = {}",
+            disc.order
+        )));
     }
-    Ok(disc.order)
+    Ok(KernelOrder { cell: disc.mesh.cell_type(), k: disc.order })
 }
 
 /// Blocks of [`THREADS`] for one thread per item (items >= 1).
@@ -340,7 +625,8 @@ fn grid(items: usize) -> Result<u32> {
     })
 }
 
-/// The error of the first element whose `info` flag is set (0 = fine, else pivot + 1).
+/// The error of the first element whose `info` flag is set (0 = fine, else pivot + 1; -1: the
+/// kernel got less dynamic shared memory than its layout needs).
 fn first_failure<T: DeviceReal>(
     backend: &CudaBackend,
     info: &DeviceBuffer<i32>,
@@ -348,6 +634,9 @@ fn first_failure<T: DeviceReal>(
 ) -> Result<()> {
     let flags = backend.gpu.download(info)?;
     if let Some(element) = flags.iter().position(|&v| v != 0) {
+        if flags[element] < 0 {
+            return Err(launch_configuration_error());
+        }
         let values = backend.gpu.download(values)?;
         return Err(CoreError::NotPositiveDefinite {
             element,
@@ -356,6 +645,15 @@ fn first_failure<T: DeviceReal>(
         });
     }
     Ok(())
+}
+
+/// The error of a block kernel that found less dynamic shared memory than its layout needs.
+fn launch_configuration_error() -> CoreError {
+    CoreError::Backend(
+        "an element kernel got less dynamic shared memory than its layout needs (the sizes of \
+         design.rs and element_kernels.cu disagree)"
+            .into(),
+    )
 }
 
 impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
@@ -488,6 +786,11 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             host_geometry,
             cell_vertices,
             layout,
+            cell_type,
+            order: disc.order,
+            kernels: Arc::new(ElementKernels::load(self)?),
+            designs: designs_from_environment(cell_type, disc.order)?,
+            grid_limit: None,
             backend: self.clone(),
         })
     }
@@ -497,60 +800,11 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
         disc: &Discretization<'_, T>,
         prep: &DevicePrepared<T>,
     ) -> Result<DeviceCondensed<T>> {
-        let k = kernel_order(disc)?;
-        let t = &disc.tables;
-        let (n, nl, n_cells) = (t.n, t.n_local_trace(), prep.n_cells);
-        // SAFETY (all four): the kernel writes every entry of every element before anything
-        // reads them, or flags the element, and then condense returns an error.
-        let trace_matrices = unsafe { uninitialized::<T>(self, n_cells * nl * nl)? };
-        let trace_loads = unsafe { uninitialized::<T>(self, n_cells * nl)? };
-        let recovery_operator = unsafe { uninitialized::<T>(self, n_cells * n * nl)? };
-        let recovery_load = unsafe { uninitialized::<T>(self, n_cells * n)? };
-        let info = self.gpu.zeros::<i32>(n_cells)?;
-        let pivots = self.gpu.zeros::<T>(n_cells)?;
-        if n_cells > 0 {
-            let (tb, cells) = (prep.tables.addresses(), prep.cells());
-            let (kp, bp, zp, up, ip, pp) = (
-                address(&trace_matrices),
-                address(&trace_loads),
-                address(&recovery_operator),
-                address(&recovery_load),
-                address(&info),
-                address(&pivots),
-            );
-            let kernel = format!("condense_{}_k{k}", T::SUFFIX);
-            // SAFETY: condense_T_kK(Tables, Cells, T* k, T* b, T* z, T* u0, int* info, T* pv):
-            // the tables are the uploaded ElementTables of this order (n, nf = k + 1, 3 faces,
-            // 2 orientations: triangles checked by kernel_order), the cell arrays hold n_cells
-            // records in the documented layouts, the outputs n_cells * (nl^2, nl, n nl, n, 1, 1)
-            // entries; one thread per cell (threads beyond n_cells return).
-            unsafe {
-                self.gpu.launch(
-                    &kernel,
-                    grid(n_cells)?,
-                    &[
-                        arg(&tb),
-                        arg(&cells),
-                        arg(&kp),
-                        arg(&bp),
-                        arg(&zp),
-                        arg(&up),
-                        arg(&ip),
-                        arg(&pp),
-                    ],
-                )?
-            };
-        }
-        first_failure(self, &info, &pivots)?;
-        Ok(DeviceCondensed {
-            n_cells,
-            trace_matrices,
-            trace_loads,
-            recovery_operator,
-            recovery_load,
-            topology: prep.topology.clone(),
-            backend: self.clone(),
-        })
+        let mut out = self.allocate_condensed(disc, prep)?;
+        self.condense_with(disc, prep, prep.design(Stage::Condense)?, &mut out)?;
+        first_failure(self, &out.info, &out.pivots)?;
+        out.scratch = None;
+        Ok(out)
     }
 
     fn recover(
@@ -560,59 +814,10 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
         condensed: &DeviceCondensed<T>,
         trace: &DeviceVector<T>,
     ) -> Result<DeviceFields<T>> {
-        let k = kernel_order(disc)?;
-        let t = &disc.tables;
-        let (n, d, n_cells) = (t.n, t.dim, prep.n_cells);
-        if trace.len() != disc.trace_dofs() {
-            return Err(CoreError::InvalidParameter {
-                name: "vector length",
-                reason: format!(
-                    "recover: {} trace unknowns expected, got {}",
-                    disc.trace_dofs(),
-                    trace.len()
-                ),
-            });
-        }
-        // SAFETY: the kernel writes every entry of u and q (one thread per cell).
-        let u = unsafe { uninitialized::<T>(self, n_cells * n)? };
-        let q = unsafe { uninitialized::<T>(self, n_cells * d * n)? };
-        if n_cells > 0 {
-            let (tb, cells) = (prep.tables.addresses(), prep.cells());
-            let topo = &condensed.topology;
-            let (fi, tr, dir, zp, u0p, up, qp) = (
-                address(&topo.free_index),
-                trace.address(),
-                address(&topo.dirichlet),
-                address(&condensed.recovery_operator),
-                address(&condensed.recovery_load),
-                address(&u),
-                address(&q),
-            );
-            let kernel = format!("recover_{}_k{k}", T::SUFFIX);
-            // SAFETY: recover_T_kK(Tables, Cells, const unsigned* free_index, const T* trace,
-            // const T* dirichlet, const T* z, const T* u0, T* u, T* q): free_index has one
-            // entry per global face (every faces[] entry is a face of the mesh), a free index is
-            // < n_rows and trace has n_rows * nf entries (checked above), dirichlet
-            // n_faces * nf; z, u0 of this condensation (n_cells cells); u, q n_cells * (n, d n).
-            unsafe {
-                self.gpu.launch(
-                    &kernel,
-                    grid(n_cells)?,
-                    &[
-                        arg(&tb),
-                        arg(&cells),
-                        arg(&fi),
-                        arg(&tr),
-                        arg(&dir),
-                        arg(&zp),
-                        arg(&u0p),
-                        arg(&up),
-                        arg(&qp),
-                    ],
-                )?
-            };
-        }
-        Ok(DeviceFields { n_cells, u, q, _backend: self.clone() })
+        let mut fields = self.allocate_fields(disc, prep)?;
+        self.recover_with(disc, prep, condensed, trace, prep.design(Stage::Recover)?, &mut fields)?;
+        self.check_recovered(&fields)?;
+        Ok(fields)
     }
 
     fn fields_to_host(&self, fields: &DeviceFields<T>) -> Result<HostFields<T>> {
@@ -625,15 +830,22 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
     }
 }
 
+/// Builds the operator of the backend's [`TraceOperatorKind`]: the DBF matrix (assembly kernel
+/// below) or the matrix-free operator ([`MatrixFreeOperator`], from K_e on the device).
 impl<T: DeviceReal> Assembler<T> for CudaBackend {
-    type Operator = DeviceDbf<T>;
+    type Operator = DeviceTraceOperator<T>;
 
     fn assemble(
         &self,
         disc: &Discretization<'_, T>,
         condensed: &DeviceCondensed<T>,
-    ) -> Result<(DeviceDbf<T>, DeviceVector<T>)> {
+    ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
         let k = kernel_order(disc)?;
+        if self.trace_operator() == TraceOperatorKind::MatrixFree {
+            let parts = condensed.matrix_free_parts();
+            let (operator, rhs) = MatrixFreeOperator::assemble(self, disc.tables.n_f, &parts)?;
+            return Ok((DeviceTraceOperator::MatrixFree(operator), rhs));
+        }
         let nf = disc.tables.n_f;
         let topo = &condensed.topology;
         let (n_rows, slots) = (topo.n_rows, topo.slots);
@@ -691,7 +903,7 @@ impl<T: DeviceReal> Assembler<T> for CudaBackend {
             columns,
             topo.n_active_blocks,
         )?;
-        Ok((operator, DeviceVector { buffer: rhs }))
+        Ok((DeviceTraceOperator::Dbf(operator), DeviceVector { buffer: rhs }))
     }
 }
 
@@ -704,35 +916,10 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
         prep: &DevicePrepared<T>,
         fields: &DeviceFields<T>,
     ) -> Result<DevicePostprocessed<T>> {
-        let k = kernel_order(disc)?;
-        let (np, n_cells) = (disc.tables.n_post, prep.n_cells);
-        // SAFETY: the kernel writes every entry, or flags the element (then an error returns).
-        let u_star = unsafe { uninitialized::<T>(self, n_cells * np)? };
-        let info = self.gpu.zeros::<i32>(n_cells)?;
-        let pivots = self.gpu.zeros::<T>(n_cells)?;
-        if n_cells > 0 {
-            let (tb, cells) = (prep.tables.addresses(), prep.cells());
-            let (up, qp, sp, ip, pp) = (
-                address(&fields.u),
-                address(&fields.q),
-                address(&u_star),
-                address(&info),
-                address(&pivots),
-            );
-            let kernel = format!("postprocess_{}_k{k}", T::SUFFIX);
-            // SAFETY: postprocess_T_kK(Tables, Cells, const T* u, const T* q, T* u_star,
-            // int* info, T* pv): u and q of n_cells cells (n, d n per cell), u_star n_cells * n',
-            // info and pv n_cells; one thread per cell.
-            unsafe {
-                self.gpu.launch(
-                    &kernel,
-                    grid(n_cells)?,
-                    &[arg(&tb), arg(&cells), arg(&up), arg(&qp), arg(&sp), arg(&ip), arg(&pp)],
-                )?
-            };
-        }
-        first_failure(self, &info, &pivots)?;
-        Ok(DevicePostprocessed { n_cells, u_star, backend: self.clone() })
+        let mut post = self.allocate_postprocessed(disc, prep)?;
+        self.postprocess_with(disc, prep, fields, prep.design(Stage::Postprocess)?, &mut post)?;
+        first_failure(self, &post.info, &post.pivots)?;
+        Ok(post)
     }
 
     /// First version: downloads u_h, q_h and u* and computes the norms on the host with
@@ -779,5 +966,302 @@ impl<T: DeviceReal> Backend<T> for CudaBackend {
     }
     fn describe(&self) -> String {
         format!("CUDA, {}", self.gpu.description)
+    }
+}
+
+/// The designs forced on a new discretization, per stage: the design of
+/// [`crate::design::with_design`] on this thread, else that of the environment variable
+/// `HDG_CUDA_DESIGN` (`thread`, `block`, `block-global`), where it is compiled for this cell
+/// type and order (`block-global` means `block` for recovery and postprocessing); the
+/// dispatch elsewhere, and everywhere when neither is set.
+fn designs_from_environment(cell: CellType, k: usize) -> Result<[Option<Design>; 3]> {
+    let mut designs = [None; 3];
+    let design = match crate::design::forced_design() {
+        Some(d) => d,
+        None => {
+            let value = std::env::var("HDG_CUDA_DESIGN").unwrap_or_default();
+            if value.trim().is_empty() {
+                return Ok(designs);
+            }
+            value
+                .trim()
+                .parse()
+                .map_err(|reason| CoreError::InvalidParameter { name: "HDG_CUDA_DESIGN", reason })?
+        }
+    };
+    for stage in Stage::ALL {
+        let d = match (stage, design) {
+            (Stage::Recover | Stage::Postprocess, Design::BlockGlobal) => Design::BlockShared,
+            _ => design,
+        };
+        if compiled(stage, cell, k, d) {
+            designs[stage.index()] = Some(d);
+        }
+    }
+    Ok(designs)
+}
+
+/// Each stage in a chosen design into outputs allocated beforehand: what the trait methods
+/// run (with the dispatched design), and what benchmarks time (launches only: no allocation,
+/// no synchronisation, no check).
+impl CudaBackend {
+    /// Outputs of a condensation (uninitialised until [`CudaBackend::condense_with`] runs).
+    pub fn allocate_condensed<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+    ) -> Result<DeviceCondensed<T>> {
+        kernel_order(disc)?;
+        let t = &disc.tables;
+        let (n, nl, n_cells) = (t.n, t.n_local_trace(), prep.n_cells);
+        // SAFETY (all four): every condensation kernel writes every entry of every element
+        // before anything reads them, or flags the element, and then condense returns an error.
+        let trace_matrices = unsafe { uninitialized::<T>(self, n_cells * nl * nl)? };
+        let trace_loads = unsafe { uninitialized::<T>(self, n_cells * nl)? };
+        let recovery_operator = unsafe { uninitialized::<T>(self, n_cells * n * nl)? };
+        let recovery_load = unsafe { uninitialized::<T>(self, n_cells * n)? };
+        Ok(DeviceCondensed {
+            n_cells,
+            trace_matrices,
+            trace_loads,
+            recovery_operator,
+            recovery_load,
+            topology: prep.topology.clone(),
+            info: self.gpu.zeros::<i32>(n_cells.max(1))?,
+            pivots: self.gpu.zeros::<T>(n_cells.max(1))?,
+            scratch: None,
+            kernels: prep.kernels.clone(),
+            backend: self.clone(),
+        })
+    }
+
+    /// Queues the condensation in `design` into `out` (from [`CudaBackend::allocate_condensed`]
+    /// for the same discretization). Failed pivots are flagged in `out`, not reported: see
+    /// [`CudaBackend::check_condensed`].
+    pub fn condense_with<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        design: Design,
+        out: &mut DeviceCondensed<T>,
+    ) -> Result<()> {
+        kernel_order(disc)?;
+        let n_cells = prep.n_cells;
+        if out.n_cells != n_cells {
+            return Err(CoreError::InvalidParameter {
+                name: "condensed outputs",
+                reason: format!("{} cells, the discretization has {n_cells}", out.n_cells),
+            });
+        }
+        if n_cells == 0 {
+            return Ok(());
+        }
+        let launch = prep.launch_for(Stage::Condense, design)?;
+        if out.scratch.as_ref().map_or(0, |b| b.len()) < launch.scratch {
+            out.scratch = None;
+            // SAFETY: scratch of the block condensation: written before read, per block.
+            out.scratch = Some(unsafe { uninitialized::<T>(self, launch.scratch)? });
+        }
+        let (tb, cells) = (prep.tables.addresses(), prep.cells());
+        let (kp, bp, zp, up, ip, pp) = (
+            address(&out.trace_matrices),
+            address(&out.trace_loads),
+            address(&out.recovery_operator),
+            address(&out.recovery_load),
+            address(&out.info),
+            address(&out.pivots),
+        );
+        let sp = out.scratch.as_ref().map_or(0, |b| address(b));
+        let mut args =
+            vec![arg(&tb), arg(&cells), arg(&kp), arg(&bp), arg(&zp), arg(&up), arg(&ip), arg(&pp)];
+        if design.is_block() {
+            args.push(arg(&sp));
+        }
+        // SAFETY: condense_{thread,block,block_global}_T_{tri,tet}K(Tables, Cells, T* k,
+        // T* b, T* z, T* u0, int* info, T* pv[, T* scratch]): the tables are the uploaded
+        // ElementTables of this cell type and order (the kernel's N, NF, faces and
+        // orientations: the name carries cell type and order), the cell arrays hold n_cells
+        // records in the documented layouts, the outputs n_cells * (nl^2, nl, n nl, n, 1, 1)
+        // entries (allocated for this discretization, n_cells checked above); the thread
+        // design runs one thread per cell (threads beyond n_cells return), the block designs
+        // a grid-stride loop over cells with the block size and dynamic shared memory of
+        // design.rs (checked by the kernel) and, for block_global, `launch.scratch` =
+        // grid * n (nl + 1) values of scratch (allocated above).
+        unsafe {
+            prep.kernels.launch(&launch.name, launch.grid, launch.threads, launch.shared, &args)
+        }
+    }
+
+    /// The error of the first element whose condensation failed (not positive definite), if
+    /// any (waits for the stream).
+    pub fn check_condensed<T: DeviceReal>(&self, out: &DeviceCondensed<T>) -> Result<()> {
+        first_failure(self, &out.info, &out.pivots)
+    }
+
+    /// Outputs of a recovery (uninitialised until [`CudaBackend::recover_with`] runs).
+    pub fn allocate_fields<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+    ) -> Result<DeviceFields<T>> {
+        let t = &disc.tables;
+        let (n, d, n_cells) = (t.n, t.dim, prep.n_cells);
+        // SAFETY: every recovery kernel writes every entry of u and q.
+        let u = unsafe { uninitialized::<T>(self, n_cells * n)? };
+        let q = unsafe { uninitialized::<T>(self, n_cells * d * n)? };
+        Ok(DeviceFields { n_cells, u, q, info: self.gpu.zeros::<i32>(1)?, _backend: self.clone() })
+    }
+
+    /// Queues the recovery in `design` into `fields` (from [`CudaBackend::allocate_fields`]).
+    pub fn recover_with<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        condensed: &DeviceCondensed<T>,
+        trace: &DeviceVector<T>,
+        design: Design,
+        fields: &mut DeviceFields<T>,
+    ) -> Result<()> {
+        kernel_order(disc)?;
+        let n_cells = prep.n_cells;
+        if trace.len() != disc.trace_dofs() {
+            return Err(CoreError::InvalidParameter {
+                name: "vector length",
+                reason: format!(
+                    "recover: {} trace unknowns expected, got {}",
+                    disc.trace_dofs(),
+                    trace.len()
+                ),
+            });
+        }
+        if condensed.n_cells != n_cells || fields.n_cells != n_cells {
+            return Err(CoreError::InvalidParameter {
+                name: "recovery inputs",
+                reason: format!(
+                    "{} condensed cells and {} field cells for {n_cells} cells",
+                    condensed.n_cells, fields.n_cells
+                ),
+            });
+        }
+        if n_cells == 0 {
+            return Ok(());
+        }
+        let launch = prep.launch_for(Stage::Recover, design)?;
+        let (tb, cells) = (prep.tables.addresses(), prep.cells());
+        let topo = &condensed.topology;
+        let (fi, tr, dir, zp, u0p, up, qp, ip) = (
+            address(&topo.free_index),
+            trace.address(),
+            address(&topo.dirichlet),
+            address(&condensed.recovery_operator),
+            address(&condensed.recovery_load),
+            address(&fields.u),
+            address(&fields.q),
+            address(&fields.info),
+        );
+        let mut args = vec![
+            arg(&tb),
+            arg(&cells),
+            arg(&fi),
+            arg(&tr),
+            arg(&dir),
+            arg(&zp),
+            arg(&u0p),
+            arg(&up),
+            arg(&qp),
+        ];
+        if design.is_block() {
+            args.push(arg(&ip));
+        }
+        // SAFETY: recover_{thread,block}_T_{tri,tet}K(Tables, Cells, const unsigned*
+        // free_index, const T* trace, const T* dirichlet, const T* z, const T* u0, T* u, T* q
+        // [, int* info]): free_index has one entry per global face (every faces[] entry is a
+        // face of the mesh), a free index is < n_rows and trace has n_rows * nf entries
+        // (checked above), dirichlet n_faces * nf; z, u0 of a condensation of these n_cells
+        // cells; u, q n_cells * (n, d n) (checked above); info one entry. Launch sizes as in
+        // condense_with.
+        unsafe {
+            prep.kernels.launch(&launch.name, launch.grid, launch.threads, launch.shared, &args)
+        }
+    }
+
+    /// The error of a recovery whose block kernel got too little shared memory, if so (waits).
+    pub fn check_recovered<T: DeviceReal>(&self, fields: &DeviceFields<T>) -> Result<()> {
+        if self.gpu.download(&fields.info)?[0] != 0 {
+            return Err(launch_configuration_error());
+        }
+        Ok(())
+    }
+
+    /// Outputs of a postprocessing (uninitialised until [`CudaBackend::postprocess_with`]).
+    pub fn allocate_postprocessed<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+    ) -> Result<DevicePostprocessed<T>> {
+        let (np, n_cells) = (disc.tables.n_post, prep.n_cells);
+        // SAFETY: every postprocessing kernel writes every entry, or flags the element (then
+        // postprocess returns an error).
+        let u_star = unsafe { uninitialized::<T>(self, n_cells * np)? };
+        Ok(DevicePostprocessed {
+            n_cells,
+            u_star,
+            info: self.gpu.zeros::<i32>(n_cells.max(1))?,
+            pivots: self.gpu.zeros::<T>(n_cells.max(1))?,
+            backend: self.clone(),
+        })
+    }
+
+    /// Queues the postprocessing in `design` into `post` (from
+    /// [`CudaBackend::allocate_postprocessed`]); failed pivots are flagged in `post`.
+    pub fn postprocess_with<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        fields: &DeviceFields<T>,
+        design: Design,
+        post: &mut DevicePostprocessed<T>,
+    ) -> Result<()> {
+        kernel_order(disc)?;
+        let n_cells = prep.n_cells;
+        if fields.n_cells != n_cells || post.n_cells != n_cells {
+            return Err(CoreError::InvalidParameter {
+                name: "postprocessing inputs",
+                reason: format!(
+                    "{} field cells and {} output cells for {n_cells} cells",
+                    fields.n_cells, post.n_cells
+                ),
+            });
+        }
+        if n_cells == 0 {
+            return Ok(());
+        }
+        let launch = prep.launch_for(Stage::Postprocess, design)?;
+        let (tb, cells) = (prep.tables.addresses(), prep.cells());
+        let (up, qp, sp, ip, pp) = (
+            address(&fields.u),
+            address(&fields.q),
+            address(&post.u_star),
+            address(&post.info),
+            address(&post.pivots),
+        );
+        // SAFETY: postprocess_{thread,block}_T_{tri,tet}K(Tables, Cells, const T* u,
+        // const T* q, T* u_star, int* info, T* pv): u and q of n_cells cells (n, d n per
+        // cell), u_star n_cells * n', info and pv n_cells (checked above); launch sizes as in
+        // condense_with.
+        unsafe {
+            prep.kernels.launch(
+                &launch.name,
+                launch.grid,
+                launch.threads,
+                launch.shared,
+                &[arg(&tb), arg(&cells), arg(&up), arg(&qp), arg(&sp), arg(&ip), arg(&pp)],
+            )
+        }
+    }
+
+    /// The error of the first element whose postprocessing failed, if any (waits).
+    pub fn check_postprocessed<T: DeviceReal>(&self, post: &DevicePostprocessed<T>) -> Result<()> {
+        first_failure(self, &post.info, &post.pivots)
     }
 }

@@ -15,34 +15,104 @@
 //!   unchanged, and as a [`hdg_core::DemoteOperator`] for mixed-precision refinement.
 //!
 //! - the element stages ([`elements`]): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
-//!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles,
-//!   k = 1..=6; kernels in `kernels/elements.cu`), so `hdg_core::pipeline::solve` runs the whole
-//!   pipeline on the device: condensation, assembly straight into a [`DeviceDbf`], the trace
-//!   solve, recovery and postprocessing. Two steps run on the host in this first version: the
-//!   element loads F_K and the error norms (both need closures of the problem).
+//!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles and
+//!   tetrahedra, k = 1..=8; kernels in `kernels/element_kernels.cu` and `kernels/elements.cu`),
+//!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: condensation,
+//!   assembly straight into a [`DeviceDbf`], the trace solve, recovery and postprocessing. Two
+//!   steps run on the host in this first version: the element loads F_K and the error norms
+//!   (both need closures of the problem). Condensation, recovery and postprocessing come in two
+//!   kernel designs, thread per element and block per element, chosen per cell type, order and
+//!   precision by measurement ([`design`]: the designs, the dispatch, the launch sizes).
+//!
+//! - the matrix-free trace operator ([`matrix_free`]): [`MatrixFreeOperator`] applies the trace
+//!   operator from the element trace matrices (packed symmetric, element-fastest) with a
+//!   per-element product and a deterministic per-face gather, never assembling the global
+//!   matrix. [`CudaBackend::with_trace_operator`] chooses what [`hdg_core::Assembler::assemble`]
+//!   builds ([`TraceOperatorKind`]); the assembled operator is a [`DeviceTraceOperator`], either
+//!   kind, so the pipeline and every solver run unchanged on both.
+//!
+//! - device memory: [`CudaBackend::watch_memory`] samples the memory in use from a background
+//!   thread and reports the peak of a stretch of work ([`MemoryWatch`], [`MemoryPeak`]); an
+//!   allocation the device cannot satisfy is [`hdg_core::CoreError::OutOfDeviceMemory`].
 //!
 //! A CPU-assembled matrix can still be uploaded with [`DeviceDbf::upload`].
+use std::fmt;
+use std::str::FromStr;
+
 use hdg_core::CoreError;
 
 #[cfg(feature = "cuda")]
 mod dbf;
+pub mod design;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod element_kernels;
+#[cfg(feature = "cuda")]
 pub mod elements;
+#[cfg(feature = "cuda")]
+pub mod matrix_free;
+#[cfg(feature = "cuda")]
+mod operator;
 #[cfg(feature = "cuda")]
 mod vector;
 
 #[cfg(feature = "cuda")]
-pub use dbf::{DeviceDbf, SpmvKernel, MAX_BLOCK_SIZE};
+pub use dbf::{DeviceDbf, SpmvKernel, MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
+pub use design::{Design, Precision, Stage, MAX_ELEMENT_ORDER};
 #[cfg(feature = "cuda")]
-pub use device::{error_text, CudaBackend, DeviceReal};
+pub use device::{error_text, CudaBackend, DeviceReal, MemoryPeak, MemoryWatch};
 #[cfg(feature = "cuda")]
 pub use elements::{
-    DeviceCondensed, DeviceFields, DevicePostprocessed, DevicePrepared, MAX_ELEMENT_ORDER,
+    CondensedArray, DeviceCondensed, DeviceFields, DevicePostprocessed, DevicePrepared,
 };
 #[cfg(feature = "cuda")]
+pub use matrix_free::MatrixFreeOperator;
+#[cfg(feature = "cuda")]
+pub use operator::DeviceTraceOperator;
+#[cfg(feature = "cuda")]
 pub use vector::DeviceVector;
+
+/// Which trace operator the CUDA backend's assembly stage builds (available in every build, so
+/// that programs can parse the choice without the `cuda` feature).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TraceOperatorKind {
+    /// The assembled trace matrix in the dense block format ([`DeviceDbf`] with `cuda`).
+    #[default]
+    Dbf,
+    /// The matrix-free operator: element trace matrices, per-element products and a per-face
+    /// gather (`MatrixFreeOperator` with `cuda`).
+    MatrixFree,
+}
+
+impl TraceOperatorKind {
+    /// Both kinds.
+    pub const ALL: [TraceOperatorKind; 2] = [TraceOperatorKind::Dbf, TraceOperatorKind::MatrixFree];
+
+    /// The name on command lines and in reports: "dbf", "matrix-free".
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceOperatorKind::Dbf => "dbf",
+            TraceOperatorKind::MatrixFree => "matrix-free",
+        }
+    }
+}
+
+impl fmt::Display for TraceOperatorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TraceOperatorKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown trace operator '{s}' (known: dbf, matrix-free)"))
+    }
+}
 
 /// Whether this build can run the CUDA backend as the pipeline's backend, and if not, why.
 ///
@@ -61,6 +131,18 @@ pub fn availability() -> Result<(), CoreError> {
 
 #[cfg(test)]
 mod tests {
+    use super::TraceOperatorKind;
+
+    #[test]
+    fn trace_operator_names_round_trip() {
+        for kind in TraceOperatorKind::ALL {
+            assert_eq!(kind.name().parse::<TraceOperatorKind>(), Ok(kind));
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        assert_eq!(TraceOperatorKind::default(), TraceOperatorKind::Dbf);
+        assert!("csr".parse::<TraceOperatorKind>().unwrap_err().contains("matrix-free"));
+    }
+
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn reports_why_it_is_unavailable() {

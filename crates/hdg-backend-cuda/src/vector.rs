@@ -351,7 +351,9 @@ impl<T: DeviceReal> VectorOps<T> for CudaBackend {
         let (n64, fp, rp, zp) = (n_blocks as u64, factors.address(), r.address(), z.address());
         let grid = elementwise_blocks(n_blocks);
         let b = block_size as u32;
-        if (1..=11).contains(&block_size) {
+        if (1..=crate::dbf::MAX_BLOCK_SIZE).contains(&block_size)
+            || crate::dbf::TETRAHEDRON_BLOCK_SIZES.contains(&block_size)
+        {
             let kernel = format!("solve_blocks_{}_b{block_size}", T::SUFFIX);
             // SAFETY: solve_blocks_T_bB(u64 n_blocks, const T* factors, const T* r, T* z):
             // factors of n_blocks * B * B entries, r and z of n_blocks * B (checked above).

@@ -22,9 +22,18 @@ pub enum CoreError {
     /// The backend cannot run (for instance, built without CUDA, or no device).
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
-    /// A failure inside a backend (device memory, kernel launch, ...).
+    /// A failure inside a backend (kernel launch, copies, ...).
     #[error("backend error: {0}")]
     Backend(String),
+    /// The device ran out of memory: what was being done, the size asked for and the device's
+    /// free and total memory at that moment, where known.
+    #[error("out of device memory: {what}{}", memory_detail(*.requested_bytes, *.free_bytes, *.total_bytes))]
+    OutOfDeviceMemory {
+        what: String,
+        requested_bytes: Option<u64>,
+        free_bytes: Option<u64>,
+        total_bytes: Option<u64>,
+    },
     /// The trace solve failed.
     #[error("solver failed: {0}")]
     Solver(String),
@@ -39,5 +48,47 @@ impl From<std::io::Error> for CoreError {
     }
 }
 
+/// The sizes of an [`CoreError::OutOfDeviceMemory`] error, in GiB, for its message.
+fn memory_detail(requested: Option<u64>, free: Option<u64>, total: Option<u64>) -> String {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mut text = String::new();
+    if let Some(r) = requested {
+        text += &format!(" (asked for {r} bytes, {:.3} GiB)", gib(r));
+    }
+    match (free, total) {
+        (Some(f), Some(t)) => text += &format!("; {:.3} GiB free of {:.3} GiB", gib(f), gib(t)),
+        (Some(f), None) => text += &format!("; {:.3} GiB free", gib(f)),
+        _ => {}
+    }
+    text
+}
+
 /// Result alias of the core.
 pub type Result<T> = std::result::Result<T, CoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::CoreError;
+
+    #[test]
+    fn out_of_device_memory_says_how_much() {
+        let e = CoreError::OutOfDeviceMemory {
+            what: "cannot allocate 10 values of f64".into(),
+            requested_bytes: Some(3 << 30),
+            free_bytes: Some(1 << 30),
+            total_bytes: Some(80 << 30),
+        };
+        assert_eq!(
+            e.to_string(),
+            "out of device memory: cannot allocate 10 values of f64 (asked for 3221225472 bytes, \
+             3.000 GiB); 1.000 GiB free of 80.000 GiB"
+        );
+        let bare = CoreError::OutOfDeviceMemory {
+            what: "launch of k failed".into(),
+            requested_bytes: None,
+            free_bytes: None,
+            total_bytes: None,
+        };
+        assert_eq!(bare.to_string(), "out of device memory: launch of k failed");
+    }
+}

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
+pub use hdg_backend_cuda::TraceOperatorKind;
 use hdg_core::{
     solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Krylov, Manufactured,
     MixedPrecisionOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
@@ -15,40 +16,68 @@ use hdg_core::{
 use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
 
+/// The domain of a [`MeshSpec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MeshKind {
+    /// The unit square, N x N squares, each cut into 2 triangles.
+    Square,
+    /// The unit cube, N x N x N boxes, each cut into 6 tetrahedra (Kuhn split).
+    Cube,
+}
+
 /// A mesh given on the command line: `square:N` is the unit square cut into N x N squares,
-/// each split into two triangles.
+/// each split into two triangles; `cube:N` is the unit cube cut into N x N x N boxes, each
+/// split into six tetrahedra.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MeshSpec {
-    /// Squares per side.
+    /// Square or cube.
+    pub kind: MeshKind,
+    /// Squares (boxes) per side.
     pub n: usize,
 }
 
 impl FromStr for MeshSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (kind, size) =
-            s.split_once(':').ok_or_else(|| format!("mesh '{s}' is not of the form square:N"))?;
-        if kind != "square" {
-            return Err(format!("unknown mesh kind '{kind}' (known: square)"));
-        }
+        let (kind, size) = s
+            .split_once(':')
+            .ok_or_else(|| format!("mesh '{s}' is not of the form square:N or cube:N"))?;
+        let kind = match kind {
+            "square" => MeshKind::Square,
+            "cube" => MeshKind::Cube,
+            _ => return Err(format!("unknown mesh kind '{kind}' (known: square, cube)")),
+        };
         let n: usize =
             size.parse().map_err(|_| format!("mesh size '{size}' is not a positive integer"))?;
         if n == 0 {
             return Err("mesh size N must be at least 1".into());
         }
-        Ok(MeshSpec { n })
+        Ok(MeshSpec { kind, n })
+    }
+}
+
+impl std::fmt::Display for MeshSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            MeshKind::Square => write!(f, "square:{}", self.n),
+            MeshKind::Cube => write!(f, "cube:{}", self.n),
+        }
     }
 }
 
 impl MeshSpec {
-    /// Builds the mesh, optionally perturbed.
+    /// Builds the mesh, optionally perturbed. `diagonal` applies to squares only (the cube's
+    /// Kuhn split is fixed).
     pub fn build(
         &self,
         diagonal: Diagonal,
         perturbation: f64,
         seed: u64,
     ) -> Result<Mesh, CoreError> {
-        let mesh = generate::unit_square(self.n, diagonal)?;
+        let mesh = match self.kind {
+            MeshKind::Square => generate::unit_square(self.n, diagonal)?,
+            MeshKind::Cube => generate::unit_cube(self.n)?,
+        };
         if perturbation > 0.0 {
             Ok(generate::perturb(&mesh, perturbation, seed)?)
         } else {
@@ -60,9 +89,9 @@ impl MeshSpec {
 /// The manufactured problems the program knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProblemKind {
-    /// u = sin(pi x) sin(pi y)
+    /// u = sin(pi x) sin(pi y) (sin(pi z) in 3D)
     Sine,
-    /// u = exp(x) sin(2 y)
+    /// u = exp(x) sin(2 y) (cosh(z) in 3D)
     Expsin,
     /// a polynomial of degree K (reproduced exactly)
     Poly,
@@ -108,6 +137,8 @@ pub struct SolveSettings {
     pub max_iterations: usize,
     /// Trace solver.
     pub solver: SolverChoice,
+    /// Trace operator: the assembled DBF matrix, or matrix-free (CUDA backend only).
+    pub operator: TraceOperatorKind,
 }
 
 impl SolveSettings {
@@ -148,18 +179,105 @@ pub fn solve_on(
     export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError> {
-    match backend {
-        BackendKind::Cpu => {
-            run_all(&CpuBackend::new(), mesh, problem, settings, precision, export_matrix, progress)
-        }
+    solve_measured(backend, mesh, problem, settings, precision, export_matrix, progress)
+        .map(|m| m.report)
+}
+
+/// Peak device memory of a run on the CUDA backend (sampled from a background thread every
+/// [`MEMORY_SAMPLE_INTERVAL`]: see `hdg_backend_cuda::CudaBackend::watch_memory` for what the
+/// figure includes and its resolution).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceMemory {
+    /// The largest device memory in use during the run, above what was in use at its start
+    /// (the context, the kernels, other processes), bytes.
+    pub peak_bytes: u64,
+    /// Device memory in use when the run started, bytes.
+    pub baseline_used_bytes: u64,
+    /// The device's memory, bytes.
+    pub total_bytes: u64,
+    /// Samples taken.
+    pub samples: u64,
+    /// Interval between samples, seconds.
+    pub interval_s: f64,
+}
+
+/// How often a CUDA run samples the device memory in use.
+pub const MEMORY_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// A run's report with the memory it used.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// The pipeline's report.
+    pub report: PipelineReport,
+    /// Peak device memory (CUDA runs only).
+    pub device_memory: Option<DeviceMemory>,
+    /// The process's peak resident set size so far (Linux `VmHWM`), bytes, where known.
+    pub host_peak_rss_bytes: Option<u64>,
+}
+
+/// The process's peak resident set size (`VmHWM` of `/proc/self/status`), bytes; `None` where
+/// there is no such file (not Linux).
+pub fn host_peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 =
+        line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// [`solve_on`], with the peak device memory (CUDA) and the host's peak resident set size.
+pub fn solve_measured(
+    backend: BackendKind,
+    mesh: &Mesh,
+    problem: &Problem,
+    settings: &SolveSettings,
+    precision: Precision,
+    export_matrix: Option<&Path>,
+    progress: &mut dyn Progress,
+) -> Result<Measured, CoreError> {
+    if backend == BackendKind::Cpu && settings.operator != TraceOperatorKind::Dbf {
+        return Err(CoreError::InvalidParameter {
+            name: "operator",
+            reason: format!(
+                "the {} trace operator exists on the CUDA backend only (use --backend cuda, or \
+                 --operator dbf on the CPU)",
+                settings.operator
+            ),
+        });
+    }
+    let (report, device_memory) = match backend {
+        BackendKind::Cpu => (
+            run_all(
+                &CpuBackend::new(),
+                mesh,
+                problem,
+                settings,
+                precision,
+                export_matrix,
+                progress,
+            )?,
+            None,
+        ),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let cuda = hdg_backend_cuda::CudaBackend::new()?;
-            run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)
+            let cuda = hdg_backend_cuda::CudaBackend::new()?.with_trace_operator(settings.operator);
+            let watch = cuda.watch_memory(MEMORY_SAMPLE_INTERVAL)?;
+            let report =
+                run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)?;
+            let peak = watch.stop()?;
+            let memory = DeviceMemory {
+                peak_bytes: peak.peak_bytes() as u64,
+                baseline_used_bytes: peak.baseline_used_bytes as u64,
+                total_bytes: peak.total_bytes as u64,
+                samples: peak.samples,
+                interval_s: peak.interval.as_secs_f64(),
+            };
+            (report, Some(memory))
         }
         #[cfg(not(feature = "cuda"))]
-        BackendKind::Cuda => Err(hdg_backend_cuda::availability().unwrap_err()),
-    }
+        BackendKind::Cuda => return Err(hdg_backend_cuda::availability().unwrap_err()),
+    };
+    Ok(Measured { report, device_memory, host_peak_rss_bytes: host_peak_rss_bytes() })
 }
 
 /// One backend, both precisions, every solver (mixed precision in f64 only).
@@ -220,6 +338,27 @@ pub fn write_matrix_market(csr: &HostCsr, path: &Path) -> Result<(), CoreError> 
         csr.values.clone(),
     );
     sprs::io::write_matrix_market(path, &matrix).map_err(CoreError::from)
+}
+
+/// [`report_json`] with the memory figures: `device_memory` (null on the CPU) with
+/// `peak_bytes`, `peak_bytes_per_trace_dof`, `baseline_used_bytes`, `total_bytes`, `samples`,
+/// `interval_s`; and `host_peak_rss_bytes` (null where unknown).
+pub fn measured_json(m: &Measured) -> serde_json::Value {
+    let mut json = report_json(&m.report);
+    let dofs = m.report.trace_dofs.max(1) as f64;
+    json["device_memory"] = match m.device_memory {
+        Some(d) => serde_json::json!({
+            "peak_bytes": d.peak_bytes,
+            "peak_bytes_per_trace_dof": d.peak_bytes as f64 / dofs,
+            "baseline_used_bytes": d.baseline_used_bytes,
+            "total_bytes": d.total_bytes,
+            "samples": d.samples,
+            "interval_s": d.interval_s,
+        }),
+        None => serde_json::Value::Null,
+    };
+    json["host_peak_rss_bytes"] = serde_json::json!(m.host_peak_rss_bytes);
+    json
 }
 
 /// The report as the stable JSON object of `hdg solve --json`.

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
 use hdg_examples::{
-    parse_solver, report_json, solve_on, BackendKind, MeshSpec, Precision, ProblemKind,
-    SolveSettings,
+    measured_json, parse_solver, report_json, solve_measured, BackendKind, Measured, MeshKind,
+    MeshSpec, Precision, ProblemKind, SolveSettings, TraceOperatorKind,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -60,6 +60,10 @@ struct Common {
     /// Krylov method.
     #[arg(long, value_parser = parse_solver, default_value = "pcg-block-jacobi")]
     solver: SolverChoice,
+    /// Trace operator: `dbf` (the assembled matrix) or `matrix-free` (element matrices, never
+    /// assembled; `--backend cuda` only).
+    #[arg(long, default_value = "dbf", value_name = "dbf|matrix-free")]
+    operator: TraceOperatorKind,
     /// How each square is cut into two triangles.
     #[arg(long, value_enum, default_value_t = DiagonalKind::Right)]
     diagonal: DiagonalKind,
@@ -81,7 +85,8 @@ struct Common {
 enum Command {
     /// Solve one problem and print a summary.
     Solve {
-        /// Mesh: square:N (unit square, N x N squares, 2 N^2 triangles).
+        /// Mesh: square:N (unit square, N x N squares, 2 N^2 triangles) or cube:N (unit cube,
+        /// N^3 boxes, 6 N^3 tetrahedra).
         #[arg(long)]
         mesh: MeshSpec,
         #[command(flatten)]
@@ -92,15 +97,18 @@ enum Command {
         /// Number of meshes.
         #[arg(long, value_parser = clap::value_parser!(u64).range(2..=12))]
         levels: u64,
-        /// Squares per side of the coarsest mesh.
+        /// Squares (boxes) per side of the coarsest mesh.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
         start: u64,
+        /// Dimension: 2 (unit square, triangles) or 3 (unit cube, tetrahedra).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=3))]
+        dim: u64,
         #[command(flatten)]
         common: Common,
     },
     /// Run every solver of the suite on one trace system and print a comparison table.
     Solvers {
-        /// Mesh: square:N.
+        /// Mesh: square:N or cube:N.
         #[arg(long)]
         mesh: MeshSpec,
         /// Polynomial order k.
@@ -199,11 +207,7 @@ impl Drop for StageLog {
     }
 }
 
-fn run_one(
-    common: &Common,
-    mesh: &MeshSpec,
-    log: &mut StageLog,
-) -> Result<PipelineReport, CoreError> {
+fn run_one(common: &Common, mesh: &MeshSpec, log: &mut StageLog) -> Result<Measured, CoreError> {
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -222,8 +226,9 @@ fn run_one(
         tolerance,
         max_iterations: common.max_iterations,
         solver: common.solver,
+        operator: common.operator,
     };
-    solve_on(
+    solve_measured(
         common.backend,
         &built,
         &problem,
@@ -236,14 +241,20 @@ fn run_one(
 
 fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
     println!(
-        "hdg solve: square:{} ({:?} diagonals), order {}, problem {:?}",
-        mesh.n, common.diagonal, r.order, common.problem
+        "hdg solve: {mesh}{}, order {}, problem {:?}",
+        match mesh.kind {
+            MeshKind::Square => format!(" ({:?} diagonals)", common.diagonal),
+            MeshKind::Cube => String::new(),
+        },
+        r.order,
+        common.problem
     );
     println!(
-        "  backend        {} ({} threads), {}",
+        "  backend        {} ({} threads), {}, {} trace operator",
         r.backend,
         rayon::current_num_threads(),
-        r.precision
+        r.precision,
+        common.operator
     );
     println!("  cells          {}", r.cells);
     println!("  trace dofs     {}", r.trace_dofs);
@@ -264,6 +275,30 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
     );
 }
 
+/// The memory lines of the summary: the device's peak (CUDA) and the host's peak RSS.
+fn print_memory(m: &Measured) {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let dofs = m.report.trace_dofs.max(1) as f64;
+    if let Some(d) = m.device_memory {
+        println!(
+            "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
+            d.peak_bytes as f64 / GIB,
+            d.baseline_used_bytes as f64 / GIB,
+            d.peak_bytes as f64 / dofs,
+            d.samples,
+            d.interval_s * 1e3,
+            d.total_bytes as f64 / GIB
+        );
+    }
+    if let Some(rss) = m.host_peak_rss_bytes {
+        println!(
+            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof)",
+            rss as f64 / GIB,
+            rss as f64 / dofs
+        );
+    }
+}
+
 fn rate(coarse: f64, fine: f64) -> f64 {
     (coarse / fine).log2()
 }
@@ -273,18 +308,22 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Solve { mesh, common } => {
             let mut log = StageLog::new(!common.json);
-            run_one(common, mesh, &mut log).map(|report| {
+            run_one(common, mesh, &mut log).map(|measured| {
                 drop(log);
                 if common.json {
-                    println!("{}", report_json(&report));
+                    let mut json = measured_json(&measured);
+                    json["operator"] = common.operator.name().into();
+                    println!("{json}");
                 } else {
-                    print_summary(mesh, common, &report);
+                    print_summary(mesh, common, &measured.report);
+                    print_memory(&measured);
                 }
-                report.solve.converged
+                measured.report.solve.converged
             })
         }
-        Command::Convergence { levels, start, common } => {
-            convergence(common, *levels as usize, *start as usize)
+        Command::Convergence { levels, start, dim, common } => {
+            let kind = if *dim == 3 { MeshKind::Cube } else { MeshKind::Square };
+            convergence(common, kind, *levels as usize, *start as usize)
         }
         Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
@@ -301,20 +340,30 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("hdg: error: {e}");
-            ExitCode::from(2)
+            // A distinct status for scripts that look for the largest problem that fits.
+            if matches!(e, CoreError::OutOfDeviceMemory { .. }) {
+                ExitCode::from(4)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }
 
-fn convergence(common: &Common, levels: usize, start: usize) -> Result<bool, CoreError> {
+fn convergence(
+    common: &Common,
+    kind: MeshKind,
+    levels: usize,
+    start: usize,
+) -> Result<bool, CoreError> {
     let bar = (!common.json && std::io::stderr().is_terminal())
         .then(|| indicatif::ProgressBar::new(levels as u64));
     let mut rows = Vec::new();
     let mut all_converged = true;
     for level in 0..levels {
-        let mesh = MeshSpec { n: start << level };
+        let mesh = MeshSpec { kind, n: start << level };
         let mut log = StageLog::new(false);
-        let report = run_one(common, &mesh, &mut log)?;
+        let report = run_one(common, &mesh, &mut log)?.report;
         all_converged &= report.solve.converged;
         rows.push((mesh.n, report));
         if let Some(b) = &bar {
@@ -350,7 +399,11 @@ fn convergence(common: &Common, levels: usize, start: usize) -> Result<bool, Cor
         println!("{}", serde_json::Value::Array(table));
     } else {
         println!(
-            "hdg convergence: order {}, problem {:?}, {:?} diagonals, perturbation {}, {}",
+            "hdg convergence: {}, order {}, problem {:?}, {:?} diagonals, perturbation {}, {}",
+            match kind {
+                MeshKind::Square => "unit square, triangles",
+                MeshKind::Cube => "unit cube, tetrahedra",
+            },
             common.order,
             common.problem,
             common.diagonal,
@@ -515,8 +568,7 @@ fn solvers(
         return Ok(rows.iter().all(|r| r.converged));
     }
     println!(
-        "square:{}, order {order}, {dofs} trace dofs, tolerance {tol:e}, {} threads\n",
-        mesh.n,
+        "{mesh}, order {order}, {dofs} trace dofs, tolerance {tol:e}, {} threads\n",
         rayon::current_num_threads()
     );
     println!("| solver | converged | iterations | reductions | operator applications | time s | true residual | L2 error u | L2 error u* |");

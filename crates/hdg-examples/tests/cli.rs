@@ -113,6 +113,19 @@ fn cuda_backend_without_cuda_says_so() {
 }
 
 #[test]
+fn the_trace_operator_is_selectable() {
+    let base = ["solve", "--mesh", "square:4", "--order", "2"];
+    // The default and the explicit DBF operator; the JSON says which one ran.
+    let (code, out, err) = hdg(&[&base[..], &["--operator", "dbf", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["operator"], "dbf");
+    // Matrix-free exists on the CUDA backend only; unknown names are rejected.
+    assert_rejected(&[&base[..], &["--operator", "matrix-free"]].concat(), "CUDA backend only");
+    assert_rejected(&[&base[..], &["--operator", "csr"]].concat(), "unknown trace operator");
+}
+
+#[test]
 fn the_trace_matrix_exports_to_matrix_market() {
     let path = std::env::temp_dir().join(format!("hdg-export-{}.mtx", std::process::id()));
     let p = path.to_str().unwrap();
@@ -180,4 +193,54 @@ fn solvers_prints_a_table_of_every_solver() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn cube_meshes_solve_in_3d() {
+    let (code, out, err) = hdg(&[
+        "solve",
+        "--mesh",
+        "cube:2",
+        "--order",
+        "2",
+        "--problem",
+        "poly",
+        "--solver",
+        "direct",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    // 2^3 boxes x 6 tetrahedra; faces (4 * 48 + 12 * 4) / 2 = 120, 48 on the boundary: 72 free
+    // faces x 6 dofs (P_2 on a triangle).
+    assert_eq!(v["cells"], 48);
+    assert_eq!(v["trace_dofs"], 432);
+    assert!(v["errors"]["u"].as_f64().unwrap() < 1e-10);
+    assert!(v["errors"]["q"].as_f64().unwrap() < 1e-10);
+}
+
+#[test]
+fn convergence_in_3d_prints_rates() {
+    let (code, out, err) =
+        hdg(&["convergence", "--dim", "3", "--order", "1", "--levels", "2", "--start", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("unit cube, tetrahedra"), "{out}");
+    assert!(out.contains("expected rates: u, q: 2; u*: 3"), "{out}");
+    assert_rejected(&["convergence", "--dim", "4", "--order", "1", "--levels", "2"], "4");
+}
+
+#[test]
+fn solve_reports_memory() {
+    let base = ["solve", "--mesh", "square:8", "--order", "2"];
+    let (code, out, err) = hdg(&[&base[..], &["--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    // Device memory is measured on the CUDA backend only; the host's peak RSS on Linux.
+    assert!(v.get("device_memory").is_some_and(|d| d.is_null()), "{v}");
+    if cfg!(target_os = "linux") {
+        assert!(v["host_peak_rss_bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{v}");
+        let (code, out, err) = hdg(&base);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("host memory    peak RSS"), "{out}");
+    }
 }

@@ -316,7 +316,7 @@ fn unit_cube_counts_volumes_tags_and_conformity() {
         for f in (0..mesh.n_faces()).filter(|&f| mesh.is_boundary_face(f)) {
             let tag = mesh.boundary_tag(f);
             let d = ((tag - TAG_X0) / 2) as usize;
-            let side = if (tag - TAG_X0) % 2 == 0 { 0.0 } else { 1.0 };
+            let side = [0.0, 1.0][((tag - TAG_X0) % 2) as usize];
             for &v in mesh.face_vertices(f) {
                 assert_eq!(mesh.vertex(v)[d], side, "face {f} tag {tag}");
             }

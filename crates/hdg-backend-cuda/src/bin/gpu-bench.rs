@@ -1,8 +1,9 @@
 //! gpu-bench: bandwidth of the DBF SpMV on the GPU, against a device-to-device copy measured in
 //! the same run.
 //!
-//! For each order k it builds the 2D HDG trace system (unit square, alternating diagonals,
-//! perturbed) with about `--dofs` trace unknowns (condensation and assembly on the CPU
+//! For each order k it builds the HDG trace system (`--dim 2`: unit square, alternating
+//! diagonals; `--dim 3`: unit cube in Kuhn tetrahedra; perturbed) with about `--dofs` trace
+//! unknowns (condensation and assembly on the CPU
 //! backend), checks the device SpMV against the CPU one, and times y = A x in f64 and in f32
 //! (the demoted matrix) with CUDA events: median of `--samples` single launches after a
 //! warm-up, x alternating between two vectors. Bytes per SpMV are [`DeviceDbf::spmv_bytes`]
@@ -12,7 +13,13 @@
 //! `scripts/cusparse_spmv.py` (cuSPARSE on the very same matrix):
 //! `DIR/k{k}/indptr.i64`, `indices.i32`, `values.f64`, and `meta.txt` (key = value lines).
 //!
+//! `--matrix-free` runs instead the comparison of the matrix-free trace operator with the DBF
+//! SpMV ([`run_matrix_free`]): both built by the CUDA backend's own stages (condensation on the
+//! device, then `Assembler::assemble` once per [`TraceOperatorKind`]), checked against each
+//! other, then timed the same way, in f64 and in f32 (both demoted).
+//!
 //! Usage: gpu-bench [--dofs N] [--orders 1,2,3] [--samples 50] [--copy-mib 1024] [--export DIR]
+//!        [--matrix-free] [--dim 2|3]
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +27,9 @@ use std::time::Instant;
 
 use cust::event::{Event, EventFlags};
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
-use hdg_backend_cuda::{CudaBackend, DeviceDbf, DeviceReal, SpmvKernel};
+use hdg_backend_cuda::{
+    CudaBackend, DeviceDbf, DeviceReal, DeviceTraceOperator, SpmvKernel, TraceOperatorKind,
+};
 use hdg_core::{
     Assembler, CoreError, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem,
     Result, TraceOperator, VectorOps,
@@ -33,17 +42,43 @@ struct Args {
     samples: usize,
     copy_mib: usize,
     export: Option<PathBuf>,
+    /// Run the matrix-free comparison ([`run_matrix_free`]) instead of the SpMV benchmark.
+    matrix_free: bool,
+    /// 2: unit square, triangles (5 DBF slots); 3: unit cube, tetrahedra (7 slots).
+    dim: usize,
+}
+
+/// The benchmark mesh of order `k` with about `dofs` trace unknowns: the unit square with
+/// alternating diagonals (3 N^2 faces of k+1 unknowns) or the unit cube cut into 6 N^3
+/// tetrahedra (about 12 N^3 faces of (k+1)(k+2)/2 unknowns), perturbed by 0.2 (seed 3).
+fn bench_mesh(dim: usize, k: usize, dofs: f64) -> Result<(hdg_mesh::Mesh, String)> {
+    let (mesh, label) = if dim == 3 {
+        let n_f = ((k + 1) * (k + 2) / 2) as f64;
+        let n = ((dofs / (12.0 * n_f)).cbrt().round() as usize).max(2);
+        (generate::unit_cube(n)?, format!("cube:{n}"))
+    } else {
+        let n = ((dofs / (3.0 * (k + 1) as f64)).sqrt().round() as usize).max(2);
+        (generate::unit_square(n, Diagonal::Alternating)?, format!("square:{n}"))
+    };
+    Ok((generate::perturb(&mesh, 0.2, 3)?, label))
 }
 
 fn usage() -> String {
     "usage: gpu-bench [--dofs N (1e7)] [--orders 1,2,3,4,5,6] [--samples 50] [--copy-mib 1024] \
-     [--export DIR]"
+     [--export DIR] [--matrix-free] [--dim 2|3]"
         .into()
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
-    let mut args =
-        Args { dofs: 1e7, orders: (1..=6).collect(), samples: 50, copy_mib: 1024, export: None };
+    let mut args = Args {
+        dofs: 1e7,
+        orders: (1..=6).collect(),
+        samples: 50,
+        copy_mib: 1024,
+        export: None,
+        matrix_free: false,
+        dim: 2,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value\n{}", usage()));
@@ -70,6 +105,11 @@ fn parse_args() -> std::result::Result<Args, String> {
                 args.copy_mib = v.parse().map_err(|_| bad(&v))?;
             }
             "--export" => args.export = Some(PathBuf::from(value()?)),
+            "--matrix-free" => args.matrix_free = true,
+            "--dim" => {
+                let v = value()?;
+                args.dim = v.parse().ok().filter(|d| *d == 2 || *d == 3).ok_or_else(|| bad(&v))?;
+            }
             "-h" | "--help" => return Err(usage()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -88,7 +128,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    match run(&args) {
+    let result = if args.matrix_free { run_matrix_free(&args) } else { run(&args) };
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gpu-bench: {e}");
@@ -186,10 +227,9 @@ fn rel_inf<T: DeviceReal>(a: &[T], b: &[T]) -> f64 {
 
 /// The 2D HDG trace matrix of order k with about `dofs` unknowns (n x n square: about
 /// 3 n^2 (k + 1) trace unknowns).
-fn build(k: usize, dofs: f64) -> Result<DbfMatrix<f64>> {
-    let n = ((dofs / (3.0 * (k + 1) as f64)).sqrt().round() as usize).max(2);
+fn build(dim: usize, k: usize, dofs: f64) -> Result<DbfMatrix<f64>> {
     let t = Instant::now();
-    let mesh = generate::perturb(&generate::unit_square(n, Diagonal::Alternating)?, 0.2, 3)?;
+    let (mesh, label) = bench_mesh(dim, k, dofs)?;
     let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
     let disc = Discretization::<f64>::new(&mesh, &problem, k)?;
     let cpu = CpuBackend;
@@ -197,7 +237,7 @@ fn build(k: usize, dofs: f64) -> Result<DbfMatrix<f64>> {
     let condensed = cpu.condense(&disc, &prep)?;
     let (matrix, _rhs) = cpu.assemble(&disc, &condensed)?;
     eprintln!(
-        "k = {k}: {n} x {n} mesh, {} trace unknowns, built on the CPU in {:.1} s",
+        "k = {k}: {label} mesh, {} trace unknowns, built on the CPU in {:.1} s",
         matrix.dim(),
         t.elapsed().as_secs_f64()
     );
@@ -271,7 +311,7 @@ fn run(args: &Args) -> Result<()> {
         "err"
     );
     for &k in &args.orders {
-        let host = build(k, args.dofs)?;
+        let host = build(args.dim, k, args.dofs)?;
         let n = host.dim();
         let nf = host.block_size();
         let nnz = host.n_active_blocks() * nf * nf;
@@ -339,6 +379,201 @@ fn run(args: &Args) -> Result<()> {
     println!("device-to-device copy at the end: {:.1} GB/s", copy_end * 1e-9);
     println!(
         "bytes per SpMV = active blocks + column table (4 B per slot) + x + y (DbfMatrix::spmv_bytes)"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The matrix-free operator against the DBF SpMV (--matrix-free).
+
+/// The f64 DBF matrix and matrix-free operator of the 2D problem of order k with about `dofs`
+/// trace unknowns (the mesh of [`build`]), both built on the device by the CUDA backend:
+/// prepare, condense, then assemble once per kind from the same condensation (freed after).
+fn build_on_device(
+    backend: &CudaBackend,
+    dim: usize,
+    k: usize,
+    dofs: f64,
+) -> Result<(DeviceTraceOperator<f64>, DeviceTraceOperator<f64>, usize)> {
+    let t = Instant::now();
+    let (mesh, label) = bench_mesh(dim, k, dofs)?;
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let disc = Discretization::<f64>::new(&mesh, &problem, k)?;
+    let prep = LocalSolver::<f64>::prepare(backend, &disc)?;
+    let condensed = LocalSolver::<f64>::condense(backend, &disc, &prep)?;
+    let dbf_backend = backend.clone().with_trace_operator(TraceOperatorKind::Dbf);
+    let mf_backend = backend.clone().with_trace_operator(TraceOperatorKind::MatrixFree);
+    let (dbf, _) = Assembler::<f64>::assemble(&dbf_backend, &disc, &condensed)?;
+    let (mf, _) = Assembler::<f64>::assemble(&mf_backend, &disc, &condensed)?;
+    backend.synchronize()?;
+    eprintln!(
+        "k = {k}: {label} mesh, {} cells, {} trace unknowns, built on the device in {:.1} s \
+         (DBF {:.2} GB, matrix-free {:.2} GB)",
+        mesh.n_cells(),
+        dbf.dim(),
+        t.elapsed().as_secs_f64(),
+        dbf.memory_bytes() as f64 * 1e-9,
+        mf.memory_bytes() as f64 * 1e-9
+    );
+    Ok((dbf, mf, mesh.n_cells()))
+}
+
+/// Median time of one application of `op`, x alternating between `xs[0]` and `xs[1]`.
+fn time_operator<T: DeviceReal>(
+    backend: &CudaBackend,
+    op: &DeviceTraceOperator<T>,
+    xs: &[hdg_backend_cuda::DeviceVector<T>; 2],
+    samples: usize,
+) -> Result<f64>
+where
+    CudaBackend: VectorOps<T, Vector = hdg_backend_cuda::DeviceVector<T>>,
+{
+    let mut y = VectorOps::<T>::zeros(backend, op.dim())?;
+    time_launches(backend, samples, 5, |i| op.apply(&xs[i % 2], &mut y))
+}
+
+/// One precision of the comparison: checks that both operators give the same A x, then times
+/// the DBF SpMV (every kernel; the fastest counts) and the matrix-free application.
+struct Comparison {
+    dbf_seconds: f64,
+    mf_seconds: f64,
+    dbf_bytes: usize,
+    mf_bytes: usize,
+    difference: f64,
+}
+
+fn compare_operators<T: DeviceReal>(
+    backend: &CudaBackend,
+    dbf: &mut DeviceTraceOperator<T>,
+    mf: &DeviceTraceOperator<T>,
+    samples: usize,
+    tolerance: f64,
+) -> Result<Comparison>
+where
+    CudaBackend: VectorOps<T, Vector = hdg_backend_cuda::DeviceVector<T>>,
+{
+    let n = dbf.dim();
+    let x0: Vec<T> = (0..n).map(|i| T::from_f64_lossy(((i as f64) * 0.618).sin())).collect();
+    let x1: Vec<T> = (0..n).map(|i| T::from_f64_lossy(((i as f64) * 0.377).cos())).collect();
+    let xs = [backend.copy_from_host(&x0)?, backend.copy_from_host(&x1)?];
+    // The results first: the two operators must agree before their times mean anything.
+    let mut y = VectorOps::<T>::zeros(backend, n)?;
+    dbf.apply(&xs[0], &mut y)?;
+    let y_dbf = backend.to_host(&y)?;
+    mf.apply(&xs[0], &mut y)?;
+    let y_mf = backend.to_host(&y)?;
+    let difference = rel_inf(&y_mf, &y_dbf);
+    // A NaN difference fails too.
+    if difference.is_nan() || difference > tolerance {
+        return Err(CoreError::Backend(format!(
+            "matrix-free and DBF results differ by {difference:e} (relative, max norm) > \
+             {tolerance:e} in {}",
+            T::SUFFIX
+        )));
+    }
+    let mut line = String::new();
+    let mut dbf_seconds = f64::INFINITY;
+    for kernel in [SpmvKernel::Entry, SpmvKernel::EntryUnrolled, SpmvKernel::Row] {
+        if let Some(m) = dbf.as_dbf_mut() {
+            m.set_spmv_kernel(kernel);
+        }
+        let t = time_operator(backend, dbf, &xs, samples)?;
+        line.push_str(&format!(" {kernel:?} {:.1} us", t * 1e6));
+        dbf_seconds = dbf_seconds.min(t);
+    }
+    if let Some(m) = dbf.as_dbf_mut() {
+        m.set_spmv_kernel(SpmvKernel::Row);
+    }
+    let mf_seconds = time_operator(backend, mf, &xs, samples)?;
+    eprintln!("  {} DBF kernels:{line}; matrix-free {:.1} us", T::SUFFIX, mf_seconds * 1e6);
+    Ok(Comparison {
+        dbf_seconds,
+        mf_seconds,
+        dbf_bytes: dbf.apply_bytes(),
+        mf_bytes: mf.apply_bytes(),
+        difference,
+    })
+}
+
+/// `--matrix-free`: for each order, the matrix-free application against the DBF SpMV on the
+/// same problem (both built on the device from the same condensation), f64 and f32 (both
+/// operators demoted). Prints time per application, bytes per application (DBF:
+/// `DeviceDbf::spmv_bytes`, active blocks + column table + x + y; matrix-free:
+/// `MatrixFreeOperator::apply_bytes`, packed K_e + cell-row table + x + y_e written and read +
+/// row-cell tables + y), effective bandwidth (bytes / time, and as a share of the copy
+/// bandwidth) and the ratios.
+fn run_matrix_free(args: &Args) -> Result<()> {
+    let backend = CudaBackend::new()?;
+    println!("device: {}", backend.describe());
+    let copy = copy_bandwidth(&backend, args.copy_mib, args.samples)?;
+    println!(
+        "device-to-device copy ({} MiB): {:.1} GB/s (read + write)",
+        args.copy_mib,
+        copy * 1e-9
+    );
+    println!("matrix-free trace operator vs DBF SpMV (median of {} launches)", args.samples);
+    println!(
+        "{:>2} {:>3} {:>11} {:>9} {:>4} | {:>9} {:>9} {:>7} {:>5} | {:>9} {:>9} {:>7} {:>5} | {:>7} {:>7} {:>8}",
+        "k",
+        "n_f",
+        "unknowns",
+        "cells",
+        "prec",
+        "DBF us",
+        "DBF MB",
+        "GB/s",
+        "copy",
+        "MF us",
+        "MF MB",
+        "GB/s",
+        "copy",
+        "speedup",
+        "bytes",
+        "diff"
+    );
+    for &k in &args.orders {
+        let (mut dbf, mf, cells) = build_on_device(&backend, args.dim, k, args.dofs)?;
+        let (n, nf) = (dbf.dim(), dbf.block_size());
+        let f64_result = compare_operators(&backend, &mut dbf, &mf, args.samples, 1e-12)?;
+        let f32_result = {
+            let mut dbf32 = DemoteOperator::<CudaBackend>::demote(&dbf)?;
+            let mf32 = DemoteOperator::<CudaBackend>::demote(&mf)?;
+            compare_operators(&backend, &mut dbf32, &mf32, args.samples, 1e-5)?
+        };
+        drop((dbf, mf));
+        for (precision, r) in [("f64", &f64_result), ("f32", &f32_result)] {
+            let dbf_bw = r.dbf_bytes as f64 / r.dbf_seconds;
+            let mf_bw = r.mf_bytes as f64 / r.mf_seconds;
+            println!(
+                "{k:>2} {nf:>3} {n:>11} {cells:>9} {precision:>4} | {:>9.1} {:>9.1} {:>7.1} {:>4.0}% | {:>9.1} {:>9.1} {:>7.1} {:>4.0}% | {:>7.2} {:>7.2} {:>8.1e}",
+                r.dbf_seconds * 1e6,
+                r.dbf_bytes as f64 * 1e-6,
+                dbf_bw * 1e-9,
+                100.0 * dbf_bw / copy,
+                r.mf_seconds * 1e6,
+                r.mf_bytes as f64 * 1e-6,
+                mf_bw * 1e-9,
+                100.0 * mf_bw / copy,
+                r.dbf_seconds / r.mf_seconds,
+                r.mf_bytes as f64 / r.dbf_bytes as f64,
+                r.difference
+            );
+        }
+    }
+    let copy_end = copy_bandwidth(&backend, args.copy_mib, args.samples)?;
+    println!("device-to-device copy at the end: {:.1} GB/s", copy_end * 1e-9);
+    println!(
+        "DBF MB = active blocks + column table (4 B per slot) + x + y (DeviceDbf::spmv_bytes); \
+         the DBF time is its fastest SpMV kernel"
+    );
+    println!(
+        "MF MB = packed K_e (nl (nl + 1) / 2 per cell) + cell-row table (4 B per cell face) + x + \
+         y_e written and read back + row-cell tables (5 B per row and side) + y \
+         (MatrixFreeOperator::apply_bytes)"
+    );
+    println!(
+        "speedup = DBF time / MF time; bytes = MF MB / DBF MB; diff = max |y_MF - y_DBF| / \
+         max |y_DBF| (checked before timing)"
     );
     Ok(())
 }

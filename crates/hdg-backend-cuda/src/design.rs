@@ -1,0 +1,479 @@
+//! Which kernel design runs each element stage, and the launch sizes of the block design.
+//!
+//! # The two designs
+//!
+//! - [`Design::Thread`]: one thread per element, its matrices in local memory (S n x n,
+//!   P n x nl, A nl x nl: 56 KB per thread in f64 for a tetrahedron at k = 4). The CPU
+//!   backend's kernels operation for operation, so it gives the CPU's numbers to the bit.
+//!   Compiled where that scratch stays moderate: triangles k = 1..=8, tetrahedra k = 1..=4
+//!   (recovery, whose scratch is O(n + nl), for tetrahedra k = 1..=8 too).
+//! - [`Design::BlockShared`] and [`Design::BlockGlobal`]: one thread block per element
+//!   (a persistent grid), the element's matrices in shared memory, cooperative algorithms:
+//!   right-looking Cholesky with one barrier per column, triangular solves with one thread per
+//!   right-hand-side column, the Schur complement K_e = A - W^T W parallel over its entries
+//!   (`kernels/element_kernels.cu` describes them). For the condensation, `BlockShared` keeps
+//!   the n x (nl + 1) panel [P | F] in shared memory too, `BlockGlobal` keeps it in a global
+//!   scratch (n (nl + 1) values per resident block) and only L in shared memory: it is the
+//!   fallback for elements whose panel does not fit (f64 tetrahedra at k = 8: 350 KB; an H100
+//!   or H200 block gets at most 227 KB). Recovery and postprocessing have one block variant,
+//!   [`Design::BlockShared`] (postprocessing at k = 8 in 3D: the bordered 220 x 220 matrix,
+//!   packed, 194 KB in f64). Compiled for triangles and tetrahedra, k = 1..=8. Agrees with the
+//!   CPU to rounding, not to the bit.
+//!
+//! # Dispatch
+//!
+//! [`condensation_design`], [`recovery_design`] and [`postprocess_design`] give the design per
+//! (cell type, order, precision), chosen from the timings of `condense-bench` (which prints
+//! the table these functions encode). A design that does not fit the device (shared memory)
+//! is replaced at launch: `BlockShared` by `BlockGlobal` for the condensation
+//! ([`fallback`]). `DevicePrepared::set_design` overrides the choice per stage (tests and
+//! benchmarks force each design); [`with_design`] forces one design on every discretization
+//! prepared on the calling thread while it runs (for code that prepares internally, such as
+//! `hdg_core::pipeline::solve`), and so does the environment variable `HDG_CUDA_DESIGN`
+//! (`thread`, `block`, `block-global`) for a whole process; each applies to every stage where
+//! that design is compiled (`block-global` means `block` for recovery and postprocessing).
+//!
+//! # Launch sizes of the block design (these formulas mirror `element_kernels.cu`)
+//!
+//! | stage | threads per block | dynamic shared memory (values of T) |
+//! | --- | --- | --- |
+//! | condense, shared panel | (nl + 1) rounded up to 32, in [32, 256] | n(n+1)/2 + n + n(nl+1) |
+//! | condense, global panel | the same | n(n+1)/2 + n (+ n(nl+1) per block in global memory) |
+//! | recover | d n rounded up to 32, in [32, 256] | nl + n |
+//! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
+use std::cell::Cell;
+use std::fmt;
+use std::str::FromStr;
+
+use hdg_core::CellType;
+
+/// Highest order the element kernels are compiled for (both cell types).
+pub const MAX_ELEMENT_ORDER: usize = 8;
+/// Highest tetrahedron order of the thread design's condensation and postprocessing.
+pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
+/// Most threads per block of any element kernel (`__launch_bounds__(256)`).
+pub const MAX_BLOCK_THREADS: u32 = 256;
+
+/// A kernel design of the element stages (module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Design {
+    /// One thread per element, scratch in local memory; the CPU's numbers to the bit.
+    Thread,
+    /// One thread block per element, matrices in shared memory.
+    BlockShared,
+    /// One thread block per element, the condensation's n x (nl + 1) panel in a global scratch
+    /// (condensation only).
+    BlockGlobal,
+}
+
+impl Design {
+    /// Every design.
+    pub const ALL: [Design; 3] = [Design::Thread, Design::BlockShared, Design::BlockGlobal];
+
+    /// Name in reports and in `HDG_CUDA_DESIGN`: "thread", "block", "block-global".
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::Thread => "thread",
+            Design::BlockShared => "block",
+            Design::BlockGlobal => "block-global",
+        }
+    }
+
+    /// Whether this is a block design.
+    pub fn is_block(self) -> bool {
+        !matches!(self, Design::Thread)
+    }
+}
+
+impl fmt::Display for Design {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Design {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
+            format!("unknown element kernel design '{s}' (known: thread, block, block-global)")
+        })
+    }
+}
+
+/// An element stage with a choice of design.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// Static condensation.
+    Condense,
+    /// Recovery of u_h and q_h.
+    Recover,
+    /// Postprocessing to u*.
+    Postprocess,
+}
+
+impl Stage {
+    /// Every stage with a design choice.
+    pub const ALL: [Stage; 3] = [Stage::Condense, Stage::Recover, Stage::Postprocess];
+
+    /// The kernel name's stage part.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Condense => "condense",
+            Stage::Recover => "recover",
+            Stage::Postprocess => "postprocess",
+        }
+    }
+
+    /// Position in [`Stage::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The working precision of a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Precision {
+    /// f32.
+    F32,
+    /// f64.
+    F64,
+}
+
+impl Precision {
+    /// The precision of a type by its kernel suffix ("f32" or "f64").
+    pub fn from_suffix(suffix: &str) -> Precision {
+        if suffix == "f32" {
+            Precision::F32
+        } else {
+            Precision::F64
+        }
+    }
+
+    /// Bytes per value.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+
+    /// "f32" or "f64".
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+}
+
+/// Sizes of one (cell type, order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementSizes {
+    /// Spatial dimension d.
+    pub dim: usize,
+    /// Faces per cell.
+    pub faces: usize,
+    /// Volume basis functions n.
+    pub n: usize,
+    /// Trace basis functions per face n_f.
+    pub n_f: usize,
+    /// Trace unknowns per element nl = faces n_f.
+    pub nl: usize,
+    /// Basis functions of the postprocessing space P_{k+1}, n'.
+    pub n_post: usize,
+}
+
+impl ElementSizes {
+    /// The sizes of cell type `cell` at order `k`.
+    pub fn new(cell: CellType, k: usize) -> Self {
+        let (n, n_f, n_post) = match cell {
+            CellType::Triangle => ((k + 1) * (k + 2) / 2, k + 1, (k + 2) * (k + 3) / 2),
+            CellType::Tetrahedron => (
+                (k + 1) * (k + 2) * (k + 3) / 6,
+                (k + 1) * (k + 2) / 2,
+                (k + 2) * (k + 3) * (k + 4) / 6,
+            ),
+        };
+        let faces = cell.faces_per_cell();
+        ElementSizes { dim: cell.dim(), faces, n, n_f, nl: faces * n_f, n_post }
+    }
+}
+
+/// The kernel names' cell part: "tri" or "tet".
+pub(crate) fn cell_name(cell: CellType) -> &'static str {
+    match cell {
+        CellType::Triangle => "tri",
+        CellType::Tetrahedron => "tet",
+    }
+}
+
+/// Whether the kernel of `design` is compiled for (stage, cell, k) (module documentation).
+pub fn compiled(stage: Stage, cell: CellType, k: usize, design: Design) -> bool {
+    if !(1..=MAX_ELEMENT_ORDER).contains(&k) {
+        return false;
+    }
+    match design {
+        Design::Thread => match (stage, cell) {
+            (Stage::Recover, _) | (_, CellType::Triangle) => true,
+            (_, CellType::Tetrahedron) => k <= MAX_THREAD_ORDER_TETRAHEDRON,
+        },
+        Design::BlockShared => true,
+        Design::BlockGlobal => stage == Stage::Condense,
+    }
+}
+
+/// The kernel's name: `{stage}_{thread|block|block_global}_{f32|f64}_{tri|tet}{k}`.
+pub fn kernel_name(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> String {
+    let variant = match design {
+        Design::Thread => "thread",
+        Design::BlockShared => "block",
+        Design::BlockGlobal => "block_global",
+    };
+    format!("{}_{variant}_{}_{}{k}", stage.name(), precision.name(), cell_name(cell))
+}
+
+fn threads_for(work: usize) -> u32 {
+    (work.div_ceil(32) * 32).clamp(32, MAX_BLOCK_THREADS as usize) as u32
+}
+
+/// Threads per block of a block-design kernel.
+pub fn block_threads(stage: Stage, cell: CellType, k: usize) -> u32 {
+    let s = ElementSizes::new(cell, k);
+    match stage {
+        Stage::Condense => threads_for(s.nl + 1),
+        Stage::Recover => threads_for(s.dim * s.n),
+        Stage::Postprocess => threads_for(s.n_post),
+    }
+}
+
+/// Dynamic shared memory (bytes) of a block-design kernel (0 for the thread design).
+pub fn shared_bytes(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> usize {
+    let s = ElementSizes::new(cell, k);
+    let values = match (stage, design) {
+        (_, Design::Thread) => 0,
+        (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
+        (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
+        (Stage::Recover, _) => s.nl + s.n,
+        (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
+    };
+    values * precision.bytes()
+}
+
+/// Values of T in the global scratch per resident block (the condensation's panel of
+/// `BlockGlobal`; 0 otherwise).
+pub fn global_scratch_per_block(stage: Stage, design: Design, cell: CellType, k: usize) -> usize {
+    let s = ElementSizes::new(cell, k);
+    if stage == Stage::Condense && design == Design::BlockGlobal {
+        s.n * (s.nl + 1)
+    } else {
+        0
+    }
+}
+
+/// The condensation design for (cell, k, precision), chosen by measurement: condense-bench on
+/// an NVIDIA H100 80GB HBM3 (2026-11-21; 1e5 cells, median of 5; its selection table is in
+/// BENCHMARKS.md). The thread design wins only where its local-memory scratch is small
+/// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1); everywhere else one block per
+/// element with the element in shared memory is 1.04x to 7.3x faster. Where the shared panel
+/// does not fit (tetrahedra k = 8 in f64) the block design falls back to its global panel.
+pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
+    match cell {
+        CellType::Triangle if k == 1 || (k == 2 && precision == Precision::F32) => Design::Thread,
+        CellType::Tetrahedron if k == 1 => Design::Thread,
+        _ => Design::BlockShared,
+    }
+}
+
+/// The recovery design for (cell, k, precision), by the same measurement as
+/// [`condensation_design`]: recovery is a mat-vec with Z per element, which the thread design
+/// reads coalesced; the block design wins only in f64 at a few orders (triangles k = 3, 4 by
+/// 3% and 31%; tetrahedra k = 2 and k >= 6 by 24% to 85%).
+pub fn recovery_design(cell: CellType, k: usize, precision: Precision) -> Design {
+    let f64 = precision == Precision::F64;
+    match cell {
+        CellType::Triangle if f64 && (3..=4).contains(&k) => Design::BlockShared,
+        CellType::Tetrahedron if f64 && (k == 2 || k >= 6) => Design::BlockShared,
+        _ => Design::Thread,
+    }
+}
+
+/// The postprocessing design for (cell, k, precision), by the same measurement as
+/// [`condensation_design`]: the thread design for triangles in f32 and for k <= 2 in f64
+/// (and tetrahedra k = 1 in f32), the block design elsewhere.
+pub fn postprocess_design(cell: CellType, k: usize, precision: Precision) -> Design {
+    let f32 = precision == Precision::F32;
+    match cell {
+        CellType::Triangle if f32 || k <= 2 => Design::Thread,
+        CellType::Tetrahedron if f32 && k == 1 => Design::Thread,
+        _ => Design::BlockShared,
+    }
+}
+
+thread_local! {
+    /// The design [`with_design`] forces on this thread.
+    static FORCED: Cell<Option<Design>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `design` forced on every discretization the CUDA backend prepares on this
+/// thread meanwhile (where that design is compiled; None: the dispatch), and restores the
+/// previous setting afterwards (also when `f` panics).
+pub fn with_design<R>(design: Option<Design>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Design>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORCED.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FORCED.with(|c| c.replace(design)));
+    f()
+}
+
+/// The design [`with_design`] forces on this thread, if any.
+pub fn forced_design() -> Option<Design> {
+    FORCED.with(|c| c.get())
+}
+
+/// The dispatch of `stage`.
+pub fn default_design(stage: Stage, cell: CellType, k: usize, precision: Precision) -> Design {
+    match stage {
+        Stage::Condense => condensation_design(cell, k, precision),
+        Stage::Recover => recovery_design(cell, k, precision),
+        Stage::Postprocess => postprocess_design(cell, k, precision),
+    }
+}
+
+/// The design that runs when `wanted` cannot: a block condensation whose panel does not fit
+/// `max_shared` bytes falls back to the global panel; everything else runs as asked (and
+/// fails with a clear error if it cannot).
+pub fn fallback(
+    stage: Stage,
+    wanted: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+    max_shared: usize,
+) -> Design {
+    if stage == Stage::Condense
+        && wanted == Design::BlockShared
+        && shared_bytes(stage, wanted, cell, k, precision) > max_shared
+    {
+        Design::BlockGlobal
+    } else {
+        wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_match_the_formulas_of_the_issue() {
+        let s = ElementSizes::new(CellType::Tetrahedron, 8);
+        assert_eq!((s.n, s.n_f, s.nl, s.n_post), (165, 45, 180, 220));
+        let s = ElementSizes::new(CellType::Triangle, 8);
+        assert_eq!((s.n, s.n_f, s.nl, s.n_post), (45, 9, 27, 55));
+    }
+
+    #[test]
+    fn shared_memory_needs() {
+        // f64 tetrahedra at k = 8: the shared panel does not fit 227 KB, the global one does.
+        let max = 227 * 1024;
+        let shared = shared_bytes(
+            Stage::Condense,
+            Design::BlockShared,
+            CellType::Tetrahedron,
+            8,
+            Precision::F64,
+        );
+        assert_eq!(shared, 8 * (165 * 166 / 2 + 165 + 165 * 181));
+        assert!(shared > max);
+        let d = fallback(
+            Stage::Condense,
+            Design::BlockShared,
+            CellType::Tetrahedron,
+            8,
+            Precision::F64,
+            max,
+        );
+        assert_eq!(d, Design::BlockGlobal);
+        assert!(shared_bytes(Stage::Condense, d, CellType::Tetrahedron, 8, Precision::F64) <= max);
+        // Postprocessing at k = 8 in 3D fits.
+        let post = shared_bytes(
+            Stage::Postprocess,
+            Design::BlockShared,
+            CellType::Tetrahedron,
+            8,
+            Precision::F64,
+        );
+        assert!(post <= max, "{post}");
+        for cell in [CellType::Triangle, CellType::Tetrahedron] {
+            for k in 1..=MAX_ELEMENT_ORDER {
+                for p in [Precision::F32, Precision::F64] {
+                    let f = fallback(Stage::Condense, Design::BlockShared, cell, k, p, max);
+                    assert!(shared_bytes(Stage::Condense, f, cell, k, p) <= max, "{cell:?} {k}");
+                    for stage in Stage::ALL {
+                        let d = default_design(stage, cell, k, p);
+                        assert!(compiled(stage, cell, k, d), "{stage} {cell:?} {k} {d}");
+                        let t = block_threads(stage, cell, k);
+                        assert!((32..=MAX_BLOCK_THREADS).contains(&t) && t.is_multiple_of(32));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn with_design_is_scoped() {
+        assert_eq!(forced_design(), None);
+        let inner = with_design(Some(Design::Thread), || {
+            with_design(Some(Design::BlockGlobal), forced_design);
+            forced_design()
+        });
+        assert_eq!(inner, Some(Design::Thread));
+        assert_eq!(forced_design(), None);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            kernel_name(
+                Stage::Condense,
+                Design::BlockGlobal,
+                CellType::Tetrahedron,
+                8,
+                Precision::F64
+            ),
+            "condense_block_global_f64_tet8"
+        );
+        assert_eq!(
+            kernel_name(Stage::Recover, Design::Thread, CellType::Triangle, 3, Precision::F32),
+            "recover_thread_f32_tri3"
+        );
+        for d in Design::ALL {
+            assert_eq!(d.name().parse::<Design>(), Ok(d));
+        }
+        assert!(compiled(Stage::Recover, CellType::Tetrahedron, 8, Design::Thread));
+        assert!(!compiled(Stage::Condense, CellType::Tetrahedron, 5, Design::Thread));
+        assert!(!compiled(Stage::Recover, CellType::Triangle, 3, Design::BlockGlobal));
+        assert!(!compiled(Stage::Condense, CellType::Triangle, 9, Design::BlockShared));
+    }
+}

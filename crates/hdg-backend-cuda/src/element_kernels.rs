@@ -1,0 +1,179 @@
+//! The module of the condensation, recovery and postprocessing kernels
+//! (`kernels/element_kernels.cu`, both designs of [`crate::design`]) and their launches.
+//!
+//! These kernels need their own launch configurations (block size per stage and order, up to
+//! 227 KB of dynamic shared memory, a persistent grid sized by occupancy), so they live in a
+//! module of their own, loaded by [`ElementKernels::load`] (the sm_90 SASS on compute
+//! capability 9.0, the portable PTX elsewhere) and launched here on the backend's stream.
+use std::ffi::c_void;
+
+use cust::device::DeviceAttribute;
+use cust::function::{BlockSize, Function, FunctionAttribute};
+use cust::module::Module;
+use hdg_core::{CoreError, Result};
+
+use crate::device::{cuda_error, CudaBackend};
+
+/// The kernels as SASS for compute capability 9.0.
+const SM90: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/element_kernels.sm_90.cubin"));
+/// The kernels as portable PTX (compute_75), JIT-compiled by the driver elsewhere.
+const PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/element_kernels.compute_75.ptx"));
+
+/// The loaded module and what the launches need to know about the device.
+pub(crate) struct ElementKernels {
+    module: Module,
+    /// Streaming multiprocessors.
+    sms: u32,
+    /// Shared memory a block may use after opting in (bytes).
+    max_shared_optin: usize,
+    /// "sm_90 SASS" or "compute_75 PTX".
+    image: &'static str,
+    /// Last: the module is unloaded while the context lives.
+    backend: CudaBackend,
+}
+
+impl ElementKernels {
+    /// Loads the module into the backend's context.
+    pub(crate) fn load(backend: &CudaBackend) -> Result<Self> {
+        let gpu = &backend.gpu;
+        gpu.bind()?;
+        let attribute = |a: DeviceAttribute| {
+            gpu.device.get_attribute(a).map_err(|e| cuda_error("device attribute query failed", e))
+        };
+        let major = attribute(DeviceAttribute::ComputeCapabilityMajor)?;
+        let minor = attribute(DeviceAttribute::ComputeCapabilityMinor)?;
+        let sms = attribute(DeviceAttribute::MultiprocessorCount)?.max(1) as u32;
+        let mut optin: i32 = 0;
+        // SAFETY: a plain attribute query of a valid device into a local integer.
+        let status = unsafe {
+            cust::sys::cuDeviceGetAttribute(
+                &mut optin,
+                cust::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                gpu.device.as_raw(),
+            )
+        };
+        if status != cust::sys::CUresult::CUDA_SUCCESS {
+            return Err(CoreError::Backend(format!(
+                "query of the opt-in shared memory per block failed: {status:?}"
+            )));
+        }
+        let max_shared_optin = optin.max(48 * 1024) as usize;
+        let (module, image) = if (major, minor) == (9, 0) {
+            let module = Module::from_cubin(SM90, &[]).map_err(|e| {
+                cuda_error(
+                    "cannot load the sm_90 SASS of the element kernels (element_kernels.cu)",
+                    e,
+                )
+            })?;
+            (module, "sm_90 SASS")
+        } else {
+            let module = Module::from_ptx(PORTABLE, &[]).map_err(|e| {
+                cuda_error(
+                    "cannot load the compute_75 PTX of the element kernels (element_kernels.cu)",
+                    e,
+                )
+            })?;
+            (module, "compute_75 PTX")
+        };
+        Ok(ElementKernels { module, sms, max_shared_optin, image, backend: backend.clone() })
+    }
+
+    /// Streaming multiprocessors of the device.
+    pub(crate) fn sms(&self) -> u32 {
+        self.sms
+    }
+
+    /// Which image was loaded.
+    pub(crate) fn image(&self) -> &'static str {
+        self.image
+    }
+
+    fn function(&self, name: &str) -> Result<Function<'_>> {
+        self.module
+            .get_function(name)
+            .map_err(|e| cuda_error(format!("kernel {name} is missing from element_kernels.cu"), e))
+    }
+
+    /// Dynamic shared memory a block of kernel `name` may use at most (the opt-in limit less
+    /// the kernel's static shared memory).
+    pub(crate) fn max_dynamic_shared(&self, name: &str) -> Result<usize> {
+        self.backend.gpu.bind()?;
+        let f = self.function(name)?;
+        let fixed = f
+            .get_attribute(FunctionAttribute::SharedMemorySizeBytes)
+            .map_err(|e| cuda_error(format!("attribute query of {name} failed"), e))?;
+        Ok(self.max_shared_optin.saturating_sub(fixed.max(0) as usize))
+    }
+
+    /// Blocks of `threads` threads and `shared` bytes of dynamic shared memory of kernel `name`
+    /// resident per multiprocessor (at least 1).
+    pub(crate) fn blocks_per_sm(&self, name: &str, threads: u32, shared: usize) -> Result<u32> {
+        self.backend.gpu.bind()?;
+        let f = self.function(name)?;
+        self.allow_shared(&f, name, shared)?;
+        let blocks = f
+            .max_active_blocks_per_multiprocessor(BlockSize::x(threads), shared)
+            .map_err(|e| cuda_error(format!("occupancy query of {name} failed"), e))?;
+        Ok(blocks.max(1))
+    }
+
+    /// Raises the kernel's dynamic shared memory limit to `shared` bytes.
+    fn allow_shared(&self, f: &Function<'_>, name: &str, shared: usize) -> Result<()> {
+        if shared == 0 {
+            return Ok(());
+        }
+        let bytes = i32::try_from(shared).map_err(|_| {
+            CoreError::Backend(format!("{name}: {shared} bytes of shared memory asked"))
+        })?;
+        // SAFETY: a plain attribute call on a live function handle of the current context.
+        let status = unsafe {
+            cust::sys::cuFuncSetAttribute(
+                f.to_raw(),
+                cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes,
+            )
+        };
+        if status != cust::sys::CUresult::CUDA_SUCCESS {
+            return Err(CoreError::Backend(format!(
+                "{name}: cannot allow {shared} bytes of dynamic shared memory (the device allows \
+                 {} per block): {status:?}",
+                self.max_shared_optin
+            )));
+        }
+        Ok(())
+    }
+
+    /// Launches kernel `name` with `grid` blocks of `threads` threads and `shared` bytes of
+    /// dynamic shared memory on the backend's stream.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list in number, order and size, every pointer
+    /// argument must be the address of a live allocation of the context large enough for the
+    /// accesses the kernel makes for these sizes (and this grid, for per-block scratch), and no
+    /// buffer the kernel writes may be used by the host before the stream is synchronised.
+    pub(crate) unsafe fn launch(
+        &self,
+        name: &str,
+        grid: u32,
+        threads: u32,
+        shared: usize,
+        args: &[*mut c_void],
+    ) -> Result<()> {
+        let gpu = &self.backend.gpu;
+        gpu.bind()?;
+        let f = self.function(name)?;
+        self.allow_shared(&f, name, shared)?;
+        let shared_u32 = u32::try_from(shared).map_err(|_| {
+            CoreError::Backend(format!("{name}: {shared} bytes of shared memory asked"))
+        })?;
+        // SAFETY: the caller guarantees the arguments (see above); grid >= 1 and
+        // threads <= 256 (every element kernel's launch bound) by the callers' checks; the
+        // shared memory limit was raised above.
+        unsafe { gpu.stream.launch(&f, grid.max(1), threads, shared_u32, args) }.map_err(|e| {
+            cuda_error(
+                format!("launch of {name} ({grid} blocks of {threads}, {shared} B shared) failed"),
+                e,
+            )
+        })
+    }
+}

@@ -1,0 +1,427 @@
+// Host emulation of the element kernels (kernels/element_kernels.cu and kernels/elements.cu):
+// checks their index arithmetic and barrier structure without a GPU.
+//
+//     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
+//         crates/hdg-backend-cuda/tools/emulate_kernels.cpp -o /tmp/emulate && /tmp/emulate
+//     (-DBIG adds tetrahedra at k = 5 and 8; EMU_NT=7 runs the block kernels with 7 threads,
+//     EMU_BAD=1 makes one element indefinite and prints the pivot flags of every design.)
+//
+// Every CUDA thread of a block is an OS thread, __syncthreads is a std::barrier, __shared__ is
+// static, the round-to-nearest intrinsics are plain operations (with -ffp-contract=off the
+// thread design then performs the CPU backend's operations). On random data with the tables'
+// structure (products of random reference matrices, so S and the postprocessing matrix are
+// SPD) it compares, per cell type and order: the block condensation (shared and global panel,
+// fewer blocks than cells) with the thread condensation (K_e, b_e, Z, u0; K_e symmetric),
+// the block recovery and postprocessing with the thread ones, the gather, and the assembly
+// with a transcription of hdg-backend-cpu's dbf::assemble (to the bit).
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+struct Dim3 {
+    unsigned x;
+};
+thread_local Dim3 threadIdx, blockIdx;
+Dim3 blockDim, gridDim;
+std::barrier<>* g_barrier = nullptr;
+inline void __syncthreads() { g_barrier->arrive_and_wait(); }
+std::vector<unsigned char> g_shared;
+inline unsigned hdg_emulated_dynamic_smem_size() { return (unsigned)g_shared.size(); }
+
+#define HDG_EMULATION 1
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __restrict__
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define HDG_DYNAMIC_SHARED(name) unsigned char* name = g_shared.data()
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+
+#include "element_kernels.cu"
+#include "elements.cu"
+
+// Runs fn on `grid` blocks of `threads` threads, blocks one after the other.
+void launch(unsigned grid, unsigned threads, size_t shared, const std::function<void()>& fn) {
+    blockDim.x = threads;
+    gridDim.x = grid;
+    g_shared.assign(shared, 0xff);
+    for (unsigned b = 0; b < grid; ++b) {
+        std::barrier<> bar(threads);
+        g_barrier = &bar;
+        std::vector<std::thread> team;
+        for (unsigned t = 0; t < threads; ++t)
+            team.emplace_back([&, t, b] {
+                threadIdx.x = t;
+                blockIdx.x = b;
+                fn();
+            });
+        for (auto& th : team) th.join();
+    }
+}
+
+std::mt19937_64 rng(42);
+double uni(double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); }
+
+// Random row-major matrices.
+std::vector<double> random_matrix(int r, int c) {
+    std::vector<double> m(r * c);
+    for (auto& v : m) v = uni(-1, 1);
+    return m;
+}
+// A B^T (r x c times r2 x c -> r x r2).
+std::vector<double> abt(const std::vector<double>& a, const std::vector<double>& b, int r, int r2,
+                        int c) {
+    std::vector<double> out(r * r2, 0.0);
+    for (int i = 0; i < r; ++i)
+        for (int j = 0; j < r2; ++j) {
+            double s = 0;
+            for (int k = 0; k < c; ++k) s += a[i * c + k] * b[j * c + k];
+            out[i * r2 + j] = s;
+        }
+    return out;
+}
+// A^T B (A r x c, B r x c2 -> c x c2).
+std::vector<double> atb(const std::vector<double>& a, const std::vector<double>& b, int r, int c,
+                        int c2) {
+    std::vector<double> out(c * c2, 0.0);
+    for (int i = 0; i < c; ++i)
+        for (int j = 0; j < c2; ++j) {
+            double s = 0;
+            for (int k = 0; k < r; ++k) s += a[k * c + i] * b[k * c2 + j];
+            out[i * c2 + j] = s;
+        }
+    return out;
+}
+std::vector<double> ab(const std::vector<double>& a, const std::vector<double>& b, int r, int c,
+                       int c2) {
+    std::vector<double> out(r * c2, 0.0);
+    for (int i = 0; i < r; ++i)
+        for (int j = 0; j < c2; ++j) {
+            double s = 0;
+            for (int k = 0; k < c; ++k) s += a[i * c + k] * b[k * c2 + j];
+            out[i * c2 + j] = s;
+        }
+    return out;
+}
+void append(std::vector<double>& to, const std::vector<double>& m) {
+    to.insert(to.end(), m.begin(), m.end());
+}
+
+double rel(const std::vector<double>& a, const std::vector<double>& b) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        e = std::max(e, std::fabs(a[i] - b[i]));
+        s = std::max(s, std::fabs(b[i]));
+    }
+    if (!(e == e)) return 1e300;
+    return s > 0 ? e / s : e;
+}
+
+template <class C, int K>
+int run(int nc) {
+    constexpr int D = C::DIM, F = C::NFACES, NO = C::NORIENT;
+    constexpr int N = C::n(K), NF = C::nf(K), NL = F * NF, NP = C::n(K + 1);
+    printf("cell %s k %d: n %d nf %d nl %d n' %d, %d cells\n", D == 2 ? "tri" : "tet", K, N, NF,
+           NL, NP, nc);
+    // Tables, as ElementTables forms them (products of random reference matrices).
+    std::vector<std::vector<double>> dmat(D), gt(F * NO), em(F);
+    for (int s = 0; s < D; ++s) dmat[s] = random_matrix(N, N);
+    for (int f = 0; f < F; ++f) {
+        auto r = random_matrix(N, N);
+        em[f] = abt(r, r, N, N, N);
+        for (int o = 0; o < NO; ++o) gt[f * NO + o] = random_matrix(N, NF);
+    }
+    std::vector<double> t_deriv, t_dprod, t_fmass, t_ftrace, t_dtrace, t_tprod, t_pstiff, t_pderiv;
+    for (int s = 0; s < D; ++s) {
+        append(t_deriv, dmat[s]);
+        for (int t = 0; t < D; ++t) append(t_dprod, abt(dmat[s], dmat[t], N, N, N));
+    }
+    for (int f = 0; f < F; ++f) {
+        append(t_fmass, em[f]);
+        for (int o = 0; o < NO; ++o) append(t_ftrace, gt[f * NO + o]);
+    }
+    for (int s = 0; s < D; ++s)
+        for (int f = 0; f < F; ++f)
+            for (int o = 0; o < NO; ++o) append(t_dtrace, ab(dmat[s], gt[f * NO + o], N, N, NF));
+    for (int f = 0; f < F; ++f)
+        for (int o = 0; o < NO; ++o)
+            for (int g = 0; g < F; ++g)
+                for (int p = 0; p < NO; ++p)
+                    append(t_tprod, atb(gt[f * NO + o], gt[g * NO + p], N, NF, NF));
+    std::vector<std::vector<double>> qs(D);
+    for (int s = 0; s < D; ++s) qs[s] = random_matrix(NP, NP);
+    for (int s = 0; s < D; ++s)
+        for (int t = 0; t < D; ++t) append(t_pstiff, abt(qs[s], qs[t], NP, NP, NP));
+    for (int s = 0; s < D; ++s) append(t_pderiv, random_matrix(N, NP));
+    Tables tb{(u64)t_deriv.data(),  (u64)t_dprod.data(),  (u64)t_fmass.data(),
+              (u64)t_ftrace.data(), (u64)t_dtrace.data(), (u64)t_tprod.data(),
+              (u64)t_pstiff.data(), (u64)t_pderiv.data()};
+    // Cells (element-fastest).
+    std::vector<double> geo(C::GEO_SIZE * nc), kappa(nc), reaction(nc), tau(F * nc), load(N * nc);
+    std::vector<unsigned char> orient(F * nc);
+    std::vector<unsigned> faces(F * nc);
+    for (int e = 0; e < nc; ++e) {
+        geo[C::GEO_DET * nc + e] = uni(0.5, 2);
+        for (int v = 0; v < D * D; ++v) geo[(C::GEO_JINV + v) * nc + e] = uni(-1, 1) + (v % (D + 1) == 0 ? 2 : 0);
+        for (int v = 0; v < F; ++v) geo[(C::GEO_FJ + v) * nc + e] = uni(0.5, 2);
+        for (int v = 0; v < F * D; ++v) geo[(C::GEO_NRM + v) * nc + e] = uni(-1, 1);
+        kappa[e] = uni(0.2, 5);
+        reaction[e] = uni(0.1, 3);
+        for (int f = 0; f < F; ++f) {
+            tau[f * nc + e] = uni(0.3, 5);
+            orient[f * nc + e] = (unsigned char)(rng() % NO);
+            faces[f * nc + e] = (unsigned)(e * F + f);
+        }
+        for (int i = 0; i < N; ++i) load[i * nc + e] = uni(-1, 1);
+    }
+    Cells c{(u64)nc,          (u64)geo.data(),  (u64)orient.data(), (u64)faces.data(),
+            (u64)kappa.data(), (u64)reaction.data(), (u64)tau.data(), (u64)load.data()};
+    int fails = 0;
+    const int bad_cell = nc > 2 ? 2 : -1;  // made indefinite: must be flagged, others fine
+    if (getenv("EMU_BAD") && bad_cell >= 0) reaction[bad_cell] = -1e6;
+    // Condensation: thread vs block (shared) vs block (global).
+    std::vector<double> k[3], b[3], z[3], u0[3];
+    for (int d = 0; d < 3; ++d) {
+        k[d].assign((size_t)NL * NL * nc, NAN);
+        b[d].assign((size_t)NL * nc, NAN);
+        z[d].assign((size_t)N * NL * nc, NAN);
+        u0[d].assign((size_t)N * nc, NAN);
+    }
+    std::vector<int> info(nc, 7);
+    std::vector<double> pv(nc);
+    launch((nc + 31) / 32, 32, 0, [&] {
+        condense_thread<C, double, N, NF>(tb, c, k[0].data(), b[0].data(), z[0].data(),
+                                          u0[0].data(), info.data(), pv.data());
+    });
+    std::vector<int> thread_info = info;
+    if (getenv("EMU_BAD")) {
+        for (int e = 0; e < nc; ++e) printf("  thread info[%d] = %d (pivot value %g)\n", e, info[e], info[e] ? pv[e] : 0.0);
+    } else
+    for (int e = 0; e < nc; ++e)
+        if (info[e]) printf("  thread condense: info[%d] = %d\n", e, info[e]), ++fails;
+    auto threads_for = [](int w) { if (getenv("EMU_NT")) return atoi(getenv("EMU_NT")); int t = (w + 31) / 32 * 32; return t < 32 ? 32 : (t > 256 ? 256 : t); };
+    const int nt = threads_for(NL + 1);
+    const unsigned grid = 3;  // fewer blocks than cells: the grid-stride loop
+    std::vector<double> scratch((size_t)grid * N * (NL + 1), NAN);
+    for (int d = 1; d < 3; ++d) {
+        std::fill(info.begin(), info.end(), 7);
+        bool shared_w = d == 1;
+        size_t bytes = sizeof(double) * (N * (N + 1) / 2 + N + (shared_w ? N * (NL + 1) : 0));
+        launch(grid, nt, bytes, [&] {
+            if (shared_w)
+                condense_block<C, double, N, NF, true>(tb, c, k[d].data(), b[d].data(), z[d].data(),
+                                                       u0[d].data(), info.data(), pv.data(),
+                                                       scratch.data());
+            else
+                condense_block<C, double, N, NF, false>(tb, c, k[d].data(), b[d].data(),
+                                                        z[d].data(), u0[d].data(), info.data(),
+                                                        pv.data(), scratch.data());
+        });
+        if (getenv("EMU_BAD")) {
+            for (int e = 0; e < nc; ++e) printf("  block(%d) info[%d] = %d (pivot value %g)\n", d, e, info[e], info[e] ? pv[e] : 0.0);
+            continue;
+        }
+        for (int e = 0; e < nc; ++e)
+            if (info[e]) printf("  block condense (%d): info[%d] = %d\n", d, e, info[e]), ++fails;
+        double ek = rel(k[d], k[0]), eb = rel(b[d], b[0]), ez = rel(z[d], z[0]), eu = rel(u0[d], u0[0]);
+        printf("  condense %s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
+               shared_w ? "block       " : "block-global", nt, bytes, ek, eb, ez, eu);
+        if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
+    }
+    if (getenv("EMU_BAD")) return 0;
+    // Symmetry of K from the block design.
+    for (int e = 0; e < nc; ++e)
+        for (int a = 0; a < NL; ++a)
+            for (int bb = 0; bb < NL; ++bb)
+                if (k[1][(a * NL + bb) * nc + e] != k[1][(bb * NL + a) * nc + e]) {
+                    printf("  K not symmetric at %d %d %d\n", e, a, bb);
+                    ++fails;
+                    a = NL;
+                    break;
+                }
+    // Recovery: thread vs block.
+    const int n_faces = F * nc;
+    std::vector<unsigned> free_index(n_faces);
+    std::vector<double> trace(n_faces * NF), dirichlet(n_faces * NF);
+    for (int f = 0; f < n_faces; ++f) {
+        free_index[f] = (f % 3 == 0) ? NONE_INDEX : (unsigned)f;
+        for (int m = 0; m < NF; ++m) {
+            trace[f * NF + m] = uni(-1, 1);
+            dirichlet[f * NF + m] = uni(-1, 1);
+        }
+    }
+    std::vector<double> u[2], q[2];
+    for (int d = 0; d < 2; ++d) {
+        u[d].assign((size_t)N * nc, NAN);
+        q[d].assign((size_t)D * N * nc, NAN);
+    }
+    std::vector<int> rinfo(1, 0);
+    launch((nc + 31) / 32, 32, 0, [&] {
+        recover_thread<C, double, N, NF>(tb, c, free_index.data(), trace.data(), dirichlet.data(),
+                                         z[0].data(), u0[0].data(), u[0].data(), q[0].data());
+    });
+    {
+        int ntr = threads_for(D * N);
+        size_t bytes = sizeof(double) * (NL + N);
+        launch(grid, ntr, bytes, [&] {
+            recover_block<C, double, N, NF>(tb, c, free_index.data(), trace.data(),
+                                            dirichlet.data(), z[0].data(), u0[0].data(),
+                                            u[1].data(), q[1].data(), rinfo.data());
+        });
+        double eu = rel(u[1], u[0]), eq = rel(q[1], q[0]);
+        printf("  recover block (%d threads): u %.2e q %.2e info %d\n", ntr, eu, eq, rinfo[0]);
+        if (!(eu < 1e-10 && eq < 1e-10) || rinfo[0]) ++fails;
+    }
+    // Postprocessing: thread vs block.
+    std::vector<double> us[2];
+    for (int d = 0; d < 2; ++d) us[d].assign((size_t)NP * nc, NAN);
+    std::fill(info.begin(), info.end(), 7);
+    launch((nc + 31) / 32, 32, 0, [&] {
+        postprocess_thread<C, double, N, NP>(tb, c, u[0].data(), q[0].data(), us[0].data(),
+                                             info.data(), pv.data());
+    });
+    for (int e = 0; e < nc; ++e)
+        if (info[e]) printf("  thread postprocess: info[%d] = %d\n", e, info[e]), ++fails;
+    {
+        std::fill(info.begin(), info.end(), 7);
+        int ntp = threads_for(NP);
+        size_t bytes = sizeof(double) * (NP * (NP + 1) / 2 + NP - 1 + D * N);
+        launch(grid, ntp, bytes, [&] {
+            postprocess_block<C, double, N, NP>(tb, c, u[0].data(), q[0].data(), us[1].data(),
+                                                info.data(), pv.data());
+        });
+        for (int e = 0; e < nc; ++e)
+            if (info[e]) printf("  block postprocess: info[%d] = %d\n", e, info[e]), ++fails;
+        double e = rel(us[1], us[0]);
+        printf("  postprocess block (%d threads, %zu B): u* %.2e\n", ntp, bytes, e);
+        if (!(e < 1e-9)) ++fails;
+    }
+    // Gather.
+    {
+        std::vector<double> out(NL * 2, NAN);
+        launch((NL * 2 + 63) / 64, 64, 0, [&] { gather_elements<double>(b[0].data(), nc, NL, 1, 2, out.data()); });
+        for (int bb = 0; bb < 2; ++bb)
+            for (int v = 0; v < NL; ++v)
+                if (out[bb * NL + v] != b[0][v * nc + 1 + bb]) {
+                    printf("  gather wrong\n");
+                    ++fails;
+                    bb = 2;
+                    break;
+                }
+    }
+    printf("  %s\n", fails ? "FAILED" : "ok");
+    return fails;
+}
+
+// The assembly against a transcription of dbf::assemble, on random topology.
+template <class C, int K>
+int run_assembly() {
+    constexpr int F = C::NFACES, NF = C::nf(K), NL = F * NF, SL = 2 * F - 1, BSZ = NF * NF;
+    const int nc = 7, n_rows = 9, pitch = 32, n_faces = 20;
+    std::vector<double> k(NL * NL * nc), b(NL * nc), dir(n_faces * NF);
+    for (auto* v : {&k, &b, &dir})
+        for (auto& x : *v) x = uni(-1, 1);
+    std::vector<unsigned> row_cell(2 * n_rows), slot_cell(SL * n_rows), nbr(SL * n_rows),
+        sface(SL * n_rows);
+    std::vector<unsigned char> row_local(2 * n_rows), srow(SL * n_rows), scol(SL * n_rows);
+    for (int r = 0; r < n_rows; ++r) {
+        for (int s = 0; s < 2; ++s) {
+            row_cell[s * n_rows + r] = (s == 1 && r % 3 == 0) ? NONE_INDEX : rng() % nc;
+            row_local[s * n_rows + r] = rng() % F;
+        }
+        for (int a = 0; a < SL; ++a) {
+            const int t = rng() % 4;  // 0: padding, 1: Dirichlet column, else a free column
+            slot_cell[a * n_rows + r] = (a == 0 || t == 0) ? NONE_INDEX : rng() % nc;
+            nbr[a * n_rows + r] = (t == 1) ? NONE_INDEX : rng() % n_rows;
+            sface[a * n_rows + r] = rng() % n_faces;
+            srow[a * n_rows + r] = rng() % F;
+            scol[a * n_rows + r] = rng() % F;
+        }
+    }
+    AssemblyTopology t{(u64)row_cell.data(), (u64)row_local.data(), (u64)slot_cell.data(),
+                       (u64)srow.data(),     (u64)scol.data(),      (u64)nbr.data(),
+                       (u64)sface.data()};
+    std::vector<double> values(SL * BSZ * pitch, NAN), rhs(n_rows * NF, NAN);
+    std::vector<unsigned> cols(SL * pitch, 12345);
+    // 3 blocks of 4 threads, one thread per block row (threads beyond n_rows return).
+    launch(3, 4, 0, [&] {
+        assemble<C, double, NF>(n_rows, pitch, SL, nc, t, k.data(), b.data(), dir.data(),
+                                values.data(), cols.data(), rhs.data());
+    });
+    // Reference: hdg-backend-cpu dbf::assemble, on the element-fastest K_e and b_e.
+    auto el = [&](unsigned cell, int i, int j, int m, int l) {
+        return k[((i * NF + m) * NL + j * NF + l) * nc + cell];
+    };
+    int bad = 0;
+    for (int row = 0; row < n_rows; ++row) {
+        std::vector<double> blocks(SL * BSZ, 0.0), rr(NF, 0.0);
+        for (int side = 0; side < 2; ++side) {
+            const unsigned cell = row_cell[side * n_rows + row];
+            if (cell == NONE_INDEX) continue;
+            const int i = row_local[side * n_rows + row];
+            for (int m = 0; m < NF; ++m) {
+                rr[m] += b[(i * NF + m) * nc + cell];
+                for (int l = 0; l < NF; ++l) blocks[m * NF + l] += el(cell, i, i, m, l);
+            }
+        }
+        for (int a = 1; a < SL; ++a) {
+            const int s = a * n_rows + row;
+            const unsigned cell = slot_cell[s];
+            if (cell == NONE_INDEX) continue;
+            const int i = srow[s], j = scol[s];
+            for (int m = 0; m < NF; ++m)
+                for (int l = 0; l < NF; ++l) {
+                    if (nbr[s] == NONE_INDEX)
+                        rr[m] -= el(cell, i, j, m, l) * dir[sface[s] * NF + l];
+                    else
+                        blocks[a * BSZ + m * NF + l] = el(cell, i, j, m, l);
+                }
+        }
+        for (int a = 0; a < SL; ++a) {
+            for (int v = 0; v < BSZ; ++v)
+                if (values[(a * BSZ + v) * pitch + row] != blocks[a * BSZ + v]) ++bad;
+            const unsigned n = nbr[a * n_rows + row];
+            const unsigned c = (a == 0 || n == NONE_INDEX) ? (unsigned)row : n;
+            if (cols[a * pitch + row] != c) ++bad;
+        }
+        for (int m = 0; m < NF; ++m)
+            if (rhs[row * NF + m] != rr[m]) ++bad;
+    }
+    printf("assembly %s k %d: %d mismatches with dbf::assemble\n", F == 3 ? "tri" : "tet", K, bad);
+    return bad;
+}
+
+int main(int argc, char** argv) {
+    int fails = 0;
+    int nc = argc > 1 ? atoi(argv[1]) : 5;
+    fails += run<Tri, 1>(nc);
+    fails += run<Tri, 2>(nc);
+    fails += run<Tri, 3>(nc);
+    fails += run<Tri, 5>(nc);
+    fails += run<Tri, 8>(nc);
+    fails += run<Tet, 1>(nc);
+    fails += run<Tet, 2>(nc);
+    fails += run<Tet, 3>(nc);
+#ifdef BIG
+    fails += run<Tet, 5>(nc);
+    fails += run<Tet, 8>(nc);
+#endif
+    fails += run_assembly<Tri, 1>() + run_assembly<Tri, 4>() + run_assembly<Tri, 8>() +
+             run_assembly<Tet, 1>() + run_assembly<Tet, 3>() + run_assembly<Tet, 8>();
+    printf("%s\n", fails ? "SOME FAILED" : "ALL OK");
+    return fails != 0;
+}
