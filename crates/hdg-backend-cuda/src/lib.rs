@@ -4,33 +4,31 @@
 //! request for a device with a clear "unavailable" error ([`availability`]).
 //!
 //! With `--features cuda` (build: nvcc, see `scripts/cuda-toolchain.sh`; run: an NVIDIA driver)
-//! it provides the trace-solve stage on the GPU:
+//! it runs every stage of the pipeline on the GPU:
 //!
-//! - [`CudaBackend`]: context, stream and kernels (PTX compiled by `build.rs` from
-//!   `kernels/hdg.cu` and embedded), with [`hdg_core::VectorOps`] for f32 and f64 on
+//! - [`CudaBackend`]: context, stream and kernels (`build.rs` compiles every `kernels/*.cu` to
+//!   sm_90 SASS and portable compute_75 PTX and embeds both), with [`hdg_core::VectorOps`] for f32 and f64 on
 //!   [`DeviceVector`]s (fused operations, deterministic two-pass reductions, batched block
 //!   Cholesky for block Jacobi) and [`hdg_core::MixedPrecisionOps`];
-//! - [`DeviceDbf`]: the assembled DBF trace matrix on the device (coalesced element-fastest
-//!   layout) as a [`hdg_core::TraceOperator`], so every solver of `hdg-linalg` runs on it
-//!   unchanged, and as a [`hdg_core::DemoteOperator`] for mixed-precision refinement.
-//!
+//! - [`DeviceDbf`]: the assembled DBF trace matrix on the device (row-fastest planes, one per
+//!   slot and block entry) as a [`hdg_core::TraceOperator`], so every solver of `hdg-linalg`
+//!   runs on it unchanged, and as a [`hdg_core::DemoteOperator`] for mixed-precision
+//!   refinement; block sizes 1..=11 (triangles) and the tetrahedron face blocks up to 45;
 //! - the element stages ([`elements`]): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
 //!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles and
 //!   tetrahedra, k = 1..=8; kernels in `kernels/element_kernels.cu` and `kernels/elements.cu`),
 //!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: condensation,
 //!   assembly straight into a [`DeviceDbf`], the trace solve, recovery and postprocessing. Two
-//!   steps run on the host in this first version: the element loads F_K and the error norms
+//!   steps still run on the host: the element loads F_K and the error norms
 //!   (both need closures of the problem). Condensation, recovery and postprocessing come in two
 //!   kernel designs, thread per element and block per element, chosen per cell type, order and
-//!   precision by measurement ([`design`]: the designs, the dispatch, the launch sizes).
-//!
+//!   precision by measurement ([`design`]: the designs, the dispatch, the launch sizes);
 //! - the matrix-free trace operator ([`matrix_free`]): [`MatrixFreeOperator`] applies the trace
 //!   operator from the element trace matrices (packed symmetric, element-fastest) with a
 //!   per-element product and a deterministic per-face gather, never assembling the global
 //!   matrix. [`CudaBackend::with_trace_operator`] chooses what [`hdg_core::Assembler::assemble`]
 //!   builds ([`TraceOperatorKind`]); the assembled operator is a [`DeviceTraceOperator`], either
-//!   kind, so the pipeline and every solver run unchanged on both.
-//!
+//!   kind, so the pipeline and every solver run unchanged on both;
 //! - device memory: [`CudaBackend::watch_memory`] samples the memory in use from a background
 //!   thread and reports the peak of a stretch of work ([`MemoryWatch`], [`MemoryPeak`]); an
 //!   allocation the device cannot satisfy is [`hdg_core::CoreError::OutOfDeviceMemory`].
