@@ -87,14 +87,16 @@ pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
     }
 }
 
-/// Condenses one element. Returns the failing pivot if S is not positive definite.
-pub fn condense_element<T: Real>(
+/// Forms one element's local matrices from its geometry and the reference tables (the first
+/// three lines of the module documentation): S (n x n) into `s_mat`, P (n x nl) into `p`,
+/// A (nl x nl) into `a`, all row-major and overwritten.
+pub fn form_element_matrices<T: Real>(
     t: &ElementTables<T>,
     input: &ElementInput<'_, T>,
-    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
-    scratch: &mut CondenseScratch<T>,
-    out: CondensedElement<'_, T>,
-) -> Result<(), (usize, T)> {
+    s_mat: &mut [T],
+    p: &mut [T],
+    a: &mut [T],
+) {
     let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
     let (d, n, nf, nfaces) = (t.dim, t.n, t.n_f, t.n_faces);
     let nl = nfaces * nf;
@@ -107,7 +109,6 @@ pub fn condense_element<T: Real>(
     let b = metric(d, jinv);
 
     // S
-    let s_mat = &mut scratch.schur;
     s_mat.iter_mut().for_each(|v| *v = T::zero());
     for sd in 0..d {
         for td in 0..d {
@@ -128,30 +129,28 @@ pub fn condense_element<T: Real>(
         s_mat[i * n + i] += mass;
     }
 
-    // P, written into the recovery operator's storage (it becomes W, then Z, in place).
-    let p = &mut *out.recovery_operator;
+    // P
     for f in 0..nfaces {
         let o = input.orientations[f] as usize;
-        let mut a = [T::zero(); 3];
-        for (sd, a_s) in a.iter_mut().enumerate().take(d) {
+        let mut coef = [T::zero(); 3];
+        for (sd, c_s) in coef.iter_mut().enumerate().take(d) {
             let jn: T = (0..d).map(|r| jinv[sd * d + r] * normal[f * d + r]).sum();
-            *a_s = kappa * face_jac[f] * jn;
+            *c_s = kappa * face_jac[f] * jn;
         }
         let tau_f = input.tau[f] * face_jac[f];
         let gt = t.face_trace(f, o);
         for i in 0..n {
             for m in 0..nf {
                 let mut v = tau_f * gt[i * nf + m];
-                for (sd, &a_s) in a.iter().enumerate().take(d) {
-                    v += a_s * t.derivative_trace(sd, f, o)[i * nf + m];
+                for (sd, &c_s) in coef.iter().enumerate().take(d) {
+                    v += c_s * t.derivative_trace(sd, f, o)[i * nf + m];
                 }
                 p[i * nl + f * nf + m] = v;
             }
         }
     }
 
-    // A, written into K_e's storage.
-    let k = &mut *out.trace_matrix;
+    // A
     for f in 0..nfaces {
         let of = input.orientations[f] as usize;
         for gf in 0..nfaces {
@@ -161,27 +160,60 @@ pub fn condense_element<T: Real>(
             let gtg = t.trace_product(f, of, gf, og);
             for m in 0..nf {
                 for l in 0..nf {
-                    k[(f * nf + m) * nl + gf * nf + l] = coef * gtg[m * nf + l];
+                    a[(f * nf + m) * nl + gf * nf + l] = coef * gtg[m * nf + l];
                 }
             }
         }
         let tau_f = input.tau[f] * face_jac[f];
         for m in 0..nf {
-            k[(f * nf + m) * nl + f * nf + m] += tau_f;
+            a[(f * nf + m) * nl + f * nf + m] += tau_f;
         }
     }
+}
 
-    // F = (f, phi_i)_K
-    let load = &mut scratch.load;
+/// The element load F = (f, phi_i)_K by the tables' load quadrature, overwriting `load` (n);
+/// `point` (dim) is work space. Backends that condense on a device evaluate the host closure
+/// `source` through this function too, so their loads are the CPU's to the bit.
+pub fn element_load<T: Real>(
+    t: &ElementTables<T>,
+    vertices: &[f64],
+    det: T,
+    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    point: &mut [f64],
+    load: &mut [T],
+) {
+    let n = t.n;
     load.iter_mut().for_each(|v| *v = T::zero());
     let rule = &t.load_rule;
     for q in 0..rule.n_points() {
-        map_point(d, input.vertices, rule.point(q), &mut scratch.point);
-        let fq = T::from_f64_lossy(rule.weights[q] * source(&scratch.point)) * det;
+        map_point(t.dim, vertices, rule.point(q), point);
+        let fq = T::from_f64_lossy(rule.weights[q] * source(point)) * det;
         for (li, &phi) in load.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
             *li += fq * phi;
         }
     }
+}
+
+/// Condenses one element. Returns the failing pivot if S is not positive definite.
+pub fn condense_element<T: Real>(
+    t: &ElementTables<T>,
+    input: &ElementInput<'_, T>,
+    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    scratch: &mut CondenseScratch<T>,
+    out: CondensedElement<'_, T>,
+) -> Result<(), (usize, T)> {
+    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
+    let (d, n, nl) = (t.dim, t.n, t.n_local_trace());
+    let det = input.geometry[layout.det()];
+    // S into the scratch, P into the recovery operator's storage (it becomes W, then Z, in
+    // place), A into K_e's storage.
+    let s_mat = &mut scratch.schur;
+    let p = &mut *out.recovery_operator;
+    let k = &mut *out.trace_matrix;
+    form_element_matrices(t, input, s_mat, p, k);
+
+    let load = &mut scratch.load;
+    element_load(t, input.vertices, det, source, &mut scratch.point, load);
 
     dense::cholesky(n, s_mat)?;
     dense::forward_substitution(n, nl, s_mat, p); // W = L^-1 P

@@ -54,7 +54,7 @@
 use std::sync::Arc;
 
 use cust::memory::{DeviceBuffer, DeviceCopy};
-use hdg_backend_cpu::condense::map_point;
+use hdg_backend_cpu::condense::element_load;
 use hdg_backend_cpu::local::element_errors;
 use hdg_core::geometry::{cell_geometry, GeometryLayout};
 use hdg_core::{
@@ -693,19 +693,12 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
         let n = t.n;
         let mut load = vec![T::zero(); n_cells * n];
         let source = disc.problem.source.as_ref();
-        let rule = &t.load_rule;
         load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
             || vec![0.0; d],
             |point, (e, out)| {
                 let det = host_geometry[e * layout.stride() + layout.det()];
                 let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
-                for q in 0..rule.n_points() {
-                    map_point(d, vertices, rule.point(q), point);
-                    let fq = T::from_f64_lossy(rule.weights[q] * source(point)) * det;
-                    for (li, &phi) in out.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
-                        *li += fq * phi;
-                    }
-                }
+                element_load(t, vertices, det, source, point, out);
             },
         );
 

@@ -43,8 +43,8 @@ use std::time::Instant;
 
 use cust::event::{Event, EventFlags};
 use hdg_backend_cpu::condense::{
-    condensation_flops, condense_element, map_point, metric, CondenseScratch, CondensedElement,
-    ElementInput,
+    condensation_flops, condense_element, element_load, form_element_matrices, CondenseScratch,
+    CondensedElement, ElementInput,
 };
 use hdg_backend_cuda::design::{compiled, shared_bytes, ElementSizes};
 use hdg_backend_cuda::{
@@ -243,84 +243,6 @@ fn problem(n_cells: usize) -> Problem {
     p
 }
 
-/// S, P and A of one element, formed exactly as `condense_element` forms them (row-major:
-/// S n x n, P n x nl, A nl x nl).
-fn element_matrices<T: Real>(
-    t: &ElementTables<T>,
-    g: &[T],
-    orientations: &[u8],
-    kappa: T,
-    reaction: T,
-    tau: &[T],
-) -> (Vec<T>, Vec<T>, Vec<T>) {
-    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
-    let (d, n, nf, nfaces) = (t.dim, t.n, t.n_f, t.n_faces);
-    let nl = nfaces * nf;
-    let det = g[layout.det()];
-    let jinv = &g[layout.inverse_jacobian()..layout.inverse_jacobian() + d * d];
-    let face_jac = &g[layout.face_jacobian()..layout.face_jacobian() + nfaces];
-    let normal = &g[layout.normal()..layout.normal() + nfaces * d];
-    let b = metric(d, jinv);
-    let mut s = vec![T::zero(); n * n];
-    for sd in 0..d {
-        for td in 0..d {
-            let coef = kappa * det * b[sd * d + td];
-            for (sv, &dv) in s.iter_mut().zip(t.derivative_product(sd, td)) {
-                *sv += coef * dv;
-            }
-        }
-    }
-    for f in 0..nfaces {
-        let coef = tau[f] * face_jac[f];
-        for (sv, &ev) in s.iter_mut().zip(t.face_mass(f)) {
-            *sv += coef * ev;
-        }
-    }
-    for i in 0..n {
-        s[i * n + i] += reaction * det;
-    }
-    let mut p = vec![T::zero(); n * nl];
-    for f in 0..nfaces {
-        let o = orientations[f] as usize;
-        let mut a = [T::zero(); 3];
-        for (sd, a_s) in a.iter_mut().enumerate().take(d) {
-            let jn: T = (0..d).map(|r| jinv[sd * d + r] * normal[f * d + r]).sum();
-            *a_s = kappa * face_jac[f] * jn;
-        }
-        let tau_f = tau[f] * face_jac[f];
-        let gt = t.face_trace(f, o);
-        for i in 0..n {
-            for m in 0..nf {
-                let mut v = tau_f * gt[i * nf + m];
-                for (sd, &a_s) in a.iter().enumerate().take(d) {
-                    v += a_s * t.derivative_trace(sd, f, o)[i * nf + m];
-                }
-                p[i * nl + f * nf + m] = v;
-            }
-        }
-    }
-    let mut a = vec![T::zero(); nl * nl];
-    for f in 0..nfaces {
-        let of = orientations[f] as usize;
-        for gf in 0..nfaces {
-            let og = orientations[gf] as usize;
-            let nn: T = (0..d).map(|r| normal[f * d + r] * normal[gf * d + r]).sum();
-            let coef = kappa / det * nn * face_jac[f] * face_jac[gf];
-            let gtg = t.trace_product(f, of, gf, og);
-            for m in 0..nf {
-                for l in 0..nf {
-                    a[(f * nf + m) * nl + gf * nf + l] = coef * gtg[m * nf + l];
-                }
-            }
-        }
-        let tau_f = tau[f] * face_jac[f];
-        for m in 0..nf {
-            a[(f * nf + m) * nl + f * nf + m] += tau_f;
-        }
-    }
-    (s, p, a)
-}
-
 /// What the CPU computes for one element: inputs (S, P, A, F) and the condensation's outputs
 /// (K, b, Z, u0), from `condense_element` itself.
 struct HostElement<T> {
@@ -347,25 +269,6 @@ fn host_element<T: Real>(disc: &Discretization<'_, T>, e: usize) -> Result<HostE
     let orientations = mesh.cell_face_orientations(e);
     let tau = &disc.tau[e * fpc..(e + 1) * fpc];
     let (kappa, reaction) = (disc.kappa[e], disc.reaction[e]);
-    let (s, p, a) = element_matrices(t, &geometry, orientations, kappa, reaction, tau);
-    // F = (f, phi_i)_K, as condense_element (and the device backend's prepare) computes it.
-    let mut f = vec![T::zero(); n];
-    let rule = &t.load_rule;
-    let det = geometry[0];
-    let mut x = vec![0.0; d];
-    for q in 0..rule.n_points() {
-        map_point(d, &vertices, rule.point(q), &mut x);
-        let fq = T::from_f64_lossy(rule.weights[q] * (disc.problem.source)(&x)) * det;
-        for (fi, &phi) in f.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
-            *fi += fq * phi;
-        }
-    }
-    let (mut k, mut b, mut z, mut u0) = (
-        vec![T::zero(); nl * nl],
-        vec![T::zero(); nl],
-        vec![T::zero(); n * nl],
-        vec![T::zero(); n],
-    );
     let input = ElementInput {
         geometry: &geometry,
         vertices: &vertices,
@@ -374,6 +277,19 @@ fn host_element<T: Real>(disc: &Discretization<'_, T>, e: usize) -> Result<HostE
         reaction,
         tau,
     };
+    // S, P, A and F exactly as condense_element forms them (the same functions).
+    let (mut s, mut p, mut a) =
+        (vec![T::zero(); n * n], vec![T::zero(); n * nl], vec![T::zero(); nl * nl]);
+    form_element_matrices(t, &input, &mut s, &mut p, &mut a);
+    let mut f = vec![T::zero(); n];
+    let det = geometry[GeometryLayout::new(cell).det()];
+    element_load(t, &vertices, det, disc.problem.source.as_ref(), &mut vec![0.0; d], &mut f);
+    let (mut k, mut b, mut z, mut u0) = (
+        vec![T::zero(); nl * nl],
+        vec![T::zero(); nl],
+        vec![T::zero(); n * nl],
+        vec![T::zero(); n],
+    );
     let mut scratch = CondenseScratch::new(t);
     condense_element(
         t,

@@ -181,6 +181,85 @@ pub(crate) fn to_canonical_generic(cell: CellType, orientation: usize, s: &[f64]
     }
 }
 
+/// The reference matrices of one element type (see [`ReferenceElement`]): `derivative[s]`,
+/// `face_mass[f]`, `face_trace[f][o]`.
+#[derive(Clone, Debug)]
+pub(crate) struct ReferenceMatrices {
+    pub(crate) derivative: Vec<Array2<f64>>,
+    pub(crate) face_mass: Vec<Array2<f64>>,
+    pub(crate) face_trace: Vec<Vec<Array2<f64>>>,
+}
+
+/// Computes the reference matrices of `cell` once for every element type, with the volume
+/// basis `volume(xi, values, gradients)` (`n` functions, gradients laid out `[s*n + i]`) and
+/// the trace basis `trace(s, values)` (`n_face` functions on the face parameter domain).
+/// `cell_rule` and `face_rule` must integrate the products exactly (degree `2k`).
+///
+/// Every matrix is written as a product of (points x functions) tables, `(W V)^T G`, so that
+/// the O(points n^2) work is one matrix product per matrix rather than a scalar triple loop:
+/// this dominates the construction time at high order.
+pub(crate) fn reference_matrices(
+    cell: CellType,
+    vertices: &[f64],
+    (n, n_face): (usize, usize),
+    (cell_rule, face_rule): (&QuadratureRule, &QuadratureRule),
+    volume: impl Fn(&[f64], &mut [f64], Option<&mut [f64]>),
+    trace: impl Fn(&[f64], &mut [f64]),
+) -> ReferenceMatrices {
+    let dim = cell.dim();
+    // D^_s[i][j] = int phi_i d_s phi_j.
+    let n_points = cell_rule.n_points();
+    let mut weighted = Array2::<f64>::zeros((n_points, n));
+    let mut grads: Vec<Array2<f64>> = (0..dim).map(|_| Array2::zeros((n_points, n))).collect();
+    let (mut values, mut gradient) = (vec![0.0; n], vec![0.0; dim * n]);
+    for q in 0..n_points {
+        volume(cell_rule.point(q), &mut values, Some(&mut gradient));
+        let w = cell_rule.weights[q];
+        for (dst, v) in weighted.row_mut(q).iter_mut().zip(&values) {
+            *dst = w * v;
+        }
+        for (s, g) in grads.iter_mut().enumerate() {
+            g.row_mut(q).assign(&ndarray::ArrayView1::from(&gradient[s * n..(s + 1) * n]));
+        }
+    }
+    let derivative = grads.iter().map(|g| weighted.t().dot(g)).collect();
+
+    // E^_f = int phi_i phi_j and G^_{f,o} = int phi_i mu_m(to_canonical(o, s)) over the face
+    // parameter domain. The trace basis at the canonical image of a face point depends on the
+    // orientation only, not on the face: tabulated once per orientation.
+    let n_fp = face_rule.n_points();
+    let mut canonical = [0.0; 2];
+    let mu: Vec<Array2<f64>> = (0..cell.n_orientations())
+        .map(|o| {
+            let mut table = Array2::<f64>::zeros((n_fp, n_face));
+            for q in 0..n_fp {
+                let s = face_rule.point(q);
+                to_canonical_generic(cell, o, s, &mut canonical[..s.len()]);
+                trace(&canonical[..s.len()], table.row_mut(q).into_slice().expect("row-major"));
+            }
+            table
+        })
+        .collect();
+    let mut face_values = Array2::<f64>::zeros((n_fp, n));
+    let mut face_weighted = Array2::<f64>::zeros((n_fp, n));
+    let mut xi = [0.0; 3];
+    let (mut face_mass, mut face_trace) = (Vec::new(), Vec::new());
+    for f in 0..cell.faces_per_cell() {
+        for q in 0..n_fp {
+            face_point_generic(cell, vertices, f, face_rule.point(q), &mut xi);
+            let row = face_values.row_mut(q).into_slice().expect("row-major");
+            volume(&xi[..dim], row, None);
+            let w = face_rule.weights[q];
+            for (dst, v) in face_weighted.row_mut(q).iter_mut().zip(face_values.row(q)) {
+                *dst = w * v;
+            }
+        }
+        face_mass.push(face_weighted.t().dot(&face_values));
+        face_trace.push(mu.iter().map(|mu_o| face_weighted.t().dot(mu_o)).collect());
+    }
+    ReferenceMatrices { derivative, face_mass, face_trace }
+}
+
 /// Helpers shared by the tests of this module.
 #[cfg(test)]
 pub(crate) mod test_util {

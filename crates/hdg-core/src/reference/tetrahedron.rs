@@ -7,7 +7,10 @@ use super::jacobi::{
     dubiner_count, dubiner_tetrahedron_count, dubiner_tetrahedron_impl, dubiner_triangle_impl,
 };
 use super::quadrature::{tetrahedron_rule, triangle_rule, QuadratureRule};
-use super::{face_point_generic, to_canonical_generic, ReferenceElement};
+use super::{
+    face_point_generic, reference_matrices, to_canonical_generic, ReferenceElement,
+    ReferenceMatrices,
+};
 use crate::error::CoreError;
 use crate::CellType;
 
@@ -23,12 +26,6 @@ pub const MAX_TETRAHEDRON_ORDER: usize = 15;
 /// Reference vertex coordinates, vertex-major.
 const VERTICES: [f64; 12] = [-1.0, -1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0];
 
-/// Number of faces.
-const N_FACES: usize = CellType::Tetrahedron.faces_per_cell();
-
-/// Number of orientations of a triangular face (its vertex permutations).
-const N_ORIENTATIONS: usize = CellType::Tetrahedron.n_orientations();
-
 /// The reference tetrahedron of order `k`: volume space `P_k` with the orthonormal Dubiner basis,
 /// trace space `P_k` on each triangular face with the orthonormal Dubiner triangle basis on the
 /// face parameter domain (the reference triangle `(-1,-1), (1,-1), (-1,1)`, measure 2), and the
@@ -41,12 +38,8 @@ pub struct ReferenceTetrahedron {
     order: usize,
     n_volume: usize,
     n_face: usize,
-    /// `D^_x`, `D^_y`, `D^_z`.
-    derivative: [Array2<f64>; 3],
-    /// `E^_f`, `f = 0..4`.
-    face_mass: [Array2<f64>; N_FACES],
-    /// `G^_{f,o}`, `f = 0..4`, `o = 0..6`.
-    face_trace: [[Array2<f64>; N_ORIENTATIONS]; N_FACES],
+    /// `D^_x`, `D^_y`, `D^_z`; `E^_f`, `f = 0..4`; `G^_{f,o}`, `f = 0..4`, `o = 0..6`.
+    matrices: ReferenceMatrices,
 }
 
 impl ReferenceTetrahedron {
@@ -61,80 +54,26 @@ impl ReferenceTetrahedron {
         let n = dubiner_tetrahedron_count(order);
         let n_face = dubiner_count(order);
 
-        // D^_s[i][j] = int phi_i d_s phi_j (integrand of degree 2k-1). Written as products of
-        // (points x functions) tables, (W V)^T G_s, so that the O(points n^2) work is one GEMM per
-        // direction rather than a scalar triple loop: this dominates construction time.
-        let cell_rule = tetrahedron_rule(2 * order);
-        let n_points = cell_rule.n_points();
-        let mut weighted = Array2::<f64>::zeros((n_points, n));
-        let mut grads: [Array2<f64>; 3] = std::array::from_fn(|_| Array2::zeros((n_points, n)));
-        {
-            let mut values = vec![0.0; n];
-            let [gx, gy, gz] = &mut grads;
-            for q in 0..n_points {
-                let p = cell_rule.point(q);
-                let w = cell_rule.weights[q];
-                dubiner_tetrahedron_impl(
-                    order,
-                    [p[0], p[1], p[2]],
-                    &mut values,
-                    Some([
-                        gx.row_mut(q).into_slice().expect("row-major"),
-                        gy.row_mut(q).into_slice().expect("row-major"),
-                        gz.row_mut(q).into_slice().expect("row-major"),
-                    ]),
-                );
-                for (dst, v) in weighted.row_mut(q).iter_mut().zip(&values) {
-                    *dst = w * v;
+        // Integrands of degree 2k - 1 (derivatives) and 2k (faces).
+        let matrices = reference_matrices(
+            CellType::Tetrahedron,
+            &VERTICES,
+            (n, n_face),
+            (&tetrahedron_rule(2 * order), &triangle_rule(2 * order)),
+            |xi, values, gradients| {
+                let point = [xi[0], xi[1], xi[2]];
+                match gradients {
+                    Some(g) => {
+                        let (gx, rest) = g.split_at_mut(n);
+                        let (gy, gz) = rest.split_at_mut(n);
+                        dubiner_tetrahedron_impl(order, point, values, Some([gx, gy, gz]));
+                    }
+                    None => dubiner_tetrahedron_impl(order, point, values, None),
                 }
-            }
-        }
-        let derivative: [Array2<f64>; 3] = std::array::from_fn(|s| weighted.t().dot(&grads[s]));
-
-        // Face matrices (integrands of degree 2k on the face parameter triangle).
-        let face_rule = triangle_rule(2 * order);
-        let n_fp = face_rule.n_points();
-        let mut face_mass: [Array2<f64>; N_FACES] = std::array::from_fn(|_| Array2::zeros((n, n)));
-        let mut face_trace: [[Array2<f64>; N_ORIENTATIONS]; N_FACES] =
-            std::array::from_fn(|_| std::array::from_fn(|_| Array2::zeros((n, n_face))));
-        // Trace basis at the canonical image of every face point, per orientation: the map
-        // depends on the orientation only, not on the face.
-        let mut mu: [Array2<f64>; N_ORIENTATIONS] =
-            std::array::from_fn(|_| Array2::zeros((n_fp, n_face)));
-        for (o, mu_o) in mu.iter_mut().enumerate() {
-            let mut sc = [0.0; 2];
-            for q in 0..n_fp {
-                to_canonical_generic(CellType::Tetrahedron, o, face_rule.point(q), &mut sc);
-                let row = mu_o.row_mut(q).into_slice().expect("row-major");
-                dubiner_triangle_impl(order, sc[0], sc[1], row, None);
-            }
-        }
-        let mut values = Array2::<f64>::zeros((n_fp, n));
-        let mut weighted = Array2::<f64>::zeros((n_fp, n));
-        let mut xi = [0.0; 3];
-        for f in 0..N_FACES {
-            for q in 0..n_fp {
-                face_point_generic(
-                    CellType::Tetrahedron,
-                    &VERTICES,
-                    f,
-                    face_rule.point(q),
-                    &mut xi,
-                );
-                let row = values.row_mut(q).into_slice().expect("row-major");
-                dubiner_tetrahedron_impl(order, xi, row, None);
-                let w = face_rule.weights[q];
-                for (dst, v) in weighted.row_mut(q).iter_mut().zip(values.row(q)) {
-                    *dst = w * v;
-                }
-            }
-            face_mass[f] = weighted.t().dot(&values);
-            for (g, mu_o) in face_trace[f].iter_mut().zip(&mu) {
-                *g = weighted.t().dot(mu_o);
-            }
-        }
-
-        Ok(ReferenceTetrahedron { order, n_volume: n, n_face, derivative, face_mass, face_trace })
+            },
+            |s, values| dubiner_triangle_impl(order, s[0], s[1], values, None),
+        );
+        Ok(ReferenceTetrahedron { order, n_volume: n, n_face, matrices })
     }
 }
 
@@ -168,15 +107,15 @@ impl ReferenceElement for ReferenceTetrahedron {
     }
 
     fn derivative(&self, s: usize) -> &Array2<f64> {
-        &self.derivative[s]
+        &self.matrices.derivative[s]
     }
 
     fn face_mass(&self, face: usize) -> &Array2<f64> {
-        &self.face_mass[face]
+        &self.matrices.face_mass[face]
     }
 
     fn face_trace(&self, face: usize, orientation: usize) -> &Array2<f64> {
-        &self.face_trace[face][orientation]
+        &self.matrices.face_trace[face][orientation]
     }
 
     fn eval_basis(&self, xi: &[f64], values: &mut [f64], gradients: Option<&mut [f64]>) {

@@ -5,7 +5,10 @@ use ndarray::Array2;
 
 use super::jacobi::{dubiner_count, dubiner_triangle_impl, legendre_orthonormal};
 use super::quadrature::{segment_rule, triangle_rule, QuadratureRule};
-use super::{face_point_generic, to_canonical_generic, ReferenceElement};
+use super::{
+    face_point_generic, reference_matrices, to_canonical_generic, ReferenceElement,
+    ReferenceMatrices,
+};
 use crate::error::CoreError;
 use crate::CellType;
 
@@ -18,9 +21,6 @@ pub const MAX_REFERENCE_ORDER: usize = 20;
 /// Reference vertex coordinates, vertex-major.
 const VERTICES: [f64; 6] = [-1.0, -1.0, 1.0, -1.0, -1.0, 1.0];
 
-/// Number of orientations of an edge.
-const N_ORIENTATIONS: usize = CellType::Triangle.n_orientations();
-
 /// The reference triangle of order `k`: volume space `P_k` with the orthonormal Dubiner basis,
 /// trace space `P_k` on each edge with orthonormal Legendre polynomials, and the precomputed
 /// reference matrices.
@@ -32,12 +32,8 @@ pub struct ReferenceTriangle {
     order: usize,
     n_volume: usize,
     n_face: usize,
-    /// `D^_x`, `D^_y`.
-    derivative: [Array2<f64>; 2],
-    /// `E^_f`, `f = 0..3`.
-    face_mass: [Array2<f64>; 3],
-    /// `G^_{f,o}`, `f = 0..3`, `o = 0..2`.
-    face_trace: [[Array2<f64>; N_ORIENTATIONS]; 3],
+    /// `D^_x`, `D^_y`; `E^_f`, `f = 0..3`; `G^_{f,o}`, `f = 0..3`, `o = 0..2`.
+    matrices: ReferenceMatrices,
 }
 
 impl ReferenceTriangle {
@@ -52,68 +48,22 @@ impl ReferenceTriangle {
         let n = dubiner_count(order);
         let n_face = order + 1;
 
-        // D^_s[i][j] = int phi_i d_s phi_j (integrand of degree 2k-1).
-        let cell_rule = triangle_rule(2 * order);
-        let mut dx_mat = Array2::<f64>::zeros((n, n));
-        let mut dy_mat = Array2::<f64>::zeros((n, n));
-        let mut values = vec![0.0; n];
-        let mut dx = vec![0.0; n];
-        let mut dy = vec![0.0; n];
-        for q in 0..cell_rule.n_points() {
-            let p = cell_rule.point(q);
-            let w = cell_rule.weights[q];
-            dubiner_triangle_impl(order, p[0], p[1], &mut values, Some((&mut dx, &mut dy)));
-            for i in 0..n {
-                let wv = w * values[i];
-                for j in 0..n {
-                    dx_mat[[i, j]] += wv * dx[j];
-                    dy_mat[[i, j]] += wv * dy[j];
+        // Integrands of degree 2k - 1 (derivatives) and 2k (faces).
+        let matrices = reference_matrices(
+            CellType::Triangle,
+            &VERTICES,
+            (n, n_face),
+            (&triangle_rule(2 * order), &segment_rule(2 * order)),
+            |xi, values, gradients| match gradients {
+                Some(g) => {
+                    let (gx, gy) = g.split_at_mut(n);
+                    dubiner_triangle_impl(order, xi[0], xi[1], values, Some((gx, gy)));
                 }
-            }
-        }
-
-        // Face matrices (integrands of degree 2k in s).
-        let face_rule = segment_rule(2 * order);
-        let mut face_mass: [Array2<f64>; 3] = std::array::from_fn(|_| Array2::zeros((n, n)));
-        let mut face_trace: [[Array2<f64>; N_ORIENTATIONS]; 3] =
-            std::array::from_fn(|_| std::array::from_fn(|_| Array2::zeros((n, n_face))));
-        let mut mu = vec![0.0; n_face];
-        let mut xi = [0.0; 2];
-        let mut sc = [0.0; 1];
-        for f in 0..3 {
-            for q in 0..face_rule.n_points() {
-                let s = face_rule.point(q);
-                let w = face_rule.weights[q];
-                face_point_generic(CellType::Triangle, &VERTICES, f, s, &mut xi);
-                dubiner_triangle_impl(order, xi[0], xi[1], &mut values, None);
-                let e = &mut face_mass[f];
-                for i in 0..n {
-                    let wv = w * values[i];
-                    for j in 0..n {
-                        e[[i, j]] += wv * values[j];
-                    }
-                }
-                for (o, g) in face_trace[f].iter_mut().enumerate() {
-                    to_canonical_generic(CellType::Triangle, o, s, &mut sc);
-                    legendre_orthonormal(order, sc[0], &mut mu);
-                    for i in 0..n {
-                        let wv = w * values[i];
-                        for m in 0..n_face {
-                            g[[i, m]] += wv * mu[m];
-                        }
-                    }
-                }
-            }
-        }
-
-        Ok(ReferenceTriangle {
-            order,
-            n_volume: n,
-            n_face,
-            derivative: [dx_mat, dy_mat],
-            face_mass,
-            face_trace,
-        })
+                None => dubiner_triangle_impl(order, xi[0], xi[1], values, None),
+            },
+            |s, values| legendre_orthonormal(order, s[0], values),
+        );
+        Ok(ReferenceTriangle { order, n_volume: n, n_face, matrices })
     }
 }
 
@@ -147,15 +97,15 @@ impl ReferenceElement for ReferenceTriangle {
     }
 
     fn derivative(&self, s: usize) -> &Array2<f64> {
-        &self.derivative[s]
+        &self.matrices.derivative[s]
     }
 
     fn face_mass(&self, face: usize) -> &Array2<f64> {
-        &self.face_mass[face]
+        &self.matrices.face_mass[face]
     }
 
     fn face_trace(&self, face: usize, orientation: usize) -> &Array2<f64> {
-        &self.face_trace[face][orientation]
+        &self.matrices.face_trace[face][orientation]
     }
 
     fn eval_basis(&self, xi: &[f64], values: &mut [f64], gradients: Option<&mut [f64]>) {
