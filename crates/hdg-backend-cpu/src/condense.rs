@@ -203,7 +203,7 @@ pub fn condense_element<T: Real>(
     out: CondensedElement<'_, T>,
 ) -> Result<(), (usize, T)> {
     let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
-    let (d, n, nl) = (t.dim, t.n, t.n_local_trace());
+    let (n, nl) = (t.n, t.n_local_trace());
     let det = input.geometry[layout.det()];
     // S into the scratch, P into the recovery operator's storage (it becomes W, then Z, in
     // place), A into K_e's storage.
