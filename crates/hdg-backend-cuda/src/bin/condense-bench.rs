@@ -52,8 +52,8 @@ use hdg_backend_cuda::{
 };
 use hdg_core::geometry::{cell_geometry, GeometryLayout};
 use hdg_core::{
-    CellType, Coefficient, CoreError, Discretization, ElementTables, LocalSolver, Manufactured,
-    Problem, Real, Result, VectorOps,
+    CellType, Coefficient, CoreError, Discretization, LocalSolver, Manufactured, Problem, Real,
+    Result, VectorOps,
 };
 use hdg_mesh::{generate, Diagonal, Mesh};
 
