@@ -1,6 +1,7 @@
 //! Host-side setup shared by every backend: reference element, tables, trace topology,
 //! per-cell coefficients and the Dirichlet data (L2 projection onto the trace space).
 use hdg_mesh::Mesh;
+use rayon::prelude::*;
 
 use crate::error::{CoreError, Result};
 use crate::problem::Problem;
@@ -56,10 +57,15 @@ impl<'a, T: Real> Discretization<'a, T> {
         let topology = TraceTopology::new(mesh);
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
-        let kappa = (0..n_cells).map(|c| T::from_f64_lossy(problem.kappa.on_cell(c))).collect();
-        let reaction =
-            (0..n_cells).map(|c| T::from_f64_lossy(problem.reaction.on_cell(c))).collect();
-        let tau = vec![T::from_f64_lossy(problem.tau); n_cells * fpc];
+        let kappa = (0..n_cells)
+            .into_par_iter()
+            .map(|c| T::from_f64_lossy(problem.kappa.on_cell(c)))
+            .collect();
+        let reaction = (0..n_cells)
+            .into_par_iter()
+            .map(|c| T::from_f64_lossy(problem.reaction.on_cell(c)))
+            .collect();
+        let tau = crate::topology::filled(T::from_f64_lossy(problem.tau), n_cells * fpc);
         let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
         Ok(Discretization {
             mesh,

@@ -38,7 +38,9 @@ pub use hdg_mesh::CellType;
 pub use pipeline::{
     solve, PipelineOptions, PipelineOutput, PipelineReport, Progress, Silent, Stage, StageTimings,
 };
-pub use problem::{Coefficient, ExactSolution, Manufactured, Problem};
+pub use problem::{
+    Coefficient, ExactSolution, Manufactured, ManufacturedSpec, Problem, ScalarField, VectorField,
+};
 pub use real::Real;
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 pub use tables::ElementTables;

@@ -78,6 +78,27 @@ pub struct Problem {
     pub exact: Option<ExactSolution>,
     /// Polynomial degree of f if it is a polynomial: lets loads use the exact quadrature.
     pub source_degree: Option<usize>,
+    /// What `source`, `dirichlet` and `exact` were built from, when [`Problem::manufactured`]
+    /// built them: lets a backend evaluate them itself (the CUDA backend computes the element
+    /// loads and the error norms on the device from it). A backend that does checks its own
+    /// evaluation against the closures at sample points first, and uses the closures when
+    /// they disagree, so replacing `source` or `exact` after construction stays correct;
+    /// setting this to `None` makes every backend use the closures. Changing `kappa` or
+    /// `reaction` afterwards does not make it stale: `source` keeps the values it was built
+    /// with, and so does this description.
+    pub manufactured: Option<ManufacturedSpec>,
+}
+
+/// The description of a manufactured problem (see [`Problem::manufactured`]):
+/// `source = -kappa lap(u) + reaction u` and `dirichlet = exact = u` for the solution u.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ManufacturedSpec {
+    /// The exact solution u.
+    pub solution: Manufactured,
+    /// The kappa the source was built with.
+    pub kappa: f64,
+    /// The reaction coefficient the source was built with.
+    pub reaction: f64,
 }
 
 impl std::fmt::Debug for Problem {
@@ -117,6 +138,7 @@ impl Problem {
             dirichlet: u.clone(),
             exact: Some(ExactSolution { u, grad_u }),
             source_degree: degree,
+            manufactured: Some(ManufacturedSpec { solution, kappa, reaction }),
         }
     }
 }

@@ -15,6 +15,7 @@
 //! once on the host; assembly is then a lock-free gather per block row (each row reads the
 //! element trace matrices it needs), with no atomics and no sort at solve time.
 use hdg_mesh::{Mesh, NO_CELL};
+use rayon::prelude::*;
 
 /// Sentinel index: no face, no cell, no neighbour.
 pub const NONE: u32 = u32::MAX;
@@ -47,10 +48,18 @@ pub struct TraceTopology {
     pub slot_local: Vec<[u8; 2]>,
 }
 
+/// `n` copies of `value`, written by all threads.
+pub(crate) fn filled<T: Copy + Send + Sync>(value: T, n: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(n);
+    out.par_extend(rayon::iter::repeat_n(value, n));
+    out
+}
+
 impl TraceTopology {
     /// Builds the structure with every boundary face Dirichlet.
     pub fn new(mesh: &Mesh) -> Self {
-        let dirichlet: Vec<bool> = (0..mesh.n_faces()).map(|f| mesh.is_boundary_face(f)).collect();
+        let dirichlet: Vec<bool> =
+            (0..mesh.n_faces()).into_par_iter().map(|f| mesh.is_boundary_face(f)).collect();
         Self::with_dirichlet(mesh, &dirichlet)
     }
 
@@ -68,39 +77,56 @@ impl TraceTopology {
             }
         }
         let n_rows = free_faces.len();
-        let mut row_cells = vec![[NONE; 2]; n_rows];
-        let mut row_local_face = vec![[0u8; 2]; n_rows];
-        let mut neighbours = vec![NONE; n_rows * slots];
-        let mut slot_faces = vec![NONE; n_rows * slots];
-        let mut slot_cell = vec![NONE; n_rows * slots];
-        let mut slot_local = vec![[0u8; 2]; n_rows * slots];
-        for (row, &face) in free_faces.iter().enumerate() {
-            let face = face as usize;
-            let base = row * slots;
-            neighbours[base] = row as u32;
-            slot_faces[base] = face as u32;
-            let cells = mesh.face_cells(face);
-            let local = mesh.face_local_index(face);
-            for side in 0..2 {
-                if cells[side] == NO_CELL {
-                    continue;
-                }
-                let cell = cells[side];
-                row_cells[row][side] = cell as u32;
-                row_local_face[row][side] = local[side];
-                let mut slot = base + 1 + side * (fpc - 1);
-                for (j, &other) in mesh.cell_faces(cell).iter().enumerate() {
-                    if j == local[side] as usize {
-                        continue;
+        // Filled in parallel: the first touch of these pages (hundreds of MB at 1e7 unknowns)
+        // is most of the cost of building them.
+        let mut row_cells = filled([NONE; 2], n_rows);
+        let mut row_local_face = filled([0u8; 2], n_rows);
+        let mut neighbours = filled(NONE, n_rows * slots);
+        let mut slot_faces = filled(NONE, n_rows * slots);
+        let mut slot_cell = filled(NONE, n_rows * slots);
+        let mut slot_local = filled([0u8; 2], n_rows * slots);
+        // Every row writes only its own entries: rows in parallel (this runs in the setup of
+        // every solve, O(faces)).
+        row_cells
+            .par_iter_mut()
+            .zip(row_local_face.par_iter_mut())
+            .zip(neighbours.par_chunks_mut(slots))
+            .zip(slot_faces.par_chunks_mut(slots))
+            .zip(slot_cell.par_chunks_mut(slots))
+            .zip(slot_local.par_chunks_mut(slots))
+            .enumerate()
+            .with_min_len(1 << 10)
+            .for_each(
+                |(
+                    row,
+                    (((((row_cell, row_local), neighbours), slot_faces), slot_cell), slot_local),
+                )| {
+                    let face = free_faces[row] as usize;
+                    neighbours[0] = row as u32;
+                    slot_faces[0] = face as u32;
+                    let cells = mesh.face_cells(face);
+                    let local = mesh.face_local_index(face);
+                    for side in 0..2 {
+                        if cells[side] == NO_CELL {
+                            continue;
+                        }
+                        let cell = cells[side];
+                        row_cell[side] = cell as u32;
+                        row_local[side] = local[side];
+                        let mut slot = 1 + side * (fpc - 1);
+                        for (j, &other) in mesh.cell_faces(cell).iter().enumerate() {
+                            if j == local[side] as usize {
+                                continue;
+                            }
+                            neighbours[slot] = free_index[other];
+                            slot_faces[slot] = other as u32;
+                            slot_cell[slot] = cell as u32;
+                            slot_local[slot] = [local[side], j as u8];
+                            slot += 1;
+                        }
                     }
-                    neighbours[slot] = free_index[other];
-                    slot_faces[slot] = other as u32;
-                    slot_cell[slot] = cell as u32;
-                    slot_local[slot] = [local[side], j as u8];
-                    slot += 1;
-                }
-            }
-        }
+                },
+            );
         TraceTopology {
             n_faces,
             faces_per_cell: fpc,
