@@ -8,6 +8,7 @@
 #   bash scripts/gpu-bench.sh matrix-free   # matrix-free operator against the DBF SpMV
 #   bash scripts/gpu-bench.sh e2e3d         # 3D end to end, cuda against all CPU cores
 #   bash scripts/gpu-bench.sh e2e2d         # 2D end to end at 1e7 dofs, cuda against all cores
+#                                           # (HDG_E2E_ORDERS="2:1054 4:816", HDG_E2E_BACKENDS="cuda:dbf cpu:dbf")
 #
 # Output goes to ${OUT:-/tmp/hdg-gpu}.
 set -uo pipefail
@@ -44,10 +45,13 @@ for section in "$@"; do
         done
       done ;;
     e2e2d)
-      for kn in 2:1054 4:816; do
+      # HDG_E2E_BACKENDS picks the runs (default: both CUDA operators, then the CPU); the CUDA
+      # runs print the phases of their setup and error norms (HDG_CUDA_PROFILE) to the log.
+      for kn in ${HDG_E2E_ORDERS:-2:1054 4:816}; do
         k="${kn%:*}"; n="${kn#*:}"
-        for backend in cuda cpu; do
-          solve e2e2d --mesh "square:$n" --order "$k" --backend "$backend" --solver pcg-jacobi --tol 1e-9
+        for backend in ${HDG_E2E_BACKENDS:-cuda:dbf cuda:matrix-free cpu:dbf}; do
+          HDG_CUDA_PROFILE=1 solve e2e2d --mesh "square:$n" --order "$k" --backend "${backend%:*}" \
+            --operator "${backend#*:}" --solver pcg-jacobi --tol 1e-9
         done
       done ;;
     *) echo "unknown section $section" >&2; exit 2 ;;

@@ -165,3 +165,18 @@ __device__ void metric(const T* jinv, T* b) {
 #pragma unroll
         for (int t = 0; t < DIM; ++t) b[s * DIM + t] = dot_dim<DIM>(jinv + s * DIM, jinv + t * DIM);
 }
+
+// The cell's vertex coordinates ((DIM + 1) x DIM, [i * DIM + r]) from the mesh vertices
+// ([v * DIM + r], f64) and the element-fastest cell-vertex table ([i * n_cells + e], u32).
+template <int DIM>
+__device__ __forceinline__ void cell_coordinates(u64 nc, u64 e, const f64* __restrict__ vertices,
+                                                 const unsigned* __restrict__ cell_vertices,
+                                                 f64* v) {
+#pragma unroll
+    for (int i = 0; i <= DIM; ++i) {
+        const u64 id = cell_vertices[i * nc + e];
+#pragma unroll
+        for (int r = 0; r < DIM; ++r) v[i * DIM + r] = vertices[id * DIM + r];
+    }
+}
+

@@ -8,8 +8,12 @@
 //
 // Conventions: lengths are 64-bit; every elementwise kernel uses a grid-stride loop so that any
 // grid size is correct; every reduction runs with exactly REDUCE_THREADS threads per block and
-// sums in a fixed order (per-thread strided sums, then a shared-memory tree, then a second
-// kernel over the per-block partials): the result depends on the length only, never on timing.
+// sums in a fixed order (per-thread strided sums, then a shared-memory tree, then the last
+// block to finish sums the per-block partials in block order): the result depends on the
+// length only, never on timing. The last block writes the results straight into page-locked
+// host memory (mapped: unified addressing), so a reduction is one launch and one stream
+// synchronisation, with no second kernel and no device-to-host copy: in CG that is three
+// round trips per iteration, each on the critical path.
 
 typedef unsigned long long u64;
 typedef float f32;
@@ -91,15 +95,30 @@ __device__ void dot_partials(u64 n, unsigned m, const Pairs& p, T* __restrict__ 
     }
 }
 
-// out[blockIdx.x] = sum of partials[blockIdx.x * parts .. + parts] (one block per result).
+// Called by every block after it wrote its partials[k * gridDim.x + blockIdx.x], k < m: the last
+// block to arrive sums each row of partials in block order (strided per-thread sums, then the
+// tree: the order of the former second kernel) into out[k] (page-locked host memory), and
+// resets the arrival counter for the next reduction (stream-ordered after this one).
 template <typename T>
-__device__ void reduce_partials(unsigned parts, const T* __restrict__ partials,
-                                T* __restrict__ out, T* shared) {
-    const T* row = partials + (u64)blockIdx.x * parts;
-    T s = T(0);
-    for (unsigned i = threadIdx.x; i < parts; i += REDUCE_THREADS) s += row[i];
-    T b = block_sum(s, shared);
-    if (threadIdx.x == 0) out[blockIdx.x] = b;
+__device__ void finish_reduction(unsigned m, const T* partials, unsigned* counter,
+                                 volatile T* out, T* shared) {
+    __shared__ bool last;
+    __threadfence();  // this block's partials are visible before its arrival is counted
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    for (unsigned k = 0; k < m; ++k) {
+        const T* row = partials + (u64)k * gridDim.x;
+        T s = T(0);
+        // L2 reads (__ldcg): other blocks' partials are not in this SM's L1.
+        for (unsigned i = threadIdx.x; i < gridDim.x; i += REDUCE_THREADS) s += __ldcg(row + i);
+        T b = block_sum(s, shared);
+        if (threadIdx.x == 0) out[k] = b;
+    }
+    if (threadIdx.x == 0) {
+        *counter = 0;
+        __threadfence_system();
+    }
 }
 
 // x += alpha p, r -= alpha ap, partials[block] = this block's part of r . r.
@@ -133,20 +152,18 @@ __device__ void cg_update(u64 n, T alpha, const T* __restrict__ p, const T* __re
         pointwise_mul<T>(n, a, x, y);                                                          \
     }                                                                                          \
     extern "C" __global__ void reciprocal_##T(u64 n, T* v) { reciprocal<T>(n, v); }          \
-    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                               \
-        dot_partials_##T(u64 n, unsigned m, Pairs p, T* partials) {                            \
+    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) dot_##T(                     \
+        u64 n, unsigned m, Pairs p, T* partials, unsigned* counter, T* out) {                 \
         __shared__ T shared[REDUCE_THREADS];                                                   \
         dot_partials<T>(n, m, p, partials, shared);                                            \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                               \
-        reduce_partials_##T(unsigned parts, const T* partials, T* out) {                       \
-        __shared__ T shared[REDUCE_THREADS];                                                   \
-        reduce_partials<T>(parts, partials, out, shared);                                      \
+        finish_reduction<T>(m, partials, counter, out, shared);                                \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) cg_update_##T(               \
-        u64 n, T alpha, const T* p, const T* ap, T* x, T* r, T* partials) {                    \
+        u64 n, T alpha, const T* p, const T* ap, T* x, T* r, T* partials, unsigned* counter,   \
+        T* out) {                                                                              \
         __shared__ T shared[REDUCE_THREADS];                                                   \
         cg_update<T>(n, alpha, p, ap, x, r, partials, shared);                                 \
+        finish_reduction<T>(1, partials, counter, out, shared);                                \
     }
 
 LEVEL1(f32)

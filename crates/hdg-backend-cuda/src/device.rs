@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
 use cust::error::CudaError;
-use cust::memory::{bytemuck::Pod, CopyDestination, DeviceBuffer, DeviceCopy};
+use cust::memory::{bytemuck::Pod, CopyDestination, DeviceBuffer, DeviceCopy, LockedBuffer};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
@@ -65,6 +65,20 @@ const MATRIX_FREE_KERNELS: KernelImage = KernelImage {
     what: "matrix-free operator kernels",
     sm90: include_bytes!(concat!(env!("OUT_DIR"), "/matrix_free.sm_90.cubin")),
     portable: include_str!(concat!(env!("OUT_DIR"), "/matrix_free.compute_75.ptx")),
+};
+
+/// The built-in manufactured problems' loads and error norms (`kernels/manufactured.cu`).
+const MANUFACTURED_KERNELS: KernelImage = KernelImage {
+    what: "manufactured-problem kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/manufactured.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/manufactured.compute_75.ptx")),
+};
+
+/// The geometry factors and element-fastest transposes of the setup (`kernels/geometry.cu`).
+const GEOMETRY_KERNELS: KernelImage = KernelImage {
+    what: "geometry kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/geometry.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/geometry.compute_75.ptx")),
 };
 
 /// Threads per block of every kernel (the reductions need exactly this many: see hdg.cu).
@@ -134,14 +148,40 @@ pub(crate) fn address<T: DeviceCopy>(buffer: &DeviceBuffer<T>) -> u64 {
     buffer.as_device_ptr().as_raw()
 }
 
-/// Scratch memory of the reductions: per-block partials and the final scalars, reused by every
-/// reduction (behind a mutex: one reduction at a time uses it).
+/// Scratch memory of the reductions: per-block partials, the arrival counter of the blocks, and
+/// the results in page-locked host memory, reused by every reduction (behind a mutex: one
+/// reduction at a time uses it). The last block of a reduction kernel writes the results
+/// straight to the host memory (hdg.cu, `finish_reduction`).
 pub(crate) struct Scratch {
     /// `MAX_PAIRS * MAX_REDUCE_BLOCKS` partial sums (read as f32 or f64).
     pub partials: DeviceBuffer<f64>,
-    /// `MAX_PAIRS` results.
-    pub results: DeviceBuffer<f64>,
+    /// Blocks of the running reduction that have finished (0 between reductions: the last
+    /// block resets it).
+    pub counter: DeviceBuffer<u32>,
+    /// `MAX_PAIRS` results (read as f32 or f64), page-locked host memory.
+    pub results: LockedBuffer<f64>,
+    /// The device address of `results` (the same as the host's under unified addressing,
+    /// asked of the driver all the same).
+    pub results_device: u64,
 }
+
+impl Scratch {
+    /// The first `m` results of the last reduction, as T.
+    ///
+    /// # Safety
+    /// The reduction kernel that wrote them must have completed (stream synchronised), and T
+    /// must be the precision it wrote (f32 or f64: Pod, alignment at most that of f64).
+    pub unsafe fn read_results<T: Pod>(&self, m: usize) -> Vec<T> {
+        let base = self.results.as_ptr() as *const T;
+        // SAFETY: m <= MAX_PAIRS values of T lie within the MAX_PAIRS f64s of the buffer; the
+        // device wrote them behind the compiler's back, hence the volatile reads.
+        (0..m).map(|k| unsafe { std::ptr::read_volatile(base.add(k)) }).collect()
+    }
+}
+
+// SAFETY: the page-locked buffer is only touched under the Scratch mutex (by the host after
+// a stream synchronisation, by the device in stream order).
+unsafe impl Send for Scratch {}
 
 /// What the backend and its operators share: the context, the stream, the kernels.
 pub(crate) struct Gpu {
@@ -152,6 +192,10 @@ pub(crate) struct Gpu {
     elements: Module,
     /// The matrix-free trace operator's kernels.
     matrix_free: Module,
+    /// Loads and error norms of the built-in manufactured problems.
+    manufactured: Module,
+    /// Geometry factors and transposes of the setup.
+    geometry: Module,
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
@@ -185,6 +229,8 @@ impl Gpu {
             .get_function(name)
             .or_else(|_| self.elements.get_function(name))
             .or_else(|_| self.matrix_free.get_function(name))
+            .or_else(|_| self.manufactured.get_function(name))
+            .or_else(|_| self.geometry.get_function(name))
             .map_err(|e| cuda_error(format!("kernel {name} is missing from the modules"), e))?;
         // SAFETY: the caller guarantees the arguments (see above); the grid and block sizes are
         // within the device limits (blocks >= 1 by the callers' checks, THREADS = 256).
@@ -308,6 +354,8 @@ impl CudaBackend {
         let (module, image) = HDG_KERNELS.load(major, minor)?;
         let (elements, _) = ELEMENT_KERNELS.load(major, minor)?;
         let (matrix_free, _) = MATRIX_FREE_KERNELS.load(major, minor)?;
+        let (manufactured, _) = MANUFACTURED_KERNELS.load(major, minor)?;
+        let (geometry, _) = GEOMETRY_KERNELS.load(major, minor)?;
         let stream = Stream::new(StreamFlags::DEFAULT, None)
             .map_err(|e| cuda_error("stream creation failed", e))?;
         let description = format!(
@@ -315,18 +363,36 @@ impl CudaBackend {
             memory as f64 / (1u64 << 30) as f64
         );
         let scratch_blocks = MAX_PAIRS * MAX_REDUCE_BLOCKS;
-        // SAFETY: scratch memory is always written by a kernel before it is read (partials by
-        // the first reduction pass, results by the second), and any f64 bit pattern is valid.
+        // SAFETY: the partials are always written by a reduction's blocks before its last block
+        // reads them, and any f64 bit pattern is valid.
         let partials = unsafe { DeviceBuffer::uninitialized(scratch_blocks) }
             .map_err(|e| alloc_error::<f64>(scratch_blocks, e))?;
-        // SAFETY: as above.
-        let results = unsafe { DeviceBuffer::uninitialized(MAX_PAIRS) }
-            .map_err(|e| alloc_error::<f64>(MAX_PAIRS, e))?;
+        let counter = DeviceBuffer::from_slice(&[0u32])
+            .map_err(|e| cuda_error("cannot allocate the reduction counter", e))?;
+        let results = LockedBuffer::new(&0.0f64, MAX_PAIRS)
+            .map_err(|e| cuda_error("cannot allocate page-locked memory for reductions", e))?;
+        let mut results_device: cust::sys::CUdeviceptr = 0;
+        // SAFETY: asks the driver for the device address of a live page-locked allocation of
+        // this context, into a local.
+        let status = unsafe {
+            cust::sys::cuMemHostGetDevicePointer_v2(
+                &mut results_device,
+                results.as_ptr() as *mut c_void,
+                0,
+            )
+        };
+        if status != cust::sys::CUresult::CUDA_SUCCESS {
+            return Err(CoreError::Backend(format!(
+                "page-locked reduction results are not addressable from the device: {status:?}"
+            )));
+        }
         let gpu = Gpu {
-            scratch: Mutex::new(Scratch { partials, results }),
+            scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
             module,
             elements,
             matrix_free,
+            manufactured,
+            geometry,
             stream,
             device,
             description,

@@ -43,23 +43,27 @@
 //! design the threads of a block read consecutive entries. The assembly writes the
 //! [`DeviceDbf`] layout directly (its module documentation) and the right-hand side.
 //!
-//! # Host steps (first version)
+//! # Setup, and what stays on the host
 //!
-//! Two steps need closures of the problem, which cannot run on the device, and run on the
-//! host (Rayon over cells): the element loads F_K (`(f, phi_i)_K`, evaluated in
-//! [`LocalSolver::prepare`] exactly as `condense_element` does, then uploaded) and the error
-//! norms ([`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls
-//! `hdg_backend_cpu::local::element_errors`). The geometric factors are computed on the host
-//! too (`hdg_core::geometry::cell_geometry`, O(cells)) and uploaded.
+//! [`LocalSolver::prepare`] uploads the mesh (vertices and the cell-vertex table) and computes
+//! the geometric factors on the device ([`crate::geometry`]: `hdg_core::geometry::cell_geometry`
+//! to the bit); the face tables and the assembly's topology go up in their host layout and are
+//! transposed into planes on the device. Two steps need the problem's closures: the element loads F_K (`(f, phi_i)_K`) and the error
+//! norms. For a problem built by `Problem::manufactured` both run on the device
+//! ([`crate::manufactured`]: the kernels evaluate f, u and grad u themselves, after a check
+//! against the closures at sample points). For any other problem they run on the host (Rayon
+//! over cells): the loads in [`LocalSolver::prepare`] exactly as `condense_element` computes
+//! them, then uploaded, and [`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls
+//! `hdg_backend_cpu::local::element_errors`.
 use std::sync::Arc;
 
 use cust::memory::{DeviceBuffer, DeviceCopy};
 use hdg_backend_cpu::condense::element_load;
 use hdg_backend_cpu::local::element_errors;
-use hdg_core::geometry::{cell_geometry, GeometryLayout};
+use hdg_core::geometry::GeometryLayout;
 use hdg_core::{
     Assembler, Backend, CellType, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
-    LocalSolver, Postprocessor, Result, NONE,
+    LocalSolver, Postprocessor, Result,
 };
 use rayon::prelude::*;
 
@@ -70,6 +74,8 @@ use crate::design::{
 };
 use crate::device::{address, arg, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
+use crate::geometry::{host_cells, upload_planes, Columns, DeviceMesh};
+use crate::manufactured::DeviceManufactured;
 use crate::matrix_free::{CondensedParts, MatrixFreeOperator};
 use crate::operator::DeviceTraceOperator;
 use crate::vector::{uninitialized, DeviceVector};
@@ -203,12 +209,16 @@ pub struct DevicePrepared<T: DeviceReal> {
     kappa: DeviceBuffer<T>,
     reaction: DeviceBuffer<T>,
     tau: DeviceBuffer<T>,
-    /// F_K, evaluated on the host (first version).
+    /// F_K (from the device's manufactured fields, or the source closure on the host).
     load: DeviceBuffer<T>,
+    /// The manufactured problem's description on the device, when the problem has one: the
+    /// loads came from it if it agreed with the source closure, and the error norms use it if
+    /// it agrees with the exact solution they are asked for.
+    manufactured: Option<DeviceManufactured>,
+    loads_on_device: bool,
     topology: Arc<DeviceTopology<T>>,
-    /// Host geometry records (element-contiguous) and vertices, for the host error norms.
-    host_geometry: Vec<T>,
-    cell_vertices: Vec<f64>,
+    /// The mesh on the device (the geometry kernel and the manufactured problems read it).
+    mesh: DeviceMesh,
     layout: GeometryLayout,
     cell_type: CellType,
     order: usize,
@@ -250,6 +260,12 @@ impl<T: DeviceReal> DevicePrepared<T> {
         self.grid_limit = blocks.map(|b| b.max(1));
     }
 
+    /// Whether the element loads were computed on the device from the problem's
+    /// [`hdg_core::ManufacturedSpec`] (false: from the source closure on the host).
+    pub fn loads_on_device(&self) -> bool {
+        self.loads_on_device
+    }
+
     /// Which image of the element kernels was loaded ("sm_90 SASS" or "compute_75 PTX").
     pub fn kernel_image(&self) -> &'static str {
         self.kernels.image()
@@ -275,7 +291,10 @@ impl<T: DeviceReal> DevicePrepared<T> {
                 scratch: 0,
             });
         }
-        let threads = block_threads(stage, cell, k);
+        let threads = match (stage, condense_threads_override()) {
+            (Stage::Condense, Some(t)) => t,
+            _ => block_threads(stage, cell, k, p),
+        };
         let shared = shared_bytes(stage, design, cell, k, p);
         let max = self.kernels.max_dynamic_shared(&name)?;
         if shared > max {
@@ -675,84 +694,98 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             });
         }
 
-        // Geometry, exactly as the CPU backend computes it (host, O(cells)).
-        let mut cell_vertices = vec![0.0; n_cells * vpc * d];
-        cell_vertices.par_chunks_mut(vpc * d).enumerate().for_each(|(c, out)| {
-            for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
-                out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
-            }
-        });
-        let mut host_geometry = vec![T::zero(); n_cells * layout.stride()];
-        let face_measure = t.face_parameter_measure;
-        host_geometry
-            .par_chunks_mut(layout.stride())
-            .zip(cell_vertices.par_chunks(vpc * d))
-            .for_each(|(g, v)| cell_geometry(cell_type, v, face_measure, g));
-
-        // Element loads F_K on the host (the source is a host closure): as condense_element.
-        let n = t.n;
-        let mut load = vec![T::zero(); n_cells * n];
-        let source = disc.problem.source.as_ref();
-        load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
-            || vec![0.0; d],
-            |point, (e, out)| {
-                let det = host_geometry[e * layout.stride() + layout.det()];
-                let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
-                element_load(t, vertices, det, source, point, out);
-            },
-        );
+        let mut clock = PhaseClock::from_environment("prepare");
+        let gpu = &self.gpu;
+        // The mesh, and the geometry computed from it on the device (the CPU's to the bit).
+        let device_mesh = DeviceMesh::upload(self, mesh)?;
+        let geometry = device_mesh.geometry::<T>(layout.stride(), t.face_parameter_measure)?;
+        clock.lap("mesh upload and device geometry");
 
         let mut orientations = vec![0u8; n_cells * fpc];
         let mut faces = vec![0u32; n_cells * fpc];
-        for c in 0..n_cells {
-            orientations[c * fpc..(c + 1) * fpc].copy_from_slice(mesh.cell_face_orientations(c));
-            for (f, &face) in mesh.cell_faces(c).iter().enumerate() {
-                faces[c * fpc + f] = face as u32;
-            }
-        }
+        orientations.par_chunks_mut(fpc).zip(faces.par_chunks_mut(fpc)).enumerate().for_each(
+            |(c, (o, f))| {
+                o.copy_from_slice(mesh.cell_face_orientations(c));
+                for (slot, &face) in f.iter_mut().zip(mesh.cell_faces(c)) {
+                    *slot = face as u32;
+                }
+            },
+        );
+        let orientations = upload_planes(self, &orientations, n_cells, Columns::all(fpc))?;
+        let faces = upload_planes(self, &faces, n_cells, Columns::all(fpc))?;
+        clock.lap("face tables");
 
-        // Topology planes for the assembly.
+        // Element loads F_K: on the device for a manufactured problem whose description the
+        // device evaluates as the source closure does, else on the host from the closure.
+        let manufactured = match &disc.problem.manufactured {
+            Some(spec) => DeviceManufactured::new(self, spec, mesh)?,
+            None => None,
+        };
+        let device_loads = match &manufactured {
+            Some(m) if m.source_agrees(&disc.problem.source)? => {
+                Some(m.loads(&device_mesh, t, &geometry)?)
+            }
+            _ => None,
+        };
+        let loads_on_device = device_loads.is_some();
+        let load = match device_loads {
+            Some(load) => load,
+            None => {
+                let (cell_vertices, host_geometry) =
+                    host_cells::<T>(mesh, t.face_parameter_measure);
+                let n = t.n;
+                let mut load = vec![T::zero(); n_cells * n];
+                let source = disc.problem.source.as_ref();
+                load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
+                    || vec![0.0; d],
+                    |point, (e, out)| {
+                        let det = host_geometry[e * layout.stride() + layout.det()];
+                        let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
+                        element_load(t, vertices, det, source, point, out);
+                    },
+                );
+                gpu.upload(&to_element_fastest(&load, n_cells))?
+            }
+        };
+        clock.lap(if loads_on_device { "loads (device)" } else { "loads (host)" });
+
+        // Topology planes for the assembly, transposed on the device from the host layout.
         let topo = &disc.topology;
         let (n_rows, slots) = (topo.n_rows(), topo.slots);
-        let mut row_cell = vec![NONE; 2 * n_rows];
-        let mut row_local = vec![0u8; 2 * n_rows];
-        for row in 0..n_rows {
-            for side in 0..2 {
-                row_cell[side * n_rows + row] = topo.row_cells[row][side];
-                row_local[side * n_rows + row] = topo.row_local_face[row][side];
-            }
-        }
-        let plane = |get: &dyn Fn(usize) -> u32| -> Vec<u32> {
-            let mut out = vec![0u32; slots * n_rows];
-            for row in 0..n_rows {
-                for a in 0..slots {
-                    out[a * n_rows + row] = get(row * slots + a);
-                }
-            }
-            out
-        };
-        let slot_cell = plane(&|s| topo.slot_cell[s]);
-        let neighbours = plane(&|s| topo.neighbours[s]);
-        let slot_face = plane(&|s| topo.slot_faces[s]);
-        let slot_row: Vec<u8> =
-            plane(&|s| topo.slot_local[s][0] as u32).into_iter().map(|v| v as u8).collect();
-        let slot_col: Vec<u8> =
-            plane(&|s| topo.slot_local[s][1] as u32).into_iter().map(|v| v as u8).collect();
-
-        let gpu = &self.gpu;
+        let slot_local: &[u8] = cust::memory::bytemuck::cast_slice(&topo.slot_local);
         let topology = DeviceTopology {
             n_rows,
             slots,
             n_active_blocks: topo.n_stored_blocks(),
             free_index: gpu.upload(&topo.free_index)?,
             dirichlet: gpu.upload(&disc.dirichlet_values)?,
-            row_cell: gpu.upload(&row_cell)?,
-            row_local: gpu.upload(&row_local)?,
-            slot_cell: gpu.upload(&slot_cell)?,
-            slot_row: gpu.upload(&slot_row)?,
-            slot_col: gpu.upload(&slot_col)?,
-            neighbours: gpu.upload(&neighbours)?,
-            slot_face: gpu.upload(&slot_face)?,
+            row_cell: upload_planes(
+                self,
+                cust::memory::bytemuck::cast_slice(&topo.row_cells),
+                n_rows,
+                Columns::all(2),
+            )?,
+            row_local: upload_planes(
+                self,
+                cust::memory::bytemuck::cast_slice(&topo.row_local_face),
+                n_rows,
+                Columns::all(2),
+            )?,
+            slot_cell: upload_planes(self, &topo.slot_cell, n_rows, Columns::all(slots))?,
+            slot_row: upload_planes(
+                self,
+                slot_local,
+                n_rows,
+                Columns { per: 2 * slots, first: 0, step: 2, count: slots },
+            )?,
+            slot_col: upload_planes(
+                self,
+                slot_local,
+                n_rows,
+                Columns { per: 2 * slots, first: 1, step: 2, count: slots },
+            )?,
+            neighbours: upload_planes(self, &topo.neighbours, n_rows, Columns::all(slots))?,
+            slot_face: upload_planes(self, &topo.slot_faces, n_rows, Columns::all(slots))?,
             _backend: self.clone(),
         };
         let tables = DeviceTables {
@@ -765,19 +798,20 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             post_stiffness: gpu.upload(&t.post_stiffness)?,
             post_derivative: gpu.upload(&t.post_derivative)?,
         };
-        Ok(DevicePrepared {
+        let prepared = DevicePrepared {
             n_cells,
             tables,
-            geometry: gpu.upload(&to_element_fastest(&host_geometry, n_cells))?,
-            orientations: gpu.upload(&to_element_fastest(&orientations, n_cells))?,
-            faces: gpu.upload(&to_element_fastest(&faces, n_cells))?,
+            geometry,
+            orientations,
+            faces,
             kappa: gpu.upload(&disc.kappa)?,
             reaction: gpu.upload(&disc.reaction)?,
             tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
-            load: gpu.upload(&to_element_fastest(&load, n_cells))?,
+            load,
+            manufactured,
+            loads_on_device,
             topology: Arc::new(topology),
-            host_geometry,
-            cell_vertices,
+            mesh: device_mesh,
             layout,
             cell_type,
             order: disc.order,
@@ -785,7 +819,10 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             designs: designs_from_environment(cell_type, disc.order)?,
             grid_limit: None,
             backend: self.clone(),
-        })
+        };
+        clock.lap("topology, tables and per-cell uploads, kernel module");
+        clock.report();
+        Ok(prepared)
     }
 
     fn condense(
@@ -915,8 +952,9 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
         Ok(post)
     }
 
-    /// First version: downloads u_h, q_h and u* and computes the norms on the host with
-    /// `hdg_backend_cpu::local::element_errors` (the exact solution is a host closure).
+    /// On the device for a manufactured problem whose description agrees with `exact`
+    /// ([`crate::manufactured`]); otherwise downloads u_h, q_h and u* and computes the norms on
+    /// the host with `hdg_backend_cpu::local::element_errors` and the closures.
     fn error_norms(
         &self,
         disc: &Discretization<'_, T>,
@@ -926,20 +964,42 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
         exact: &ExactSolution,
     ) -> Result<ErrorNorms> {
         let t = &disc.tables;
+        let mut clock = PhaseClock::from_environment("error norms");
+        if let Some(m) = &prep.manufactured {
+            if m.exact_agrees(exact)? {
+                let sums = m.squared_errors(
+                    &prep.mesh,
+                    t,
+                    &prep.geometry,
+                    &prep.kappa,
+                    &fields.u,
+                    &fields.q,
+                    &post.u_star,
+                )?;
+                clock.lap("device");
+                clock.report();
+                return Ok(ErrorNorms {
+                    u: sums[0].sqrt(),
+                    q: sums[1].sqrt(),
+                    u_star: sums[2].sqrt(),
+                });
+            }
+        }
         let (n, d, np) = (t.n, t.dim, t.n_post);
         let stride = prep.layout.stride();
         let n_cells = prep.n_cells;
         let host = LocalSolver::<T>::fields_to_host(self, fields)?;
         let u_star = post.to_host()?;
-        let vsz = prep.cell_vertices.len() / n_cells.max(1);
+        let (cell_vertices, host_geometry) = host_cells::<T>(disc.mesh, t.face_parameter_measure);
+        let vsz = cell_vertices.len() / n_cells.max(1);
         let sums = (0..n_cells)
             .into_par_iter()
             .with_min_len(64)
             .map(|e| {
                 element_errors(
                     t,
-                    &prep.host_geometry[e * stride..(e + 1) * stride],
-                    &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+                    &host_geometry[e * stride..(e + 1) * stride],
+                    &cell_vertices[e * vsz..(e + 1) * vsz],
                     disc.kappa[e].as_f64(),
                     &host.u[e * n..(e + 1) * n],
                     &host.q[e * d * n..(e + 1) * d * n],
@@ -949,6 +1009,8 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
                 )
             })
             .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+        clock.lap("host (download and closures)");
+        clock.report();
         Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() })
     }
 }
@@ -959,6 +1021,49 @@ impl<T: DeviceReal> Backend<T> for CudaBackend {
     }
     fn describe(&self) -> String {
         format!("CUDA, {}", self.gpu.description)
+    }
+}
+
+/// Threads per block of the block condensation forced by the environment variable
+/// `HDG_CUDA_CONDENSE_THREADS` (32..=256, a multiple of 32), for sweeps with condense-bench;
+/// None (the size of [`block_threads`]) when unset or invalid. The kernels take any block size.
+fn condense_threads_override() -> Option<u32> {
+    let t: u32 = std::env::var("HDG_CUDA_CONDENSE_THREADS").ok()?.trim().parse().ok()?;
+    ((32..=crate::design::MAX_BLOCK_THREADS).contains(&t) && t.is_multiple_of(32)).then_some(t)
+}
+
+/// Wall-clock phases of a host function, printed to standard error when the environment
+/// variable `HDG_CUDA_PROFILE` is set (what `gpu-bench.sh e2e2d` uses to split the setup and
+/// postprocessing stages); silent and nearly free otherwise.
+struct PhaseClock {
+    what: &'static str,
+    enabled: bool,
+    last: std::time::Instant,
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl PhaseClock {
+    fn from_environment(what: &'static str) -> Self {
+        let enabled = std::env::var_os("HDG_CUDA_PROFILE").is_some();
+        PhaseClock { what, enabled, last: std::time::Instant::now(), phases: Vec::new() }
+    }
+
+    /// Ends the current phase. Uploads are synchronous and the device loads synchronise, so a
+    /// phase includes its device work.
+    fn lap(&mut self, phase: &'static str) {
+        if self.enabled {
+            let now = std::time::Instant::now();
+            self.phases.push((phase, (now - self.last).as_secs_f64()));
+            self.last = now;
+        }
+    }
+
+    fn report(&self) {
+        if self.enabled {
+            let phases: Vec<String> =
+                self.phases.iter().map(|(p, s)| format!("{p} {s:.4} s")).collect();
+            eprintln!("[hdg-cuda profile] {}: {}", self.what, phases.join(", "));
+        }
     }
 }
 

@@ -7,9 +7,10 @@
 //! it runs every stage of the pipeline on the GPU:
 //!
 //! - [`CudaBackend`]: context, stream and kernels (`build.rs` compiles every `kernels/*.cu` to
-//!   sm_90 SASS and portable compute_75 PTX and embeds both), with [`hdg_core::VectorOps`] for f32 and f64 on
-//!   [`DeviceVector`]s (fused operations, deterministic two-pass reductions, batched block
-//!   Cholesky for block Jacobi) and [`hdg_core::MixedPrecisionOps`];
+//!   sm_90 SASS and portable compute_75 PTX and embeds both), with [`hdg_core::VectorOps`] for
+//!   f32 and f64 on [`DeviceVector`]s (fused operations, deterministic one-launch reductions
+//!   whose last block writes the result to page-locked host memory, batched block Cholesky for
+//!   block Jacobi) and [`hdg_core::MixedPrecisionOps`];
 //! - [`DeviceDbf`]: the assembled DBF trace matrix on the device (row-fastest planes, one per
 //!   slot and block entry) as a [`hdg_core::TraceOperator`], so every solver of `hdg-linalg`
 //!   runs on it unchanged, and as a [`hdg_core::DemoteOperator`] for mixed-precision
@@ -17,10 +18,10 @@
 //! - the element stages ([`elements`]): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
 //!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles and
 //!   tetrahedra, k = 1..=8; kernels in `kernels/element_kernels.cu` and `kernels/elements.cu`),
-//!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: condensation,
-//!   assembly straight into a [`DeviceDbf`], the trace solve, recovery and postprocessing. Two
-//!   steps still run on the host: the element loads F_K and the error norms
-//!   (both need closures of the problem). Condensation, recovery and postprocessing come in two
+//!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: geometry factors,
+//!   condensation, assembly straight into a [`DeviceDbf`], the trace solve, recovery,
+//!   postprocessing, and for the built-in manufactured problems the element loads and the
+//!   error norms (other problems give closures, evaluated on the host). Condensation, recovery and postprocessing come in two
 //!   kernel designs, thread per element and block per element, chosen per cell type, order and
 //!   precision by measurement ([`design`]: the designs, the dispatch, the launch sizes);
 //! - the matrix-free trace operator ([`matrix_free`]): [`MatrixFreeOperator`] applies the trace
@@ -48,6 +49,10 @@ mod device;
 mod element_kernels;
 #[cfg(feature = "cuda")]
 pub mod elements;
+#[cfg(feature = "cuda")]
+mod geometry;
+#[cfg(feature = "cuda")]
+mod manufactured;
 #[cfg(feature = "cuda")]
 pub mod matrix_free;
 #[cfg(feature = "cuda")]

@@ -1,10 +1,11 @@
 //! Device vectors and the level-1 operations on them (all as kernels on the device).
 //!
-//! Reductions (dot, dot_many, cg_update) run in two kernels: a first pass writes one partial
-//! sum per block (a fixed number of blocks for a given length, each summing a fixed strided
-//! subset and then a shared-memory tree), a second sums the partials in a fixed order; only
-//! the final scalars are copied to the host. No floating-point atomics: the results are
-//! bitwise reproducible for a given length.
+//! Reductions (dot, dot_many, cg_update) run in one kernel: every block writes one partial sum
+//! (a fixed number of blocks for a given length, each summing a fixed strided subset and then a
+//! shared-memory tree), and the last block to finish (an integer arrival counter) sums the
+//! partials in block order and writes the scalars into page-locked host memory. The host waits
+//! for the stream and reads them: one launch and one synchronisation per reduction, no copy.
+//! No floating-point atomics: the results are bitwise reproducible for a given length.
 use std::ffi::c_void;
 
 use cust::memory::{AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy};
@@ -88,37 +89,20 @@ impl CudaBackend {
         unsafe { self.gpu.launch(&kernel, elementwise_blocks(n), &args) }
     }
 
-    /// Sums of `m` rows of `parts` partials in scratch into the results, copied to the host.
+    /// The `m` results of the reduction kernel just queued (its last block wrote them to the
+    /// page-locked results): waits for the stream, then reads them.
     ///
     /// # Safety
-    /// The partials of the first pass must have been queued on the stream with `parts` blocks.
+    /// A reduction kernel writing `m` results of T into `scratch` must have been queued on the
+    /// stream, under the scratch mutex the caller still holds.
     unsafe fn finish_reduction<T: DeviceReal>(
         &self,
         scratch: &crate::device::Scratch,
         m: usize,
-        parts: u32,
     ) -> Result<Vec<T>> {
-        let (partials, results) = (address(&scratch.partials), address(&scratch.results));
-        let kernel = format!("reduce_partials_{}", T::SUFFIX);
-        // SAFETY: reduce_partials(unsigned parts, const T* partials, T* out) with one block per
-        // result: reads m * parts partials (< MAX_PAIRS * MAX_REDUCE_BLOCKS, the scratch size
-        // in f64, hence also in T), writes m <= MAX_PAIRS results.
-        unsafe {
-            self.gpu.launch(&kernel, m as u32, &[arg(&parts), arg(&partials), arg(&results)])?
-        };
         self.gpu.synchronize()?;
-        let mut host = vec![T::zero(); m];
-        // SAFETY: the scratch results hold m values of T (written by the kernel above, the
-        // stream is synchronised); reinterpreting the f64 buffer's first m * size_of::<T>()
-        // bytes as T is fine for f32 and f64 (Pod, alignment of f64 >= that of T).
-        let view = unsafe {
-            cust::memory::DeviceSlice::<T>::from_raw_parts(
-                cust::memory::DevicePointer::from_raw(results),
-                m,
-            )
-        };
-        view.copy_to(&mut host[..]).map_err(|e| cuda_error("device-to-host copy failed", e))?;
-        Ok(host)
+        // SAFETY: the kernel completed (synchronised) and wrote m values of T.
+        Ok(unsafe { scratch.read_results::<T>(m) })
     }
 
     /// `[x_k . y_k]` for up to MAX_PAIRS pairs of vectors of length n >= 1, one launch pair.
@@ -135,14 +119,20 @@ impl CudaBackend {
             p.y[k] = y.address();
         }
         let (n64, m, partials) = (n as u64, pairs.len() as u32, address(&scratch.partials));
-        let kernel = format!("dot_partials_{}", T::SUFFIX);
-        // SAFETY: dot_partials(u64 n, unsigned m, Pairs p, T* partials): the m <= MAX_PAIRS
-        // pairs point at live vectors of n entries (lengths checked by the caller); partials
-        // receives m * blocks <= MAX_PAIRS * MAX_REDUCE_BLOCKS values (the scratch size). The
-        // scratch mutex is held until the results are on the host.
+        let (counter, out) = (address(&scratch.counter), scratch.results_device);
+        let kernel = format!("dot_{}", T::SUFFIX);
+        // SAFETY: dot(u64 n, unsigned m, Pairs p, T* partials, unsigned* counter, T* out): the
+        // m <= MAX_PAIRS pairs point at live vectors of n entries (lengths checked by the
+        // caller); partials receives m * blocks <= MAX_PAIRS * MAX_REDUCE_BLOCKS values (the
+        // scratch size), counter is the scratch's (0 between reductions), out its MAX_PAIRS
+        // page-locked results. The scratch mutex is held until the results are read.
         unsafe {
-            self.gpu.launch(&kernel, blocks, &[arg(&n64), arg(&m), arg(&p), arg(&partials)])?;
-            self.finish_reduction::<T>(&scratch, pairs.len(), blocks)
+            self.gpu.launch(
+                &kernel,
+                blocks,
+                &[arg(&n64), arg(&m), arg(&p), arg(&partials), arg(&counter), arg(&out)],
+            )?;
+            self.finish_reduction::<T>(&scratch, pairs.len())
         }
     }
 }
@@ -269,17 +259,29 @@ impl<T: DeviceReal> VectorOps<T> for CudaBackend {
         let (n64, pp, app, xp, rp) =
             (n as u64, p.address(), ap.address(), x.address(), r.address());
         let partials = address(&scratch.partials);
+        let (counter, out) = (address(&scratch.counter), scratch.results_device);
         let kernel = format!("cg_update_{}", T::SUFFIX);
-        // SAFETY: cg_update(u64 n, T alpha, const T* p, const T* ap, T* x, T* r, T* partials):
-        // four live vectors of n entries (checked above; x and r are distinct &mut borrows),
-        // `blocks` <= MAX_REDUCE_BLOCKS partials in the scratch, held under its mutex.
+        // SAFETY: cg_update(u64 n, T alpha, const T* p, const T* ap, T* x, T* r, T* partials,
+        // unsigned* counter, T* out): four live vectors of n entries (checked above; x and r
+        // are distinct &mut borrows), `blocks` <= MAX_REDUCE_BLOCKS partials, the counter and
+        // the page-locked results of the scratch, held under its mutex.
         unsafe {
             self.gpu.launch(
                 &kernel,
                 blocks,
-                &[arg(&n64), arg(&alpha), arg(&pp), arg(&app), arg(&xp), arg(&rp), arg(&partials)],
+                &[
+                    arg(&n64),
+                    arg(&alpha),
+                    arg(&pp),
+                    arg(&app),
+                    arg(&xp),
+                    arg(&rp),
+                    arg(&partials),
+                    arg(&counter),
+                    arg(&out),
+                ],
             )?;
-            Ok(self.finish_reduction::<T>(&scratch, 1, blocks)?[0])
+            Ok(self.finish_reduction::<T>(&scratch, 1)?[0])
         }
     }
 

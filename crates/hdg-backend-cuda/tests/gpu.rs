@@ -15,7 +15,7 @@ use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
     Assembler, CellType, Coefficient, CoreError, DemoteOperator, Discretization, ErrorNorms,
     Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps, Postprocessor, Problem,
-    TraceOperator, VectorOps,
+    TraceOperator, TraceSolver, VectorOps,
 };
 use hdg_linalg::{refine, MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -534,6 +534,10 @@ fn random_case(index: usize, k: usize) -> Case {
             .unwrap();
     let cells = mesh.n_cells();
     let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    // The closures' loads on both backends: the thread design is compared with the CPU to the
+    // bit, which needs the CPU's loads to the bit (the device's own evaluation of the
+    // manufactured source is checked in manufactured_fields_on_device_*).
+    problem.manufactured = None;
     problem.tau = rng.gen_range(0.3..5.0);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
@@ -555,6 +559,10 @@ fn random_case_3d(index: usize, k: usize) -> Case {
     let mesh = generate::perturb(&generate::unit_cube(n).unwrap(), amplitude, mesh_seed).unwrap();
     let cells = mesh.n_cells();
     let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    // The closures' loads on both backends: the thread design is compared with the CPU to the
+    // bit, which needs the CPU's loads to the bit (the device's own evaluation of the
+    // manufactured source is checked in manufactured_fields_on_device_*).
+    problem.manufactured = None;
     problem.tau = rng.gen_range(0.3..5.0);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
@@ -1070,4 +1078,99 @@ fn pipeline_3d_matches_cpu() {
             pipeline_matches::<f32>(&g, &case.mesh, &case.problem, k, 1e-6, 1e-4, &case.label)
         });
     }
+}
+
+/// The manufactured problems evaluated on the device (loads and error norms from the
+/// problem's `ManufacturedSpec`) against the same problems with the description removed (the
+/// closures on the host): every solution, triangles and tetrahedra, several orders.
+fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
+    let g = gpu();
+    let cases = [
+        (CellType::Triangle, 1, Manufactured::Sine),
+        (CellType::Triangle, 3, Manufactured::ExpSin),
+        (CellType::Triangle, 6, Manufactured::Polynomial(6)),
+        (CellType::Tetrahedron, 2, Manufactured::ExpSin),
+        (CellType::Tetrahedron, 4, Manufactured::Sine),
+        (CellType::Tetrahedron, 3, Manufactured::Polynomial(3)),
+    ];
+    for (i, &(cell, k, solution)) in cases.iter().enumerate() {
+        let mesh = match cell {
+            CellType::Triangle => {
+                generate::perturb(&generate::unit_square(7, Diagonal::Alternating).unwrap(), 0.2, 5)
+            }
+            _ => generate::perturb(&generate::unit_cube(2).unwrap(), 0.15, 9),
+        }
+        .unwrap();
+        let problem = Problem::manufactured(solution, 1.7, 0.6);
+        let mut host_problem = problem.clone();
+        host_problem.manufactured = None;
+        let label = format!("case {i}: {cell:?} k = {k} {solution:?} ({})", T::NAME);
+        let disc = Discretization::<T>::new(&mesh, &problem, k).unwrap();
+        let host_disc = Discretization::<T>::new(&mesh, &host_problem, k).unwrap();
+        let prep = LocalSolver::<T>::prepare(&g, &disc).unwrap();
+        let host_prep = LocalSolver::<T>::prepare(&g, &host_disc).unwrap();
+        assert!(prep.loads_on_device(), "{label}: loads not on the device");
+        assert!(!host_prep.loads_on_device(), "{label}: loads without a description on the device");
+        let (dl, hl) = (prep.loads_to_host().unwrap(), host_prep.loads_to_host().unwrap());
+        eprintln!("{label}: loads differ by {:.2e} (relative to the largest)", rel_diff(&dl, &hl));
+        assert_close(&format!("{label} [F_K]"), &dl, &hl, load_tol, max_abs(&hl));
+
+        // The same fields, the norms computed both ways.
+        let cond = g.condense(&disc, &prep).unwrap();
+        let (op, rhs) = g.assemble(&disc, &cond).unwrap();
+        let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
+        let mut x = g.zeros(disc.trace_dofs()).unwrap();
+        Krylov::<T, CudaBackend>(&suite).solve(&g, &op, &rhs, &mut x).unwrap();
+        let fields = g.recover(&disc, &prep, &cond, &x).unwrap();
+        let post = g.postprocess(&disc, &prep, &fields).unwrap();
+        let exact = problem.exact.as_ref().unwrap();
+        let device = g.error_norms(&disc, &prep, &fields, &post, exact).unwrap();
+        let host = g.error_norms(&host_disc, &host_prep, &fields, &post, exact).unwrap();
+        eprintln!("{label}: errors device {device:?}, host {host:?}");
+        for (what, d, h) in
+            [("u", device.u, host.u), ("q", device.q, host.q), ("u*", device.u_star, host.u_star)]
+        {
+            // Only the evaluation of u and grad u differs (a few units of round-off).
+            assert!(
+                (d - h).abs() <= 1e-13 + 1e-9 * h,
+                "{label}: ||{what} error|| device {d:e} against host {h:e}"
+            );
+        }
+        // A description that no longer matches the closure it is checked against is not used:
+        // error norms against another exact solution are those of the closures.
+        let other = Problem::manufactured(Manufactured::Polynomial(2), 1.0, 0.0).exact.unwrap();
+        let stale = g.error_norms(&disc, &prep, &fields, &post, &other).unwrap();
+        let closures = g.error_norms(&host_disc, &host_prep, &fields, &post, &other).unwrap();
+        assert_eq!(
+            (stale.u, stale.q, stale.u_star),
+            (closures.u, closures.q, closures.u_star),
+            "{label}: stale exact solution"
+        );
+    }
+    // A replaced source closure: the description disagrees, the loads come from the closure.
+    let mesh = generate::unit_square(4, Diagonal::Right).unwrap();
+    let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    problem.source = std::sync::Arc::new(|x: &[f64]| 2.0 + x[0]);
+    let disc = Discretization::<T>::new(&mesh, &problem, 2).unwrap();
+    let prep = LocalSolver::<T>::prepare(&g, &disc).unwrap();
+    assert!(!prep.loads_on_device(), "a replaced source was not noticed");
+    let cpu_disc = Discretization::<T>::new(&mesh, &problem, 2).unwrap();
+    let cpu_prep = CpuBackend.prepare(&cpu_disc).unwrap();
+    let cpu_cond = CpuBackend.condense(&cpu_disc, &cpu_prep).unwrap();
+    let (_, cpu_rhs) = CpuBackend.assemble(&cpu_disc, &cpu_cond).unwrap();
+    let (_, gpu_rhs) = g.assemble(&disc, &g.condense(&disc, &prep).unwrap()).unwrap();
+    let tol = if T::NAME == "f64" { 1e-11 } else { 1e-4 };
+    assert_rel("replaced source [rhs]", &download(&g, &gpu_rhs), &cpu_rhs, tol);
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn manufactured_fields_on_device_f64() {
+    manufactured_fields_on_device::<f64>(1e-13);
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn manufactured_fields_on_device_f32() {
+    manufactured_fields_on_device::<f32>(1e-6);
 }
