@@ -9,7 +9,7 @@ pub mod dense;
 pub mod local;
 mod vector;
 
-use hdg_core::geometry::{cell_geometry, GeometryLayout};
+use hdg_core::geometry::{mesh_geometry, GeometryLayout};
 use hdg_core::{
     Assembler, Backend, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
     LocalSolver, Postprocessor, Real, Result, NONE,
@@ -73,21 +73,9 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
 
     fn prepare(&self, disc: &Discretization<'_, T>) -> Result<CpuPrepared<T>> {
         let mesh = disc.mesh;
-        let cell_type = mesh.cell_type();
-        let layout = GeometryLayout::new(cell_type);
-        let (d, vpc, fpc) = (mesh.dim(), cell_type.vertices_per_cell(), cell_type.faces_per_cell());
-        let mut cell_vertices = vec![0.0; mesh.n_cells() * vpc * d];
-        cell_vertices.par_chunks_mut(vpc * d).enumerate().for_each(|(c, out)| {
-            for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
-                out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
-            }
-        });
-        let mut geometry = vec![T::zero(); mesh.n_cells() * layout.stride()];
-        let face_measure = disc.tables.face_parameter_measure;
-        geometry
-            .par_chunks_mut(layout.stride())
-            .zip(cell_vertices.par_chunks(vpc * d))
-            .for_each(|(g, v)| cell_geometry(cell_type, v, face_measure, g));
+        let layout = GeometryLayout::new(mesh.cell_type());
+        let fpc = mesh.cell_type().faces_per_cell();
+        let (cell_vertices, geometry) = mesh_geometry(mesh, disc.tables.face_parameter_measure);
         let mut orientations = vec![0u8; mesh.n_cells() * fpc];
         orientations.par_chunks_mut(fpc).enumerate().for_each(|(c, o)| {
             o.copy_from_slice(mesh.cell_face_orientations(c));

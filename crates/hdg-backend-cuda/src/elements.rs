@@ -60,7 +60,7 @@ use std::sync::Arc;
 use cust::memory::{DeviceBuffer, DeviceCopy};
 use hdg_backend_cpu::condense::element_load;
 use hdg_backend_cpu::local::element_errors;
-use hdg_core::geometry::GeometryLayout;
+use hdg_core::geometry::{mesh_geometry, GeometryLayout};
 use hdg_core::{
     Assembler, Backend, CellType, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
     LocalSolver, Postprocessor, Result,
@@ -74,7 +74,7 @@ use crate::design::{
 };
 use crate::device::{address, arg, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
-use crate::geometry::{host_cells, upload_planes, Columns, DeviceMesh};
+use crate::geometry::{upload_planes, Columns, DeviceMesh};
 use crate::manufactured::DeviceManufactured;
 use crate::matrix_free::{CondensedParts, MatrixFreeOperator};
 use crate::operator::DeviceTraceOperator;
@@ -732,7 +732,7 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             Some(load) => load,
             None => {
                 let (cell_vertices, host_geometry) =
-                    host_cells::<T>(mesh, t.face_parameter_measure);
+                    mesh_geometry::<T>(mesh, t.face_parameter_measure);
                 let n = t.n;
                 let mut load = vec![T::zero(); n_cells * n];
                 let source = disc.problem.source.as_ref();
@@ -990,7 +990,8 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
         let n_cells = prep.n_cells;
         let host = LocalSolver::<T>::fields_to_host(self, fields)?;
         let u_star = post.to_host()?;
-        let (cell_vertices, host_geometry) = host_cells::<T>(disc.mesh, t.face_parameter_measure);
+        let (cell_vertices, host_geometry) =
+            mesh_geometry::<T>(disc.mesh, t.face_parameter_measure);
         let vsz = cell_vertices.len() / n_cells.max(1);
         let sums = (0..n_cells)
             .into_par_iter()

@@ -8,7 +8,7 @@
 //! topology) are uploaded in their row-major host layout and transposed into element-fastest
 //! planes by one kernel, instead of being transposed by the host first.
 use cust::memory::{DeviceBuffer, DeviceCopy};
-use hdg_core::{CoreError, Real, Result};
+use hdg_core::{CoreError, Result};
 use hdg_mesh::Mesh;
 use rayon::prelude::*;
 
@@ -176,24 +176,4 @@ pub(crate) fn blocks(items: usize) -> Result<u32> {
         name: "mesh size",
         reason: format!("{items} items: too many for one launch"),
     })
-}
-
-/// Host copies of the cells' vertex coordinates (`[e * vpc * d + i * d + r]`) and geometry
-/// records (element-contiguous), for the host steps that evaluate the problem's closures.
-pub(crate) fn host_cells<T: Real>(mesh: &Mesh, face_parameter_measure: f64) -> (Vec<f64>, Vec<T>) {
-    let cell_type = mesh.cell_type();
-    let layout = hdg_core::geometry::GeometryLayout::new(cell_type);
-    let (d, vpc) = (mesh.dim(), cell_type.vertices_per_cell());
-    let n_cells = mesh.n_cells();
-    let mut cell_vertices = vec![0.0; n_cells * vpc * d];
-    cell_vertices.par_chunks_mut(vpc * d).enumerate().for_each(|(c, out)| {
-        for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
-            out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
-        }
-    });
-    let mut geometry = vec![T::zero(); n_cells * layout.stride()];
-    geometry.par_chunks_mut(layout.stride()).zip(cell_vertices.par_chunks(vpc * d)).for_each(
-        |(g, v)| hdg_core::geometry::cell_geometry(cell_type, v, face_parameter_measure, g),
-    );
-    (cell_vertices, geometry)
 }

@@ -10,6 +10,9 @@
 //! | `inverse_jacobian` | d*d | (J^{-1})_{sr} at `[s*d + r]`: d/dx_r = sum_s (J^{-1})_{sr} d/dxi_s |
 //! | `face_jacobian` | faces | |F| / |F^param|: the scaling of every reference face matrix |
 //! | `normal` | faces*d | outward unit normal of each local face, `[f*d + r]` |
+use hdg_mesh::Mesh;
+use rayon::prelude::*;
+
 use crate::real::Real;
 use crate::CellType;
 
@@ -97,6 +100,27 @@ pub fn cell_geometry<T: Real>(
             out[layout.normal() + f * d + r] = T::from_f64_lossy(-g[r] / norm);
         }
     }
+}
+
+/// Every cell's vertex coordinates (`[c * vpc * d + i * d + r]`) and geometry record
+/// (element-contiguous, [`GeometryLayout`] stride), computed in parallel: what the backends that
+/// work cell by cell on the host start from.
+pub fn mesh_geometry<T: Real>(mesh: &Mesh, face_parameter_measure: f64) -> (Vec<f64>, Vec<T>) {
+    let cell_type = mesh.cell_type();
+    let layout = GeometryLayout::new(cell_type);
+    let (d, vpc) = (mesh.dim(), cell_type.vertices_per_cell());
+    let mut cell_vertices = vec![0.0; mesh.n_cells() * vpc * d];
+    cell_vertices.par_chunks_mut(vpc * d).enumerate().for_each(|(c, out)| {
+        for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
+            out[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
+        }
+    });
+    let mut geometry = vec![T::zero(); mesh.n_cells() * layout.stride()];
+    geometry
+        .par_chunks_mut(layout.stride())
+        .zip(cell_vertices.par_chunks(vpc * d))
+        .for_each(|(g, v)| cell_geometry(cell_type, v, face_parameter_measure, g));
+    (cell_vertices, geometry)
 }
 
 /// Determinant and inverse of a 2x2 or 3x3 matrix.
