@@ -294,6 +294,15 @@ pub(crate) fn alloc_error<T>(len: usize, e: CudaError) -> CoreError {
     }
 }
 
+/// Blocks of [`THREADS`] for a kernel with one thread per item (items >= 1, no grid-stride
+/// loop): an error when they do not fit one launch.
+pub(crate) fn grid(items: usize) -> Result<u32> {
+    u32::try_from(items.div_ceil(THREADS as usize)).map_err(|_| CoreError::InvalidParameter {
+        name: "mesh size",
+        reason: format!("{items} items: too many for one launch"),
+    })
+}
+
 /// Blocks for an elementwise kernel over `n` entries (n >= 1).
 pub(crate) fn elementwise_blocks(n: usize) -> u32 {
     n.div_ceil(THREADS as usize).clamp(1, MAX_ELEMENTWISE_BLOCKS) as u32

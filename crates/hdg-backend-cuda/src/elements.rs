@@ -72,7 +72,7 @@ use crate::design::{
     block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
     shared_bytes, Design, Precision, Stage,
 };
-use crate::device::{address, arg, CudaBackend, DeviceReal, THREADS};
+use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
 use crate::geometry::{upload_planes, Columns, DeviceMesh};
 use crate::manufactured::DeviceManufactured;
@@ -634,14 +634,6 @@ fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<KernelOrd
         )));
     }
     Ok(KernelOrder { cell: disc.mesh.cell_type(), k: disc.order })
-}
-
-/// Blocks of [`THREADS`] for one thread per item (items >= 1).
-fn grid(items: usize) -> Result<u32> {
-    u32::try_from(items.div_ceil(THREADS as usize)).map_err(|_| CoreError::InvalidParameter {
-        name: "mesh size",
-        reason: format!("{items} items: too many for one launch"),
-    })
 }
 
 /// The error of the first element whose `info` flag is set (0 = fine, else pivot + 1; -1: the

@@ -12,7 +12,7 @@ use hdg_core::{CoreError, Result};
 use hdg_mesh::Mesh;
 use rayon::prelude::*;
 
-use crate::device::{address, arg, CudaBackend, DeviceReal, THREADS};
+use crate::device::{address, arg, elementwise_blocks, grid, CudaBackend, DeviceReal};
 use crate::vector::uninitialized;
 
 /// The mesh's vertices and cell-vertex table on the device.
@@ -81,7 +81,7 @@ impl DeviceMesh {
             unsafe {
                 self.backend.gpu.launch(
                     &kernel,
-                    blocks(nc)?,
+                    grid(nc)?,
                     &[arg(&nc64), arg(&vp), arg(&cp), arg(&face_parameter_measure), arg(&gp)],
                 )?
             };
@@ -152,7 +152,7 @@ pub(crate) fn upload_planes<T: PlaneValue>(
         unsafe {
             gpu.launch(
                 &kernel,
-                blocks(n * count)?.min(1 << 20),
+                elementwise_blocks(n * count),
                 &[
                     arg(&n64),
                     arg(&per32),
@@ -168,12 +168,4 @@ pub(crate) fn upload_planes<T: PlaneValue>(
         gpu.synchronize()?;
     }
     Ok(dst)
-}
-
-/// Blocks of one thread per item.
-pub(crate) fn blocks(items: usize) -> Result<u32> {
-    u32::try_from(items.div_ceil(THREADS as usize)).map_err(|_| CoreError::InvalidParameter {
-        name: "mesh size",
-        reason: format!("{items} items: too many for one launch"),
-    })
 }

@@ -18,8 +18,8 @@ use cust::memory::{DeviceBuffer, DeviceCopy};
 use hdg_core::{ElementTables, ExactSolution, Manufactured, ManufacturedSpec, Result, ScalarField};
 use hdg_mesh::Mesh;
 
-use crate::device::{address, arg, CudaBackend, DeviceReal, MAX_REDUCE_BLOCKS, THREADS};
-use crate::geometry::{blocks as grid, DeviceMesh};
+use crate::device::{address, arg, grid, reduce_blocks, CudaBackend, DeviceReal};
+use crate::geometry::DeviceMesh;
 use crate::vector::uninitialized;
 
 /// `struct Spec` of manufactured.cu.
@@ -103,11 +103,7 @@ impl DeviceManufactured {
             // SAFETY: manufactured_fields_dD(u64 n, Spec s, const f64* points, f64* out): points
             // holds n * D coordinates, out n * (D + 2) values; one thread per point.
             unsafe {
-                gpu.launch(
-                    &kernel,
-                    n.div_ceil(THREADS as usize) as u32,
-                    &[arg(&n64), arg(&self.spec), arg(&pp), arg(&op)],
-                )?
+                gpu.launch(&kernel, grid(n)?, &[arg(&n64), arg(&self.spec), arg(&pp), arg(&op)])?
             };
         }
         gpu.download(&out)
@@ -271,7 +267,7 @@ impl DeviceManufactured {
                 ],
             )?
         };
-        let blocks = nc.div_ceil(THREADS as usize).min(MAX_REDUCE_BLOCKS);
+        let blocks = reduce_blocks(nc) as usize;
         // SAFETY: the kernel writes all 3 * blocks partials.
         let partials = unsafe { uninitialized::<f64>(&self.backend, 3 * blocks)? };
         let pp = address(&partials);

@@ -64,9 +64,7 @@ use hdg_core::{
 };
 
 use crate::dbf::MAX_BLOCK_SIZE;
-use crate::device::{
-    address, arg, cuda_error, elementwise_blocks, CudaBackend, DeviceReal, THREADS,
-};
+use crate::device::{address, arg, cuda_error, elementwise_blocks, grid, CudaBackend, DeviceReal};
 use crate::vector::{demote_buffer, uninitialized, DeviceVector};
 
 /// Block sizes with compiled tetrahedron kernels (k = 1, 2, 3).
@@ -158,14 +156,6 @@ pub struct MatrixFreeOperator<T: DeviceReal> {
     bounds: OnceLock<[(f64, f64); 2]>,
     /// Last: fields drop in order, and the buffers must be freed while the context lives.
     backend: CudaBackend,
-}
-
-/// Blocks of [`THREADS`] for one thread per item (items >= 1).
-fn grid(items: usize) -> Result<u32> {
-    u32::try_from(items.div_ceil(THREADS as usize)).map_err(|_| CoreError::InvalidParameter {
-        name: "mesh size",
-        reason: format!("{items} items: too many for one launch"),
-    })
 }
 
 /// A device-to-device copy of `src`.
