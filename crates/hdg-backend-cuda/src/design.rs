@@ -1,6 +1,6 @@
 //! Which kernel design runs each element stage, and the launch sizes of the block design.
 //!
-//! # The two designs
+//! # The designs
 //!
 //! - [`Design::Thread`]: one thread per element, its matrices in local memory (S n x n,
 //!   P n x nl, A nl x nl: 56 KB per thread in f64 for a tetrahedron at k = 4). The CPU
@@ -19,18 +19,26 @@
 //!   [`Design::BlockShared`] (postprocessing at k = 8 in 3D: the bordered 220 x 220 matrix,
 //!   packed, 194 KB in f64). Compiled for triangles and tetrahedra, k = 1..=8. Agrees with the
 //!   CPU to rounding, not to the bit.
+//! - [`Design::Bordered`] (condensation only): one thread block per element, the first n
+//!   steps of a blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in
+//!   shared memory (its rows below S become Y = W^T L^-T, so the forward substitution is part
+//!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
+//!   from register tiles, and a blocked back substitution for [Z | u0]
+//!   (`kernels/condense_bordered.cu`). Same shared memory as `BlockShared`; agrees with the CPU
+//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64 tetrahedron at
+//!   k = 8 does not fit and falls back to `BlockGlobal`).
 //!
 //! # Dispatch
 //!
 //! [`condensation_design`], [`recovery_design`] and [`postprocess_design`] give the design per
 //! (cell type, order, precision), chosen from the timings of `condense-bench` (which prints
 //! the table these functions encode). A design that does not fit the device (shared memory)
-//! is replaced at launch: `BlockShared` by `BlockGlobal` for the condensation
+//! is replaced at launch: `BlockShared` and `Bordered` by `BlockGlobal` for the condensation
 //! ([`fallback`]). `DevicePrepared::set_design` overrides the choice per stage (tests and
 //! benchmarks force each design); [`with_design`] forces one design on every discretization
 //! prepared on the calling thread while it runs (for code that prepares internally, such as
 //! `hdg_core::pipeline::solve`), and so does the environment variable `HDG_CUDA_DESIGN`
-//! (`thread`, `block`, `block-global`) for a whole process; each applies to every stage where
+//! (`thread`, `block`, `block-global`, `bordered`) for a whole process; each applies to every stage where
 //! that design is compiled (`block-global` means `block` for recovery and postprocessing).
 //!
 //! # Launch sizes of the block design (these formulas mirror `element_kernels.cu`)
@@ -41,6 +49,7 @@
 //! | condense, global panel | the same | n(n+1)/2 + n (+ n(nl+1) per block in global memory) |
 //! | recover | d n rounded up to 32, in [32, 256] | nl + n |
 //! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
+//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n |
 use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
@@ -51,8 +60,20 @@ use hdg_core::CellType;
 pub const MAX_ELEMENT_ORDER: usize = 8;
 /// Highest tetrahedron order of the thread design's condensation and postprocessing.
 pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
-/// Most threads per block of any element kernel (`__launch_bounds__(256)`).
+/// Most threads per block of the element kernels (`__launch_bounds__(256)`), except the f32
+/// bordered condensation ([`max_threads`]).
 pub const MAX_BLOCK_THREADS: u32 = 256;
+
+/// Most threads per block of a block-design kernel: 512 for the f32 bordered condensation
+/// (`__launch_bounds__(512)`: its register tiles are half the size of f64's), else
+/// [`MAX_BLOCK_THREADS`].
+pub fn max_threads(stage: Stage, design: Design, precision: Precision) -> u32 {
+    if stage == Stage::Condense && design == Design::Bordered && precision == Precision::F32 {
+        512
+    } else {
+        MAX_BLOCK_THREADS
+    }
+}
 
 /// A kernel design of the element stages (module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,11 +85,16 @@ pub enum Design {
     /// One thread block per element, the condensation's n x (nl + 1) panel in a global scratch
     /// (condensation only).
     BlockGlobal,
+    /// One thread block per element (condensation only): the first n steps of a blocked
+    /// Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]], all warps busy in
+    /// every phase (`kernels/condense_bordered.cu`).
+    Bordered,
 }
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 3] = [Design::Thread, Design::BlockShared, Design::BlockGlobal];
+    pub const ALL: [Design; 4] =
+        [Design::Thread, Design::BlockShared, Design::BlockGlobal, Design::Bordered];
 
     /// Name in reports and in `HDG_CUDA_DESIGN`: "thread", "block", "block-global".
     pub fn name(self) -> &'static str {
@@ -76,6 +102,7 @@ impl Design {
             Design::Thread => "thread",
             Design::BlockShared => "block",
             Design::BlockGlobal => "block-global",
+            Design::Bordered => "bordered",
         }
     }
 
@@ -95,7 +122,10 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Self::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown element kernel design '{s}' (known: thread, block, block-global)")
+            format!(
+                "unknown element kernel design '{s}' (known: thread, block, block-global, \
+                 bordered)"
+            )
         })
     }
 }
@@ -224,11 +254,11 @@ pub fn compiled(stage: Stage, cell: CellType, k: usize, design: Design) -> bool 
             (_, CellType::Tetrahedron) => k <= MAX_THREAD_ORDER_TETRAHEDRON,
         },
         Design::BlockShared => true,
-        Design::BlockGlobal => stage == Stage::Condense,
+        Design::BlockGlobal | Design::Bordered => stage == Stage::Condense,
     }
 }
 
-/// The kernel's name: `{stage}_{thread|block|block_global}_{f32|f64}_{tri|tet}{k}`.
+/// The kernel's name: `{stage}_{thread|block|block_global|bordered}_{f32|f64}_{tri|tet}{k}`.
 pub fn kernel_name(
     stage: Stage,
     design: Design,
@@ -240,6 +270,7 @@ pub fn kernel_name(
         Design::Thread => "thread",
         Design::BlockShared => "block",
         Design::BlockGlobal => "block_global",
+        Design::Bordered => "bordered",
     };
     format!("{}_{variant}_{}_{}{k}", stage.name(), precision.name(), cell_name(cell))
 }
@@ -255,14 +286,65 @@ fn threads_for(work: usize) -> u32 {
 /// faster with 64 threads than with the 96 of this rule (condense-bench with
 /// `HDG_CUDA_CONDENSE_THREADS` = 64, 96, 128, 256 on an NVIDIA H100, 2026-11-21, twice: 2.91e6
 /// against 1.31e6 cells/s; f64 and the neighbouring orders gain nothing from it).
-pub fn block_threads(stage: Stage, cell: CellType, k: usize, precision: Precision) -> u32 {
+///
+/// The bordered condensation of tetrahedra: [`bordered_launch`]; of triangles, one thread per
+/// panel column as well.
+pub fn block_threads(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> u32 {
     let s = ElementSizes::new(cell, k);
     match stage {
+        Stage::Condense if design == Design::Bordered => bordered_launch(cell, k, precision).0,
         Stage::Condense if (cell, k, precision) == (CellType::Tetrahedron, 5, Precision::F32) => 64,
         Stage::Condense => threads_for(s.nl + 1),
         Stage::Recover => threads_for(s.dim * s.n),
         Stage::Postprocess => threads_for(s.n_post),
     }
+}
+
+/// Threads per block and the cap on resident blocks per multiprocessor (None: as many as fit)
+/// of the bordered condensation, chosen by measurement: condense-bench sweeps with
+/// `HDG_CUDA_CONDENSE_THREADS` (64, 128, 256, 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`
+/// (2, 4, 8) on an NVIDIA H200, 2026-11-21 (BENCHMARKS.md).
+///
+/// Why a cap: every element writes its K_e and Z as single values of element-fastest planes,
+/// so an L2 sector (32 bytes) is complete only once its 8 (f32) or 4 (f64) neighbouring
+/// elements are written. With as many blocks as fit, the partly written sectors of the
+/// elements in flight (blocks x their output) can exceed the L2 and are evicted half written,
+/// which costs a DRAM read-modify-write each. Tetrahedra at k = 3 (f32 and f64) and k = 4
+/// (f32) run 1.2x to 2.0x faster with 4 and 2 blocks per multiprocessor.
+pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, Option<usize>) {
+    let f32 = precision == Precision::F32;
+    match (cell, k) {
+        (CellType::Tetrahedron, 2) => (128, None),
+        (CellType::Tetrahedron, 3) => (128, Some(4)),
+        (CellType::Tetrahedron, 4) if f32 => (256, Some(2)),
+        (CellType::Tetrahedron, 4) => (256, None),
+        (CellType::Tetrahedron, 5) => (64, None),
+        (CellType::Tetrahedron, 6) => (128, None),
+        (CellType::Tetrahedron, 7) => (256, None),
+        (CellType::Tetrahedron, 8) if f32 => (512, None),
+        (CellType::Tetrahedron, 8) => (256, None),
+        _ => (threads_for(ElementSizes::new(cell, k).nl + 1), None),
+    }
+}
+
+/// The cap on resident blocks per multiprocessor of a block-design launch (None: as many as
+/// fit): [`bordered_launch`] for the bordered condensation, none elsewhere.
+pub fn blocks_per_sm_cap(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> Option<usize> {
+    (stage == Stage::Condense && design == Design::Bordered)
+        .then(|| bordered_launch(cell, k, precision).1)
+        .flatten()
 }
 
 /// Dynamic shared memory (bytes) of a block-design kernel (0 for the thread design).
@@ -278,6 +360,8 @@ pub fn shared_bytes(
         (_, Design::Thread) => 0,
         (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
+        // The first n columns of the bordered matrix of order n + nl + 1, and 1 / L(j, j).
+        (Stage::Condense, Design::Bordered) => s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n,
         (Stage::Recover, _) => s.nl + s.n,
         (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
     };
@@ -296,16 +380,22 @@ pub fn global_scratch_per_block(stage: Stage, design: Design, cell: CellType, k:
 }
 
 /// The condensation design for (cell, k, precision), chosen by measurement: condense-bench on
-/// an NVIDIA H100 80GB HBM3 (2026-11-21; 1e5 cells, median of 5; its selection table is in
+/// an NVIDIA H200 (2026-11-21; 1e5 cells, median of 5; its selection table is in
 /// BENCHMARKS.md). The thread design wins only where its local-memory scratch is small
-/// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1); everywhere else one block per
-/// element with the element in shared memory is 1.04x to 7.3x faster. Where the shared panel
-/// does not fit (tetrahedra k = 8 in f64) the block design falls back to its global panel.
+/// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
+/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design) except k = 5, where the block
+/// design is ahead by 2% to 4%, and for triangles in f64 at k >= 3 (1.6x to 7.8x); the block
+/// design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
+/// in f64) both block designs fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
+    let f64 = precision == Precision::F64;
     match cell {
-        CellType::Triangle if k == 1 || (k == 2 && precision == Precision::F32) => Design::Thread,
+        CellType::Triangle if k == 1 || (k == 2 && !f64) => Design::Thread,
+        CellType::Triangle if f64 && k >= 3 => Design::Bordered,
+        CellType::Triangle => Design::BlockShared,
         CellType::Tetrahedron if k == 1 => Design::Thread,
-        _ => Design::BlockShared,
+        CellType::Tetrahedron if k == 5 => Design::BlockShared,
+        CellType::Tetrahedron => Design::Bordered,
     }
 }
 
@@ -367,9 +457,9 @@ pub fn default_design(stage: Stage, cell: CellType, k: usize, precision: Precisi
     }
 }
 
-/// The design that runs when `wanted` cannot: a block condensation whose panel does not fit
-/// `max_shared` bytes falls back to the global panel; everything else runs as asked (and
-/// fails with a clear error if it cannot).
+/// The design that runs when `wanted` cannot: a block or bordered condensation whose shared
+/// memory does not fit `max_shared` bytes falls back to the block design's global panel;
+/// everything else runs as asked (and fails with a clear error if it cannot).
 pub fn fallback(
     stage: Stage,
     wanted: Design,
@@ -379,7 +469,7 @@ pub fn fallback(
     max_shared: usize,
 ) -> Design {
     if stage == Stage::Condense
-        && wanted == Design::BlockShared
+        && matches!(wanted, Design::BlockShared | Design::Bordered)
         && shared_bytes(stage, wanted, cell, k, precision) > max_shared
     {
         Design::BlockGlobal
@@ -423,6 +513,35 @@ mod tests {
         );
         assert_eq!(d, Design::BlockGlobal);
         assert!(shared_bytes(Stage::Condense, d, CellType::Tetrahedron, 8, Precision::F64) <= max);
+        // The bordered condensation: n columns of the order n + nl + 1 matrix and 1 / L(j, j)
+        // (349800 B at k = 8 in f64, as condense_bordered.cu computes it): the same fallback.
+        let bordered = shared_bytes(
+            Stage::Condense,
+            Design::Bordered,
+            CellType::Tetrahedron,
+            8,
+            Precision::F64,
+        );
+        assert_eq!(bordered, 8 * (165 * 346 - 165 * 164 / 2 + 165));
+        assert_eq!(bordered, 349_800);
+        let d = fallback(
+            Stage::Condense,
+            Design::Bordered,
+            CellType::Tetrahedron,
+            8,
+            Precision::F64,
+            max,
+        );
+        assert_eq!(d, Design::BlockGlobal);
+        let f32_fits = fallback(
+            Stage::Condense,
+            Design::Bordered,
+            CellType::Tetrahedron,
+            8,
+            Precision::F32,
+            max,
+        );
+        assert_eq!(f32_fits, Design::Bordered);
         // Postprocessing at k = 8 in 3D fits.
         let post = shared_bytes(
             Stage::Postprocess,
@@ -440,8 +559,9 @@ mod tests {
                     for stage in Stage::ALL {
                         let d = default_design(stage, cell, k, p);
                         assert!(compiled(stage, cell, k, d), "{stage} {cell:?} {k} {d}");
-                        let t = block_threads(stage, cell, k, p);
-                        assert!((32..=MAX_BLOCK_THREADS).contains(&t) && t.is_multiple_of(32));
+                        let t = block_threads(stage, d, cell, k, p);
+                        let most = max_threads(stage, d, p);
+                        assert!((32..=most).contains(&t) && t.is_multiple_of(32), "{t}");
                     }
                 }
             }
@@ -482,5 +602,16 @@ mod tests {
         assert!(!compiled(Stage::Condense, CellType::Tetrahedron, 5, Design::Thread));
         assert!(!compiled(Stage::Recover, CellType::Triangle, 3, Design::BlockGlobal));
         assert!(!compiled(Stage::Condense, CellType::Triangle, 9, Design::BlockShared));
+        assert_eq!(
+            kernel_name(
+                Stage::Condense,
+                Design::Bordered,
+                CellType::Tetrahedron,
+                6,
+                Precision::F32
+            ),
+            "condense_bordered_f32_tet6"
+        );
+        assert!(!compiled(Stage::Recover, CellType::Tetrahedron, 3, Design::Bordered));
     }
 }

@@ -1,5 +1,6 @@
-//! The module of the condensation, recovery and postprocessing kernels
-//! (`kernels/element_kernels.cu`, both designs of [`crate::design`]) and their launches.
+//! The modules of the condensation, recovery and postprocessing kernels
+//! (`kernels/element_kernels.cu`: the thread and block designs of [`crate::design`];
+//! `kernels/condense_bordered.cu`: the bordered condensation) and their launches.
 //!
 //! These kernels need their own launch configurations (block size per stage and order, up to
 //! 227 KB of dynamic shared memory, a persistent grid sized by occupancy), so they live in a
@@ -14,14 +15,38 @@ use hdg_core::{CoreError, Result};
 
 use crate::device::{cuda_error, CudaBackend};
 
-/// The kernels as SASS for compute capability 9.0.
-const SM90: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/element_kernels.sm_90.cubin"));
-/// The kernels as portable PTX (compute_75), JIT-compiled by the driver elsewhere.
-const PORTABLE: &str = include_str!(concat!(env!("OUT_DIR"), "/element_kernels.compute_75.ptx"));
+/// A kernel file's two images: SASS for compute capability 9.0 and portable PTX (compute_75,
+/// JIT-compiled by the driver elsewhere).
+struct Images {
+    file: &'static str,
+    sm90: &'static [u8],
+    portable: &'static str,
+}
 
-/// The loaded module and what the launches need to know about the device.
+/// The kernel files of this module, each compiled by build.rs on its own (so that changing
+/// one does not recompile the other's minutes of ptxas).
+const FILES: [Images; 2] = [
+    Images {
+        file: "element_kernels.cu",
+        sm90: include_bytes!(concat!(env!("OUT_DIR"), "/element_kernels.sm_90.cubin")),
+        portable: include_str!(concat!(env!("OUT_DIR"), "/element_kernels.compute_75.ptx")),
+    },
+    Images {
+        file: "condense_bordered.cu",
+        sm90: include_bytes!(concat!(env!("OUT_DIR"), "/condense_bordered.sm_90.cubin")),
+        portable: include_str!(concat!(env!("OUT_DIR"), "/condense_bordered.compute_75.ptx")),
+    },
+];
+
+/// Which file holds kernel `name`.
+fn file_of(name: &str) -> usize {
+    usize::from(name.starts_with("condense_bordered_"))
+}
+
+/// The loaded modules and what the launches need to know about the device.
 pub(crate) struct ElementKernels {
-    module: Module,
+    /// One per entry of [`FILES`].
+    modules: Vec<Module>,
     /// Streaming multiprocessors.
     sms: u32,
     /// Shared memory a block may use after opting in (bytes).
@@ -58,24 +83,22 @@ impl ElementKernels {
             )));
         }
         let max_shared_optin = optin.max(48 * 1024) as usize;
-        let (module, image) = if (major, minor) == (9, 0) {
-            let module = Module::from_cubin(SM90, &[]).map_err(|e| {
-                cuda_error(
-                    "cannot load the sm_90 SASS of the element kernels (element_kernels.cu)",
-                    e,
-                )
-            })?;
-            (module, "sm_90 SASS")
-        } else {
-            let module = Module::from_ptx(PORTABLE, &[]).map_err(|e| {
-                cuda_error(
-                    "cannot load the compute_75 PTX of the element kernels (element_kernels.cu)",
-                    e,
-                )
-            })?;
-            (module, "compute_75 PTX")
-        };
-        Ok(ElementKernels { module, sms, max_shared_optin, image, backend: backend.clone() })
+        let sass = (major, minor) == (9, 0);
+        let image = if sass { "sm_90 SASS" } else { "compute_75 PTX" };
+        let modules = FILES
+            .iter()
+            .map(|f| {
+                let module = if sass {
+                    Module::from_cubin(f.sm90, &[])
+                } else {
+                    Module::from_ptx(f.portable, &[])
+                };
+                module.map_err(|e| {
+                    cuda_error(format!("cannot load the {image} of the kernels of {}", f.file), e)
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ElementKernels { modules, sms, max_shared_optin, image, backend: backend.clone() })
     }
 
     /// Streaming multiprocessors of the device.
@@ -89,9 +112,10 @@ impl ElementKernels {
     }
 
     fn function(&self, name: &str) -> Result<Function<'_>> {
-        self.module
-            .get_function(name)
-            .map_err(|e| cuda_error(format!("kernel {name} is missing from element_kernels.cu"), e))
+        let file = file_of(name);
+        self.modules[file].get_function(name).map_err(|e| {
+            cuda_error(format!("kernel {name} is missing from {}", FILES[file].file), e)
+        })
     }
 
     /// Dynamic shared memory a block of kernel `name` may use at most (the opt-in limit less
@@ -167,7 +191,7 @@ impl ElementKernels {
             CoreError::Backend(format!("{name}: {shared} bytes of shared memory asked"))
         })?;
         // SAFETY: the caller guarantees the arguments (see above); grid >= 1 and
-        // threads <= 256 (every element kernel's launch bound) by the callers' checks; the
+        // threads within the kernel's launch bound (design::max_threads) by the callers' checks; the
         // shared memory limit was raised above.
         unsafe { gpu.stream.launch(&f, grid.max(1), threads, shared_u32, args) }.map_err(|e| {
             cuda_error(

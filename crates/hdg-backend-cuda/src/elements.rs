@@ -69,8 +69,8 @@ use rayon::prelude::*;
 
 use crate::dbf::DeviceDbf;
 use crate::design::{
-    block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
-    shared_bytes, Design, Precision, Stage,
+    block_threads, blocks_per_sm_cap, compiled, default_design, fallback, global_scratch_per_block,
+    kernel_name, max_threads, shared_bytes, Design, Precision, Stage,
 };
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
@@ -241,12 +241,12 @@ impl<T: DeviceReal> DevicePrepared<T> {
 
     /// The design that runs `stage`: the forced one if any, else the dispatch of
     /// [`crate::design`]; a block condensation whose panel does not fit the device's shared
-    /// memory runs as [`Design::BlockGlobal`] ([`crate::design::fallback`]).
+    /// memory (or a bordered one) runs as [`Design::BlockGlobal`] ([`crate::design::fallback`]).
     pub fn design(&self, stage: Stage) -> Result<Design> {
         let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
         let wanted =
             self.designs[stage.index()].unwrap_or_else(|| default_design(stage, cell, k, p));
-        if wanted != Design::BlockShared || stage != Stage::Condense {
+        if !matches!(wanted, Design::BlockShared | Design::Bordered) || stage != Stage::Condense {
             return Ok(wanted);
         }
         let max = self.kernels.max_dynamic_shared(&kernel_name(stage, wanted, cell, k, p))?;
@@ -292,8 +292,8 @@ impl<T: DeviceReal> DevicePrepared<T> {
             });
         }
         let threads = match (stage, condense_threads_override()) {
-            (Stage::Condense, Some(t)) => t,
-            _ => block_threads(stage, cell, k, p),
+            (Stage::Condense, Some(t)) => t.min(max_threads(stage, design, p)),
+            _ => block_threads(stage, design, cell, k, p),
         };
         let shared = shared_bytes(stage, design, cell, k, p);
         let max = self.kernels.max_dynamic_shared(&name)?;
@@ -304,7 +304,14 @@ impl<T: DeviceReal> DevicePrepared<T> {
                 p.name()
             )));
         }
-        let per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
+        let mut per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
+        let cap = match stage {
+            Stage::Condense => condense_blocks_override(),
+            _ => None,
+        };
+        if let Some(cap) = cap.or_else(|| blocks_per_sm_cap(stage, design, cell, k, p)) {
+            per_sm = per_sm.min(cap);
+        }
         let resident = per_sm * self.kernels.sms() as usize;
         let blocks = self.n_cells.min(resident).min(self.grid_limit.unwrap_or(usize::MAX)).max(1);
         Ok(StageLaunch {
@@ -1018,11 +1025,21 @@ impl<T: DeviceReal> Backend<T> for CudaBackend {
 }
 
 /// Threads per block of the block condensation forced by the environment variable
-/// `HDG_CUDA_CONDENSE_THREADS` (32..=256, a multiple of 32), for sweeps with condense-bench;
-/// None (the size of [`block_threads`]) when unset or invalid. The kernels take any block size.
+/// `HDG_CUDA_CONDENSE_THREADS` (32..=512, a multiple of 32; capped at the kernel's launch
+/// bound, [`max_threads`]), for sweeps with condense-bench; None (the size of
+/// [`block_threads`]) when unset or invalid. The kernels take any block size.
 fn condense_threads_override() -> Option<u32> {
     let t: u32 = std::env::var("HDG_CUDA_CONDENSE_THREADS").ok()?.trim().parse().ok()?;
-    ((32..=crate::design::MAX_BLOCK_THREADS).contains(&t) && t.is_multiple_of(32)).then_some(t)
+    ((32..=512).contains(&t) && t.is_multiple_of(32)).then_some(t)
+}
+
+/// At most this many resident blocks per multiprocessor for the block condensations, from the
+/// environment variable `HDG_CUDA_CONDENSE_BLOCKS_PER_SM` (a positive integer), for sweeps
+/// with condense-bench: fewer elements in flight write their K_e and Z into fewer L2 lines at
+/// a time. None (as many as fit) when unset or invalid.
+fn condense_blocks_override() -> Option<usize> {
+    let b: usize = std::env::var("HDG_CUDA_CONDENSE_BLOCKS_PER_SM").ok()?.trim().parse().ok()?;
+    (b >= 1).then_some(b)
 }
 
 /// Wall-clock phases of a host function, printed to standard error when the environment

@@ -52,6 +52,7 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 
 #include "element_kernels.cu"
+#include "condense_bordered.cu"
 #include "elements.cu"
 
 // Runs fn on `grid` blocks of `threads` threads, blocks one after the other.
@@ -241,6 +242,45 @@ int run(int nc) {
         printf("  condense %s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
                shared_w ? "block       " : "block-global", nt, bytes, ek, eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
+    }
+    // The bordered condensation (whole warps; 32 and 64 threads: one warp, and warps that
+    // split the columns).
+    // Two instantiations (NB = 4 without warp groups, NB = 8 with two), 1, 2, 3 and 4 warps
+    // (3: the groups fall back to one).
+    for (int cfg = 0; cfg < 8; ++cfg) {
+        const int ntb = 32 * (1 + cfg % 4);
+        const bool wide = cfg >= 4;
+        std::vector<double> kb((size_t)NL * NL * nc, NAN), bb((size_t)NL * nc, NAN),
+            zb((size_t)N * NL * nc, NAN), ub((size_t)N * nc, NAN);
+        std::fill(info.begin(), info.end(), 7);
+        size_t bytes = condense_bordered_shared_bytes<double, N, NL>();
+        launch(grid, ntb, bytes, [&] {
+            if (wide)
+                condense_bordered<C, double, N, NF, 8, 2>(tb, c, kb.data(), bb.data(), zb.data(),
+                                                          ub.data(), info.data(), pv.data());
+            else
+                condense_bordered<C, double, N, NF, 4, 1>(tb, c, kb.data(), bb.data(), zb.data(),
+                                                          ub.data(), info.data(), pv.data());
+        });
+        if (getenv("EMU_BAD")) {
+            for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, ntb, e, info[e], info[e] ? pv[e] : 0.0);
+            continue;
+        }
+        for (int e = 0; e < nc; ++e)
+            if (info[e]) printf("  bordered condense: info[%d] = %d\n", e, info[e]), ++fails;
+        double ek = rel(kb, k[0]), eb = rel(bb, b[0]), ez = rel(zb, z[0]), eu = rel(ub, u0[0]);
+        printf("  condense bordered NB %d (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
+               wide ? 8 : 4, ntb, bytes, ek, eb, ez, eu);
+        if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
+        for (int e = 0; e < nc; ++e)
+            for (int a = 0; a < NL; ++a)
+                for (int b2 = 0; b2 < NL; ++b2)
+                    if (kb[(a * NL + b2) * nc + e] != kb[(b2 * NL + a) * nc + e]) {
+                        printf("  bordered K not symmetric at %d %d %d\n", e, a, b2);
+                        ++fails;
+                        a = NL;
+                        break;
+                    }
     }
     if (getenv("EMU_BAD")) return 0;
     // Symmetry of K from the block design.

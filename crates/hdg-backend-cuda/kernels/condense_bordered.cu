@@ -1,0 +1,397 @@
+// The BORDERED design of the condensation (one thread block per element, a persistent grid),
+// the design for the mid and high orders: every phase keeps all warps busy, with one or two
+// barriers per NB columns instead of one per column, and no thread walks a whole column alone.
+// Loaded by src/element_kernels.rs as a module of its own; src/design.rs chooses it and mirrors
+// the sizes below.
+//
+// The algebra. The element's condensation needs, with W = [P | F] (n x (nl + 1)):
+//     L = chol(S),  Y = W^T L^-T,  K_e = A - Y Y^T (its last row: b_e),  [Z | u0] = L^-T Y^T.
+// The first two are the first n steps of the Cholesky factorisation of the bordered matrix
+// [[S, W], [W^T, *]] of order R = n + nl + 1: its rows n.. of the first n columns end up holding
+// Y (the forward substitution L^-1 W comes with the factorisation, parallel over all rows).
+//
+// Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
+// j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
+// rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+//   1. S and W formed from the tables (parallel over entries, as the block design does).
+//   2. Blocked right-looking Cholesky, NB columns per step: (a) every thread factors the
+//      NB x NB diagonal block in registers (identical values in every thread, so a failing
+//      pivot is seen by all); (b) the panel rows below it, one thread per row (x L_d^T = a);
+//      barrier; (c) the trailing columns' update, rank NB: warp w takes columns w, w + warps,
+//      ..., lane l rows l, l + 32, ... (the warp reads consecutive rows of one column: no bank
+//      conflict; the panel values of the thread's rows stay in registers for all its columns);
+//      barrier.
+//   3. K_e = A - Y Y^T and b_e (row nl): warp w takes TR rows at a time, lane l the columns
+//      l, l + 32, ... at or below the diagonal; the sums stay in registers over j < n
+//      (broadcast reads of the rows, consecutive reads of the columns); A formed on the fly
+//      from the tables; K_e written to both triangles, so it is exactly symmetric.
+//   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: every warp solves the NB x NB
+//      diagonal block for its lanes' columns in registers (the same numbers in every warp),
+//      writes its share of those NB rows out, and updates the rows above (warp w the rows
+//      w, w + warps, ...), rank NB; one barrier per block.
+// Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
+// Launched with any multiple of 32 threads (up to 256); checks its dynamic shared memory.
+//
+// Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
+// f64 tetrahedron at k = 8 needs 348 KB and cannot run on an H100 or H200: src/design.rs falls
+// back to the block design's global panel there).
+#include "block_common.cuh"
+
+// Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
+// the trapezoid (n columns of order R = n + nl + 1) and dinv (n).
+template <typename T, int N, int NL>
+__host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
+    return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N);
+}
+
+template <class C, typename T, int N, int NF, int NB, int RW>
+__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
+                                  T* __restrict__ b_out, T* __restrict__ z_out,
+                                  T* __restrict__ u0_out, int* __restrict__ info,
+                                  T* __restrict__ pivot_value) {
+    constexpr int D = C::DIM;
+    constexpr int F = C::NFACES;
+    constexpr int NO = C::NORIENT;
+    constexpr int NL = F * NF;
+    constexpr int LD = NL + 1;  // columns of W: P (NL), then F
+    constexpr int R = N + LD;   // order of the bordered matrix
+    constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
+    constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
+    constexpr int QA = (LD + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
+    constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
+    constexpr int TR = sizeof(T) == 4 ? 8 : 4;  // rows of K_e per warp task (step 3)
+    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL>(), info)) return;
+    HDG_DYNAMIC_SHARED(smem_raw);
+    T* a = reinterpret_cast<T*>(smem_raw);
+    T* dinv = a + (N * R - N * (N - 1) / 2);
+    __shared__ CondenseCoefficients<C, T> cf;
+
+    const int tid = threadIdx.x;
+    const int nt = blockDim.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int warps = nt >> 5;
+    // Warp groups of steps 2c and 4: RW groups (of rows, of panel columns) when the warps
+    // divide evenly, else one; each group's warps share out the columns (rows) cyclically.
+    const int groups = (warps % RW == 0) ? RW : 1;
+    const int group = warp % groups;
+    const int member = warp / groups;
+    const int members = warps / groups;
+    const u64 nc = c.n_cells;
+    const T* dprod = ptr<T>(tb.derivative_products);
+    const T* fmass = ptr<T>(tb.face_mass);
+    const T* ftrace = ptr<T>(tb.face_trace);
+    const T* dtrace = ptr<T>(tb.derivative_trace);
+    const T* tprod = ptr<T>(tb.trace_products);
+    const T* fk = ptr<T>(c.load);
+
+    for (u64 e = blockIdx.x; e < nc; e += gridDim.x) {
+        if (tid == 0) cf.load(c, e);
+        __syncthreads();
+
+        // 1. S (rows i >= j of column j) and W^T (rows n + a of column j).
+        // S: warp w the columns w, w + warps, ..., lane l its rows j + l, j + l + 32, ...
+        for (int j = warp; j < N; j += warps) {
+            T* col = a + col_start(R, j) - j;
+            for (int i = j + lane; i < N; i += 32) {
+                const int v = j * N + i;  // S symmetric: the tables read at (j, i), consecutive
+                T s = (i == j) ? cf.mass : T(0);
+#pragma unroll
+                for (int st = 0; st < D * D; ++st)
+                    s = fmad(cf.coef_s[st], dprod[st * N * N + v], s);
+#pragma unroll
+                for (int f = 0; f < F; ++f) s = fmad(cf.coef_face[f], fmass[f * N * N + v], s);
+                col[i] = s;
+            }
+        }
+        for (int t = tid; t < N * NL; t += nt) {
+            const int j = t / NL;
+            const int col = t - j * NL;
+            const int f = col / NF;
+            const int m = col - f * NF;
+            const int o = cf.orient[f];
+            const int at = j * NF + m;
+            T v = cf.coef_face[f] * ftrace[(f * NO + o) * N * NF + at];
+#pragma unroll
+            for (int s = 0; s < D; ++s)
+                v = fmad(cf.coef_p[f][s], dtrace[((s * F + f) * NO + o) * N * NF + at], v);
+            a[col_start(R, j) + N + col - j] = v;
+        }
+        for (int j = tid; j < N; j += nt) a[col_start(R, j) + N + NL - j] = fk[(u64)j * nc + e];
+        __syncthreads();
+
+        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time.
+        int bad = 0;
+        T bad_value = T(0);
+        for (int jb = 0; jb < N; jb += NB) {
+            const int nb = N - jb < NB ? N - jb : NB;
+            const int r0 = jb + nb;  // first row (and column) below the block
+            // (a) The diagonal block, factored by every thread: dl = L_d, dv = 1 / diag(L_d).
+            T dl[NB][NB], dv[NB];
+#pragma unroll
+            for (int r = 0; r < NB; ++r)
+#pragma unroll
+                for (int s = 0; s <= r; ++s)
+                    dl[r][s] = (r < nb) ? a[col_start(R, jb + s) + r - s] : T(1);
+#pragma unroll
+            for (int s = 0; s < NB; ++s) {
+                if (s < nb) {
+                    const T d = dl[s][s];
+                    if (!(d > T(0)) && bad == 0) {
+                        bad = jb + s + 1;
+                        bad_value = d;
+                    }
+                    const T piv = root(d);
+                    const T inv = T(1) / piv;
+                    dl[s][s] = piv;
+                    dv[s] = inv;
+#pragma unroll
+                    for (int r = s + 1; r < NB; ++r) dl[r][s] *= inv;
+#pragma unroll
+                    for (int r = s + 1; r < NB; ++r)
+#pragma unroll
+                        for (int q = s + 1; q <= r; ++q) dl[r][q] = fmad(-dl[r][s], dl[q][s], dl[r][q]);
+                }
+            }
+            if (bad) break;  // the same decision in every thread
+            // (b) The panel rows below the block: x L_d^T = a(i, jb..jb+nb).
+            for (int i = r0 + tid; i < R; i += nt) {
+                T x[NB];
+#pragma unroll
+                for (int s = 0; s < NB; ++s) {
+                    if (s < nb) {
+                        T* p = a + col_start(R, jb + s) + i - jb - s;
+                        T v = *p;
+#pragma unroll
+                        for (int q = 0; q < s; ++q) v = fmad(-x[q], dl[s][q], v);
+                        x[s] = v * dv[s];
+                        *p = x[s];
+                    }
+                }
+            }
+            __syncthreads();
+            // (c) The trailing columns r0..N-1 (rows i >= column): rank-nb update. The rows below
+            // the block come in 32-row chunks; row group g takes chunks g, g + groups, ...
+            // (PMW at a time, their panel values in registers), its warps the columns.
+            if (r0 < N) {
+                const int chunks = (R - r0 + 31) / 32;
+                for (int u0 = 0; group + groups * u0 < chunks; u0 += PMW) {
+                    T li[PMW][NB];
+#pragma unroll
+                    for (int p = 0; p < PMW; ++p) {
+                        const int i = r0 + 32 * (group + groups * (u0 + p)) + lane;
+#pragma unroll
+                        for (int s = 0; s < NB; ++s)
+                            li[p][s] =
+                                (i < R && s < nb) ? a[col_start(R, jb + s) + i - jb - s] : T(0);
+                    }
+                    for (int cc = r0 + member; cc < N; cc += members) {
+                        T lc[NB];
+#pragma unroll
+                        for (int s = 0; s < NB; ++s)
+                            lc[s] = (s < nb) ? a[col_start(R, jb + s) + cc - jb - s] : T(0);
+                        T* col = a + col_start(R, cc) - cc;  // col[i] = entry (i, cc)
+#pragma unroll
+                        for (int p = 0; p < PMW; ++p) {
+                            const int first = r0 + 32 * (group + groups * (u0 + p));
+                            if (first + 31 < cc || first >= R) continue;  // the whole warp
+                            const int i = first + lane;
+                            if (i >= cc && i < R) {
+                                T v = col[i];
+#pragma unroll
+                                for (int s = 0; s < NB; ++s) v = fmad(-li[p][s], lc[s], v);
+                                col[i] = v;
+                            }
+                        }
+                    }
+                }
+            }
+            // The factored diagonal block and its inverse pivots: nothing reads them in (c).
+            if (tid == 0) {
+#pragma unroll
+                for (int r = 0; r < NB; ++r) {
+                    if (r < nb) {
+                        dinv[jb + r] = dv[r];
+#pragma unroll
+                        for (int s = 0; s <= r; ++s) a[col_start(R, jb + s) + r - s] = dl[r][s];
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (bad) {
+            if (tid == 0) {
+                info[e] = bad;
+                pivot_value[e] = bad_value;
+            }
+            __syncthreads();
+            continue;
+        }
+
+        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl): warp tasks of TR
+        // rows, lane l the columns l + 32 q.
+        {
+            constexpr int NRB = (LD + TR - 1) / TR;
+            for (int rb = warp; rb < NRB; rb += warps) {
+                const int a0 = rb * TR;
+                const int bmax = a0 + TR < NL ? a0 + TR : NL;  // columns b < bmax
+                const int qmax = (bmax + 31) / 32;
+                T acc[TR][QA];
+#pragma unroll
+                for (int r = 0; r < TR; ++r)
+#pragma unroll
+                    for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
+#pragma unroll 2
+                for (int j = 0; j < N; ++j) {
+                    const T* y = a + col_start(R, j) + N - j;  // y[a] = Y(a, j)
+                    T ya[TR];
+#pragma unroll
+                    for (int r = 0; r < TR; ++r) ya[r] = (a0 + r < LD) ? y[a0 + r] : T(0);
+#pragma unroll
+                    for (int q = 0; q < QA; ++q) {
+                        const int b = lane + 32 * q;
+                        if (q < qmax) {
+                            const T yb = (b < LD) ? y[b] : T(0);
+#pragma unroll
+                            for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < TR; ++r) {
+                    const int ar = a0 + r;
+                    if (ar >= LD) continue;
+#pragma unroll
+                    for (int q = 0; q < QA; ++q) {
+                        const int b = lane + 32 * q;
+                        if (q >= qmax || b >= NL || (ar < NL && b > ar)) continue;
+                        if (ar == NL) {
+                            b_out[(u64)b * nc + e] = acc[r][q];
+                        } else {
+                            const int f = ar / NF, m = ar - f * NF;
+                            const int h = b / NF, ll = b - h * NF;
+                            const T* gtg = tprod +
+                                (((f * NO + cf.orient[f]) * F + h) * NO + cf.orient[h]) * NF * NF;
+                            T v = cf.coef_a[f][h] * gtg[m * NF + ll];
+                            if (ar == b) v += cf.coef_face[f];
+                            v -= acc[r][q];
+                            k_out[(u64)(ar * NL + b) * nc + e] = v;
+                            if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+
+        // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
+        // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
+        // l column l of each), its warps the rows above the block.
+        {
+            constexpr int NBLK = (N + NB - 1) / NB;
+            for (int blk = NBLK - 1; blk >= 0; --blk) {
+                const int jb = blk * NB;
+                const int nb = N - jb < NB ? N - jb : NB;
+                for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
+                    T z[QAW][NB];
+#pragma unroll
+                    for (int q = 0; q < QAW; ++q) {
+                        const int col = 32 * (group + groups * (u0 + q)) + lane;
+#pragma unroll
+                        for (int s = 0; s < NB; ++s)
+                            z[q][s] = (col < LD && s < nb)
+                                          ? a[col_start(R, jb + s) + N + col - jb - s]
+                                          : T(0);
+                    }
+                    // The diagonal block: L_d^T z = y, from its last row up.
+#pragma unroll
+                    for (int s = NB - 1; s >= 0; --s) {
+                        if (s < nb) {
+                            const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
+                            const T ds = dinv[jb + s];
+#pragma unroll
+                            for (int t = s + 1; t < NB; ++t) {
+                                if (t < nb) {
+                                    const T lts = a[cs + t];
+#pragma unroll
+                                    for (int q = 0; q < QAW; ++q)
+                                        z[q][s] = fmad(-lts, z[q][t], z[q][s]);
+                                }
+                            }
+#pragma unroll
+                            for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                        }
+                    }
+                    // Out: row jb + s by the group's member s % members.
+#pragma unroll
+                    for (int s = 0; s < NB; ++s) {
+                        if (s < nb && s % members == member) {
+#pragma unroll
+                            for (int q = 0; q < QAW; ++q) {
+                                const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                if (col < NL)
+                                    z_out[(u64)((jb + s) * NL + col) * nc + e] = z[q][s];
+                                else if (col == NL)
+                                    u0_out[(u64)(jb + s) * nc + e] = z[q][s];
+                            }
+                        }
+                    }
+                    // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
+                    for (int cc = member; cc < jb; cc += members) {
+                        const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
+                        T lc[NB];
+#pragma unroll
+                        for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
+#pragma unroll
+                        for (int q = 0; q < QAW; ++q) {
+                            const int col = 32 * (group + groups * (u0 + q)) + lane;
+                            if (col < LD) {
+                                T v = a[base + N + col];
+#pragma unroll
+                                for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
+                                a[base + N + col] = v;
+                            }
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        if (tid == 0) info[e] = 0;
+    }
+}
+
+#ifndef HDG_EMULATION
+// Instantiations: NB columns per factorisation step and RW warp groups (the element kernels'
+// sizes of src/design.rs: bordered_threads); f32 kernels take up to 512 threads, f64 up to 256
+// (their register tiles are twice as large).
+#define BORDERED(T, CELL, NAME, K, NB, RW, MAXT)                                                \
+    extern "C" __global__ void __launch_bounds__(MAXT)                                          \
+        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
+                                          T* u0_out, int* info, T* pv, T* scratch) {            \
+        (void)scratch;                                                                          \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW>(tb, c, k_out, b_out,       \
+                                                                    z_out, u0_out, info, pv);  \
+    }
+
+#define BORDERED_PRECISION(T, MAXT)                                                             \
+    BORDERED(T, Tri, tri, 1, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 2, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 3, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 4, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 5, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 6, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 7, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tri, tri, 8, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 1, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 2, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 3, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 4, 4, 1, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 5, 8, 2, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 6, 8, 2, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 7, 8, 2, MAXT)                                                        \
+    BORDERED(T, Tet, tet, 8, 8, 2, MAXT)
+
+BORDERED_PRECISION(f32, 512)
+BORDERED_PRECISION(f64, 256)
+#endif  // HDG_EMULATION
