@@ -13,24 +13,28 @@
 // Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
 // j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
 // rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
-//   1. S and W formed from the tables (parallel over entries, as the block design does).
+//   1. S and W formed from the tables (S: a warp per column, a lane per row; W: parallel over
+//      its entries).
 //   2. Blocked right-looking Cholesky, NB columns per step: (a) every thread factors the
 //      NB x NB diagonal block in registers (identical values in every thread, so a failing
 //      pivot is seen by all); (b) the panel rows below it, one thread per row (x L_d^T = a);
-//      barrier; (c) the trailing columns' update, rank NB: warp w takes columns w, w + warps,
-//      ..., lane l rows l, l + 32, ... (the warp reads consecutive rows of one column: no bank
-//      conflict; the panel values of the thread's rows stay in registers for all its columns);
-//      barrier.
+//      barrier; (c) the trailing columns' update, rank NB: the rows come in 32-row chunks,
+//      the warps in RW groups; group g takes the chunks g, g + RW, ..., its warps the columns
+//      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
+//      bank conflict; the panel values of the thread's rows stay in registers for all its
+//      columns); barrier.
 //   3. K_e = A - Y Y^T and b_e (row nl): warp w takes TR rows at a time, lane l the columns
 //      l, l + 32, ... at or below the diagonal; the sums stay in registers over j < n
 //      (broadcast reads of the rows, consecutive reads of the columns); A formed on the fly
 //      from the tables; K_e written to both triangles, so it is exactly symmetric.
-//   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: every warp solves the NB x NB
-//      diagonal block for its lanes' columns in registers (the same numbers in every warp),
-//      writes its share of those NB rows out, and updates the rows above (warp w the rows
-//      w, w + warps, ...), rank NB; one barrier per block.
+//   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: the panel columns come in
+//      32-column chunks, group g takes the chunks g, g + RW, ...; every warp of the group
+//      solves the NB x NB diagonal block for those columns in registers (the same numbers in
+//      each), writes its share of the NB rows out, and updates its rows above the block,
+//      rank NB; one barrier per block.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
-// Launched with any multiple of 32 threads (up to 256); checks its dynamic shared memory.
+// Launched with any multiple of 32 threads (up to the launch bound: 512 in f32, 256 in f64;
+// when RW does not divide the warps, one group); checks its dynamic shared memory.
 //
 // Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
 // f64 tetrahedron at k = 8 needs 348 KB and cannot run on an H100 or H200: src/design.rs falls
@@ -44,7 +48,7 @@ __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
     return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N);
 }
 
-template <class C, typename T, int N, int NF, int NB, int RW>
+template <class C, typename T, int N, int NF, int NB, int RW, int TR>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
@@ -59,7 +63,6 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
     constexpr int QA = (LD + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
     constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
-    constexpr int TR = sizeof(T) == 4 ? 8 : 4;  // rows of K_e per warp task (step 3)
     if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL>(), info)) return;
     HDG_DYNAMIC_SHARED(smem_raw);
     T* a = reinterpret_cast<T*>(smem_raw);
@@ -362,36 +365,48 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 }
 
 #ifndef HDG_EMULATION
-// Instantiations: NB columns per factorisation step and RW warp groups (the element kernels'
-// sizes of src/design.rs: bordered_threads); f32 kernels take up to 512 threads, f64 up to 256
-// (their register tiles are twice as large).
-#define BORDERED(T, CELL, NAME, K, NB, RW, MAXT)                                                \
+// Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task;
+// f32 kernels take up to 512 threads, f64 up to 256 (their register tiles are twice as large).
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, MAXT)                                          \
     extern "C" __global__ void __launch_bounds__(MAXT)                                          \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
                                           T* u0_out, int* info, T* pv, T* scratch) {            \
         (void)scratch;                                                                          \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW>(tb, c, k_out, b_out,       \
-                                                                    z_out, u0_out, info, pv);  \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR>(tb, c, k_out, b_out,   \
+                                                                        z_out, u0_out, info,   \
+                                                                        pv);                    \
     }
 
-#define BORDERED_PRECISION(T, MAXT)                                                             \
-    BORDERED(T, Tri, tri, 1, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 2, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 3, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 4, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 5, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 6, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 7, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tri, tri, 8, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 1, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 2, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 3, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 4, 4, 1, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 5, 8, 2, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 6, 8, 2, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 7, 8, 2, MAXT)                                                        \
-    BORDERED(T, Tet, tet, 8, 8, 2, MAXT)
+// Per order: (NB, RW), measured on an H200 (src/design.rs: bordered_launch). f32 tetrahedra:
+// (4, 1) up to k = 4, (8, 2) above; f64 tetrahedra: (8, 2) only at k >= 7 (below, the larger
+// register tiles cost more occupancy than they save), two warp groups at k = 3, 5, 6 (1.15x to
+// 1.3x). TR = 8 rows per Gram task in f32, 4 in f64.
+#define BORDERED_TRI(T, TR, MAXT)                                                               \
+    BORDERED(T, Tri, tri, 1, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 2, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 3, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 4, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 5, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 6, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 7, 4, 1, TR, MAXT)                                                  \
+    BORDERED(T, Tri, tri, 8, 4, 1, TR, MAXT)
 
-BORDERED_PRECISION(f32, 512)
-BORDERED_PRECISION(f64, 256)
+BORDERED_TRI(f32, 8, 512)
+BORDERED(f32, Tet, tet, 1, 4, 1, 8, 512)
+BORDERED(f32, Tet, tet, 2, 4, 1, 8, 512)
+BORDERED(f32, Tet, tet, 3, 4, 1, 8, 512)
+BORDERED(f32, Tet, tet, 4, 4, 1, 8, 512)
+BORDERED(f32, Tet, tet, 5, 8, 2, 8, 512)
+BORDERED(f32, Tet, tet, 6, 8, 2, 8, 512)
+BORDERED(f32, Tet, tet, 7, 8, 2, 8, 512)
+BORDERED(f32, Tet, tet, 8, 8, 2, 8, 512)
+BORDERED_TRI(f64, 4, 256)
+BORDERED(f64, Tet, tet, 1, 4, 1, 4, 256)
+BORDERED(f64, Tet, tet, 2, 4, 1, 4, 256)
+BORDERED(f64, Tet, tet, 3, 4, 2, 4, 256)
+BORDERED(f64, Tet, tet, 4, 4, 1, 4, 256)
+BORDERED(f64, Tet, tet, 5, 4, 2, 4, 256)
+BORDERED(f64, Tet, tet, 6, 4, 2, 4, 256)
+BORDERED(f64, Tet, tet, 7, 8, 2, 4, 256)
+BORDERED(f64, Tet, tet, 8, 8, 2, 4, 256)
 #endif  // HDG_EMULATION

@@ -309,7 +309,8 @@ pub fn block_threads(
 /// Threads per block and the cap on resident blocks per multiprocessor (None: as many as fit)
 /// of the bordered condensation, chosen by measurement: condense-bench sweeps with
 /// `HDG_CUDA_CONDENSE_THREADS` (64, 128, 256, 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`
-/// (2, 4, 8) on an NVIDIA H200, 2026-11-21 (BENCHMARKS.md).
+/// (2, 4, 8) on an NVIDIA H200, 2026-11-21, together with the kernels' NB and warp groups per
+/// order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
 ///
 /// Why a cap: every element writes its K_e and Z as single values of element-fastest planes,
 /// so an L2 sector (32 bytes) is complete only once its 8 (f32) or 4 (f64) neighbouring
@@ -324,7 +325,8 @@ pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, 
         (CellType::Tetrahedron, 3) => (128, Some(4)),
         (CellType::Tetrahedron, 4) if f32 => (256, Some(2)),
         (CellType::Tetrahedron, 4) => (256, None),
-        (CellType::Tetrahedron, 5) => (64, None),
+        (CellType::Tetrahedron, 5) if f32 => (64, None),
+        (CellType::Tetrahedron, 5 | 6) if !f32 => (256, None),
         (CellType::Tetrahedron, 6) => (128, None),
         (CellType::Tetrahedron, 7) => (256, None),
         (CellType::Tetrahedron, 8) if f32 => (512, None),
@@ -383,9 +385,9 @@ pub fn global_scratch_per_block(stage: Stage, design: Design, cell: CellType, k:
 /// an NVIDIA H200 (2026-11-21; 1e5 cells, median of 5; its selection table is in
 /// BENCHMARKS.md). The thread design wins only where its local-memory scratch is small
 /// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
-/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design) except k = 5, where the block
-/// design is ahead by 2% to 4%, and for triangles in f64 at k >= 3 (1.6x to 7.8x); the block
-/// design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
+/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design) except k = 5 in f32, where the
+/// block design is ahead by 4% to 14%, and for triangles in f64 at k >= 3 (1.6x to 7.8x); the
+/// block design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
 /// in f64) both block designs fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
@@ -394,7 +396,7 @@ pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> De
         CellType::Triangle if f64 && k >= 3 => Design::Bordered,
         CellType::Triangle => Design::BlockShared,
         CellType::Tetrahedron if k == 1 => Design::Thread,
-        CellType::Tetrahedron if k == 5 => Design::BlockShared,
+        CellType::Tetrahedron if k == 5 && !f64 => Design::BlockShared,
         CellType::Tetrahedron => Design::Bordered,
     }
 }

@@ -245,8 +245,8 @@ int run(int nc) {
     }
     // The bordered condensation (whole warps; 32 and 64 threads: one warp, and warps that
     // split the columns).
-    // Two instantiations (NB = 4 without warp groups, NB = 8 with two), 1, 2, 3 and 4 warps
-    // (3: the groups fall back to one).
+    // Two instantiations (NB = 4 and NB = 8, both with two warp groups), 1, 2, 3 and 4 warps
+    // (1 and 3: the groups fall back to one).
     for (int cfg = 0; cfg < 8; ++cfg) {
         const int ntb = 32 * (1 + cfg % 4);
         const bool wide = cfg >= 4;
@@ -256,10 +256,10 @@ int run(int nc) {
         size_t bytes = condense_bordered_shared_bytes<double, N, NL>();
         launch(grid, ntb, bytes, [&] {
             if (wide)
-                condense_bordered<C, double, N, NF, 8, 2>(tb, c, kb.data(), bb.data(), zb.data(),
+                condense_bordered<C, double, N, NF, 8, 2, 8>(tb, c, kb.data(), bb.data(), zb.data(),
                                                           ub.data(), info.data(), pv.data());
             else
-                condense_bordered<C, double, N, NF, 4, 1>(tb, c, kb.data(), bb.data(), zb.data(),
+                condense_bordered<C, double, N, NF, 4, 2, 4>(tb, c, kb.data(), bb.data(), zb.data(),
                                                           ub.data(), info.data(), pv.data());
         });
         if (getenv("EMU_BAD")) {
