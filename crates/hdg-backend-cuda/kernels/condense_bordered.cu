@@ -32,6 +32,10 @@
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
 //      each), writes its share of the NB rows out, and updates its rows above the block,
 //      rank NB; one barrier per block.
+// Outputs: written straight into the element-fastest planes (G = 1), or, with G > 1, staged in
+// shared memory for G consecutive elements, condensed one after the other by the block, and
+// written out value by value with the G elements side by side (whole 32-byte sectors for G =
+// 32 / sizeof(T), where one store per value would touch a sector per value).
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
 // Launched with any multiple of 32 threads (up to the launch bound: 512 in f32, 256 in f64;
 // when RW does not divide the warps, one group); checks its dynamic shared memory.
@@ -41,14 +45,23 @@
 // back to the block design's global panel there).
 #include "block_common.cuh"
 
-// Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
-// the trapezoid (n columns of order R = n + nl + 1) and dinv (n).
-template <typename T, int N, int NL>
-__host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
-    return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N);
+// Values of one element's outputs in the staging area: K_e (nl x nl), b_e (nl), Z (n x nl),
+// u0 (n), in that order, each in its element-fastest plane order.
+template <int N, int NL>
+__host__ __device__ constexpr int bordered_outputs() {
+    return NL * NL + NL + N * NL + N;
 }
 
-template <class C, typename T, int N, int NF, int NB, int RW, int TR>
+// Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
+// the trapezoid (n columns of order R = n + nl + 1), dinv (n), and with G > 1 the staged
+// outputs of G elements.
+template <typename T, int N, int NL, int G>
+__host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
+    return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N +
+                             (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0));
+}
+
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
@@ -63,10 +76,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
     constexpr int QA = (LD + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
     constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL>(), info)) return;
+    constexpr int OUT = bordered_outputs<N, NL>();
+    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
+    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, G>(), info)) return;
     HDG_DYNAMIC_SHARED(smem_raw);
     T* a = reinterpret_cast<T*>(smem_raw);
     T* dinv = a + (N * R - N * (N - 1) / 2);
+    T* stage = dinv + N;  // G > 1: the outputs of the group's elements, OUT values each
     __shared__ CondenseCoefficients<C, T> cf;
 
     const int tid = threadIdx.x;
@@ -88,7 +104,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     const T* tprod = ptr<T>(tb.trace_products);
     const T* fk = ptr<T>(c.load);
 
-    for (u64 e = blockIdx.x; e < nc; e += gridDim.x) {
+    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
+    const u64 n_groups = (nc + G - 1) / G;
+    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
+    for (int gi = 0; gi < G; ++gi) {
+        const u64 e = group_index * G + gi;
+        if (e >= nc) break;  // the same for every thread
+        T* st = stage + gi * OUT;
         if (tid == 0) cf.load(c, e);
         __syncthreads();
 
@@ -269,7 +291,10 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         const int b = lane + 32 * q;
                         if (q >= qmax || b >= NL || (ar < NL && b > ar)) continue;
                         if (ar == NL) {
-                            b_out[(u64)b * nc + e] = acc[r][q];
+                            if constexpr (G > 1)
+                                st[OFF_B + b] = acc[r][q];
+                            else
+                                b_out[(u64)b * nc + e] = acc[r][q];
                         } else {
                             const int f = ar / NF, m = ar - f * NF;
                             const int h = b / NF, ll = b - h * NF;
@@ -278,8 +303,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                             T v = cf.coef_a[f][h] * gtg[m * NF + ll];
                             if (ar == b) v += cf.coef_face[f];
                             v -= acc[r][q];
-                            k_out[(u64)(ar * NL + b) * nc + e] = v;
-                            if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
+                            if constexpr (G > 1) {
+                                st[ar * NL + b] = v;
+                                st[b * NL + ar] = v;
+                            } else {
+                                k_out[(u64)(ar * NL + b) * nc + e] = v;
+                                if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
+                            }
                         }
                     }
                 }
@@ -332,10 +362,16 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #pragma unroll
                             for (int q = 0; q < QAW; ++q) {
                                 const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                if (col < NL)
+                                if constexpr (G > 1) {
+                                    if (col < NL)
+                                        st[OFF_Z + (jb + s) * NL + col] = z[q][s];
+                                    else if (col == NL)
+                                        st[OFF_U0 + jb + s] = z[q][s];
+                                } else if (col < NL) {
                                     z_out[(u64)((jb + s) * NL + col) * nc + e] = z[q][s];
-                                else if (col == NL)
+                                } else if (col == NL) {
                                     u0_out[(u64)(jb + s) * nc + e] = z[q][s];
+                                }
                             }
                         }
                     }
@@ -362,51 +398,77 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         }
         if (tid == 0) info[e] = 0;
     }
+    if constexpr (G > 1) {
+        // The group's outputs, value by value, its G elements side by side: consecutive
+        // threads write consecutive cells of one plane, whole 32-byte sectors for G = 32 /
+        // sizeof(T) (a failed element's slot holds stale values: it is flagged in info).
+        __syncthreads();
+        const u64 first = group_index * G;
+        const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
+        for (int t = tid; t < OUT * G; t += nt) {
+            const int v = t / G;
+            const int gi = t - v * G;
+            if (gi >= valid) continue;
+            const u64 e = first + gi;
+            const T x = stage[gi * OUT + v];
+            if (v < OFF_B)
+                k_out[(u64)v * nc + e] = x;
+            else if (v < OFF_Z)
+                b_out[(u64)(v - OFF_B) * nc + e] = x;
+            else if (v < OFF_U0)
+                z_out[(u64)(v - OFF_Z) * nc + e] = x;
+            else
+                u0_out[(u64)(v - OFF_U0) * nc + e] = x;
+        }
+        __syncthreads();
+    }
+    }
 }
 
 #ifndef HDG_EMULATION
 // Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task;
 // f32 kernels take up to 512 threads, f64 up to 256 (their register tiles are twice as large).
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, MAXT)                                          \
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, MAXT, G)                                       \
     extern "C" __global__ void __launch_bounds__(MAXT)                                          \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
                                           T* u0_out, int* info, T* pv, T* scratch) {            \
         (void)scratch;                                                                          \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR>(tb, c, k_out, b_out,   \
-                                                                        z_out, u0_out, info,   \
-                                                                        pv);                    \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G>(tb, c, k_out, b_out,\
+                                                                           z_out, u0_out,      \
+                                                                           info, pv);          \
     }
 
-// Per order: (NB, RW), measured on an H200 (src/design.rs: bordered_launch). f32 tetrahedra:
+// Per order: (NB, RW, G), measured on an H200 (src/design.rs: bordered_launch, bordered_group;
+// G > 1, the outputs staged per group of elements, only for tetrahedra at k = 2). f32 tetrahedra:
 // (4, 1) up to k = 4, (8, 2) above; f64 tetrahedra: (8, 2) only at k >= 7 (below, the larger
 // register tiles cost more occupancy than they save), two warp groups at k = 3, 5, 6 (1.15x to
 // 1.3x). TR = 8 rows per Gram task in f32, 4 in f64.
-#define BORDERED_TRI(T, TR, MAXT)                                                               \
-    BORDERED(T, Tri, tri, 1, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 2, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 3, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 4, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 5, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 6, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 7, 4, 1, TR, MAXT)                                                  \
-    BORDERED(T, Tri, tri, 8, 4, 1, TR, MAXT)
+#define BORDERED_TRI(T, TR, MAXT)                                                                  \
+    BORDERED(T, Tri, tri, 1, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 2, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 3, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 4, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 5, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 6, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 7, 4, 1, TR, MAXT, 1)                                                  \
+    BORDERED(T, Tri, tri, 8, 4, 1, TR, MAXT, 1)
 
 BORDERED_TRI(f32, 8, 512)
-BORDERED(f32, Tet, tet, 1, 4, 1, 8, 512)
-BORDERED(f32, Tet, tet, 2, 4, 1, 8, 512)
-BORDERED(f32, Tet, tet, 3, 4, 1, 8, 512)
-BORDERED(f32, Tet, tet, 4, 4, 1, 8, 512)
-BORDERED(f32, Tet, tet, 5, 8, 2, 8, 512)
-BORDERED(f32, Tet, tet, 6, 8, 2, 8, 512)
-BORDERED(f32, Tet, tet, 7, 8, 2, 8, 512)
-BORDERED(f32, Tet, tet, 8, 8, 2, 8, 512)
+BORDERED(f32, Tet, tet, 1, 4, 1, 8, 512, 1)
+BORDERED(f32, Tet, tet, 2, 4, 1, 8, 512, 8)
+BORDERED(f32, Tet, tet, 3, 4, 1, 8, 512, 1)
+BORDERED(f32, Tet, tet, 4, 4, 1, 8, 512, 1)
+BORDERED(f32, Tet, tet, 5, 8, 2, 8, 512, 1)
+BORDERED(f32, Tet, tet, 6, 8, 2, 8, 512, 1)
+BORDERED(f32, Tet, tet, 7, 8, 2, 8, 512, 1)
+BORDERED(f32, Tet, tet, 8, 8, 2, 8, 512, 1)
 BORDERED_TRI(f64, 4, 256)
-BORDERED(f64, Tet, tet, 1, 4, 1, 4, 256)
-BORDERED(f64, Tet, tet, 2, 4, 1, 4, 256)
-BORDERED(f64, Tet, tet, 3, 4, 2, 4, 256)
-BORDERED(f64, Tet, tet, 4, 4, 1, 4, 256)
-BORDERED(f64, Tet, tet, 5, 4, 2, 4, 256)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, 256)
-BORDERED(f64, Tet, tet, 7, 8, 2, 4, 256)
-BORDERED(f64, Tet, tet, 8, 8, 2, 4, 256)
+BORDERED(f64, Tet, tet, 1, 4, 1, 4, 256, 1)
+BORDERED(f64, Tet, tet, 2, 4, 1, 4, 256, 4)
+BORDERED(f64, Tet, tet, 3, 4, 2, 4, 256, 1)
+BORDERED(f64, Tet, tet, 4, 4, 1, 4, 256, 1)
+BORDERED(f64, Tet, tet, 5, 4, 2, 4, 256, 1)
+BORDERED(f64, Tet, tet, 6, 4, 2, 4, 256, 1)
+BORDERED(f64, Tet, tet, 7, 8, 2, 4, 256, 1)
+BORDERED(f64, Tet, tet, 8, 8, 2, 4, 256, 1)
 #endif  // HDG_EMULATION

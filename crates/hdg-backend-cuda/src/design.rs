@@ -321,7 +321,8 @@ pub fn block_threads(
 pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, Option<usize>) {
     let f32 = precision == Precision::F32;
     match (cell, k) {
-        (CellType::Tetrahedron, 2) => (128, None),
+        (CellType::Tetrahedron, 2) if f32 => (128, None),
+        (CellType::Tetrahedron, 2) => (64, None),
         (CellType::Tetrahedron, 3) => (128, Some(4)),
         (CellType::Tetrahedron, 4) if f32 => (256, Some(2)),
         (CellType::Tetrahedron, 4) => (256, None),
@@ -332,6 +333,21 @@ pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, 
         (CellType::Tetrahedron, 8) if f32 => (512, None),
         (CellType::Tetrahedron, 8) => (256, None),
         _ => (threads_for(ElementSizes::new(cell, k).nl + 1), None),
+    }
+}
+
+/// Elements per output group of the bordered condensation (`kernels/condense_bordered.cu`
+/// instantiates the same): 1, or for tetrahedra at k = 2 one 32-byte sector's worth (8 in
+/// f32, 4 in f64). A block condenses the group's elements one after the other, keeps their
+/// K_e, b_e, Z and u0 in shared memory, and writes them out side by side: whole sectors, a
+/// store instruction per 32 values instead of per value. The stores were a third to a half of
+/// the kernel's time at k = 2 and 3 (BENCHMARKS.md); grouping made k = 2 1.2x (f64) and 1.35x
+/// (f32) faster, but at k = 3 the 87 KB of staged outputs cost more occupancy than the stores
+/// (measured on an H200: no gain in f32, 0.9x in f64), so k = 3 writes directly.
+pub fn bordered_group(cell: CellType, k: usize, precision: Precision) -> usize {
+    match (cell, k) {
+        (CellType::Tetrahedron, 2) => 32 / precision.bytes(),
+        _ => 1,
     }
 }
 
@@ -362,8 +378,14 @@ pub fn shared_bytes(
         (_, Design::Thread) => 0,
         (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
-        // The first n columns of the bordered matrix of order n + nl + 1, and 1 / L(j, j).
-        (Stage::Condense, Design::Bordered) => s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n,
+        // The first n columns of the bordered matrix of order n + nl + 1, 1 / L(j, j), and
+        // the staged outputs of a group of elements (bordered_group).
+        (Stage::Condense, Design::Bordered) => {
+            let group = bordered_group(cell, k, precision);
+            let outputs = s.nl * s.nl + s.nl + s.n * s.nl + s.n;
+            let staged = if group > 1 { group * outputs } else { 0 };
+            s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n + staged
+        }
         (Stage::Recover, _) => s.nl + s.n,
         (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
     };
