@@ -23,10 +23,12 @@
 //!   steps of a blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in
 //!   shared memory (its rows below S become Y = W^T L^-T, so the forward substitution is part
 //!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
-//!   from register tiles, and a blocked back substitution for [Z | u0]
-//!   (`kernels/condense_bordered.cu`). Same shared memory as `BlockShared`; agrees with the CPU
-//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64 tetrahedron at
-//!   k = 8 does not fit and falls back to `BlockGlobal`).
+//!   from register tiles, and a blocked back substitution for [Z | u0]; at k = 2 for
+//!   tetrahedra it condenses a sector's worth of consecutive elements in turn and writes
+//!   their outputs side by side ([`bordered_group`]) (`kernels/condense_bordered.cu`). The
+//!   shared memory of `BlockShared` (plus the staged outputs where it groups); agrees with
+//!   the CPU to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64
+//!   tetrahedron at k = 8 does not fit and falls back to `BlockGlobal`).
 //!
 //! # Dispatch
 //!
@@ -49,7 +51,7 @@
 //! | condense, global panel | the same | n(n+1)/2 + n (+ n(nl+1) per block in global memory) |
 //! | recover | d n rounded up to 32, in [32, 256] | nl + n |
 //! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
-//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n |
+//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) when [`bordered_group`] G > 1 |
 use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
