@@ -68,4 +68,52 @@ struct CondenseCoefficients {
         mass = reaction * g.det;
         fail_value = T(0);
     }
+
+    // The entries of the element's matrices, as both block condensations form them (order of
+    // operations and fused multiply-adds included, so the two designs see the same matrices).
+    // S(i, j) = c det delta_ij + sum_st coef_s[st] D_st(j, i) + sum_f coef_face[f] M_f(j, i):
+    // S is symmetric, and (j, i) reads the tables consecutively for consecutive i.
+    template <int N>
+    __device__ T volume(const Tables& tb, int i, int j) const {
+        const T* dprod = ptr<T>(tb.derivative_products);
+        const T* fmass = ptr<T>(tb.face_mass);
+        const int v = j * N + i;
+        T s = (i == j) ? mass : T(0);
+#pragma unroll
+        for (int st = 0; st < C::DIM * C::DIM; ++st) s = fmad(coef_s[st], dprod[st * N * N + v], s);
+#pragma unroll
+        for (int f = 0; f < C::NFACES; ++f) s = fmad(coef_face[f], fmass[f * N * N + v], s);
+        return s;
+    }
+    // P(i, col), col = f NF + m: tau_f |f| G_f(i, m) + sum_s coef_p[f][s] (D_s G_f)(i, m), with
+    // the face's orientation.
+    template <int N, int NF>
+    __device__ T panel(const Tables& tb, int i, int col) const {
+        constexpr int F = C::NFACES;
+        constexpr int NO = C::NORIENT;
+        const T* ftrace = ptr<T>(tb.face_trace);
+        const T* dtrace = ptr<T>(tb.derivative_trace);
+        const int f = col / NF;
+        const int m = col - f * NF;
+        const int o = orient[f];
+        const int at = i * NF + m;
+        T v = coef_face[f] * ftrace[(f * NO + o) * N * NF + at];
+#pragma unroll
+        for (int s = 0; s < C::DIM; ++s)
+            v = fmad(coef_p[f][s], dtrace[((s * F + f) * NO + o) * N * NF + at], v);
+        return v;
+    }
+    // A(a, b), a = f NF + m, b = h NF + l: coef_a[f][h] (G_f^T G_h)(m, l) + tau_f |f| delta_ab.
+    template <int NF>
+    __device__ T trace(const Tables& tb, int a, int b) const {
+        constexpr int F = C::NFACES;
+        constexpr int NO = C::NORIENT;
+        const int f = a / NF, m = a - f * NF;
+        const int h = b / NF, l = b - h * NF;
+        const T* gtg = ptr<T>(tb.trace_products) +
+                       (((f * NO + orient[f]) * F + h) * NO + orient[h]) * NF * NF;
+        T v = coef_a[f][h] * gtg[m * NF + l];
+        if (a == b) v += coef_face[f];
+        return v;
+    }
 };

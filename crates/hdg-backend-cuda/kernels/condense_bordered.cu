@@ -66,9 +66,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
                                   T* __restrict__ pivot_value) {
-    constexpr int D = C::DIM;
     constexpr int F = C::NFACES;
-    constexpr int NO = C::NORIENT;
     constexpr int NL = F * NF;
     constexpr int LD = NL + 1;  // columns of W: P (NL), then F
     constexpr int R = N + LD;   // order of the bordered matrix
@@ -97,11 +95,6 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     const int member = warp / groups;
     const int members = warps / groups;
     const u64 nc = c.n_cells;
-    const T* dprod = ptr<T>(tb.derivative_products);
-    const T* fmass = ptr<T>(tb.face_mass);
-    const T* ftrace = ptr<T>(tb.face_trace);
-    const T* dtrace = ptr<T>(tb.derivative_trace);
-    const T* tprod = ptr<T>(tb.trace_products);
     const T* fk = ptr<T>(c.load);
 
     // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
@@ -118,29 +111,12 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         // S: warp w the columns w, w + warps, ..., lane l its rows j + l, j + l + 32, ...
         for (int j = warp; j < N; j += warps) {
             T* col = a + col_start(R, j) - j;
-            for (int i = j + lane; i < N; i += 32) {
-                const int v = j * N + i;  // S symmetric: the tables read at (j, i), consecutive
-                T s = (i == j) ? cf.mass : T(0);
-#pragma unroll
-                for (int st = 0; st < D * D; ++st)
-                    s = fmad(cf.coef_s[st], dprod[st * N * N + v], s);
-#pragma unroll
-                for (int f = 0; f < F; ++f) s = fmad(cf.coef_face[f], fmass[f * N * N + v], s);
-                col[i] = s;
-            }
+            for (int i = j + lane; i < N; i += 32) col[i] = cf.template volume<N>(tb, i, j);
         }
         for (int t = tid; t < N * NL; t += nt) {
             const int j = t / NL;
             const int col = t - j * NL;
-            const int f = col / NF;
-            const int m = col - f * NF;
-            const int o = cf.orient[f];
-            const int at = j * NF + m;
-            T v = cf.coef_face[f] * ftrace[(f * NO + o) * N * NF + at];
-#pragma unroll
-            for (int s = 0; s < D; ++s)
-                v = fmad(cf.coef_p[f][s], dtrace[((s * F + f) * NO + o) * N * NF + at], v);
-            a[col_start(R, j) + N + col - j] = v;
+            a[col_start(R, j) + N + col - j] = cf.template panel<N, NF>(tb, j, col);
         }
         for (int j = tid; j < N; j += nt) a[col_start(R, j) + N + NL - j] = fk[(u64)j * nc + e];
         __syncthreads();
@@ -296,13 +272,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                             else
                                 b_out[(u64)b * nc + e] = acc[r][q];
                         } else {
-                            const int f = ar / NF, m = ar - f * NF;
-                            const int h = b / NF, ll = b - h * NF;
-                            const T* gtg = tprod +
-                                (((f * NO + cf.orient[f]) * F + h) * NO + cf.orient[h]) * NF * NF;
-                            T v = cf.coef_a[f][h] * gtg[m * NF + ll];
-                            if (ar == b) v += cf.coef_face[f];
-                            v -= acc[r][q];
+                            const T v = cf.template trace<NF>(tb, ar, b) - acc[r][q];
                             if constexpr (G > 1) {
                                 st[ar * NL + b] = v;
                                 st[b * NL + ar] = v;

@@ -473,9 +473,7 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
                                T* __restrict__ b_out, T* __restrict__ z_out,
                                T* __restrict__ u0_out, int* __restrict__ info,
                                T* __restrict__ pivot_value, T* __restrict__ scratch) {
-    constexpr int D = C::DIM;
     constexpr int F = C::NFACES;
-    constexpr int NO = C::NORIENT;
     constexpr int NL = F * NF;
     constexpr int LD = NL + 1;  // columns of W: P (NL), then F
     constexpr int NS = N * (N + 1) / 2;
@@ -491,11 +489,6 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
     const int tid = threadIdx.x;
     const int nt = blockDim.x;
     const u64 nc = c.n_cells;
-    const T* dprod = ptr<T>(tb.derivative_products);
-    const T* fmass = ptr<T>(tb.face_mass);
-    const T* ftrace = ptr<T>(tb.face_trace);
-    const T* dtrace = ptr<T>(tb.derivative_trace);
-    const T* tprod = ptr<T>(tb.trace_products);
     const T* fk = ptr<T>(c.load);
 
     for (u64 e = blockIdx.x; e < nc; e += gridDim.x) {
@@ -508,27 +501,12 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
             packed_row_col(NS - 1 - t, rr, cc);
             const int j = N - 1 - rr;  // column
             const int i = N - 1 - cc;  // row >= j
-            // S is symmetric: read the tables at (j, i), consecutive for consecutive threads.
-            const int v = j * N + i;
-            T s = (i == j) ? cf.mass : T(0);
-#pragma unroll
-            for (int st = 0; st < D * D; ++st) s = fmad(cf.coef_s[st], dprod[st * N * N + v], s);
-#pragma unroll
-            for (int f = 0; f < F; ++f) s = fmad(cf.coef_face[f], fmass[f * N * N + v], s);
-            l[t] = s;
+            l[t] = cf.template volume<N>(tb, i, j);
         }
         for (int t = tid; t < N * NL; t += nt) {
             const int i = t / NL;
             const int col = t - i * NL;
-            const int f = col / NF;
-            const int m = col - f * NF;
-            const int o = cf.orient[f];
-            const int at = i * NF + m;
-            T v = cf.coef_face[f] * ftrace[(f * NO + o) * N * NF + at];
-#pragma unroll
-            for (int s = 0; s < D; ++s)
-                v = fmad(cf.coef_p[f][s], dtrace[((s * F + f) * NO + o) * N * NF + at], v);
-            w[i * LD + col] = v;
+            w[i * LD + col] = cf.template panel<N, NF>(tb, i, col);
         }
         for (int i = tid; i < N; i += nt) w[i * LD + NL] = fk[(u64)i * nc + e];
         __syncthreads();
@@ -604,13 +582,7 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
                     if (bcol == NL) {
                         b_out[(u64)a * nc + e] = acc[r];
                     } else {
-                        const int f = a / NF, m = a - f * NF;
-                        const int h = bcol / NF, ll = bcol - h * NF;
-                        const T* gtg =
-                            tprod + (((f * NO + cf.orient[f]) * F + h) * NO + cf.orient[h]) * NF * NF;
-                        T v = cf.coef_a[f][h] * gtg[m * NF + ll];
-                        if (a == bcol) v += cf.coef_face[f];
-                        v -= acc[r];
+                        const T v = cf.template trace<NF>(tb, a, bcol) - acc[r];
                         k_out[(u64)(a * NL + bcol) * nc + e] = v;
                         if (a != bcol) k_out[(u64)(bcol * NL + a) * nc + e] = v;
                     }
