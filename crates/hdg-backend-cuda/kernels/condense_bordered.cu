@@ -32,10 +32,13 @@
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
 //      each), writes its share of the NB rows out, and updates its rows above the block,
 //      rank NB; one barrier per block.
-// Outputs: written straight into the element-fastest planes (G = 1), or, with G > 1, staged in
-// shared memory for G consecutive elements, condensed one after the other by the block, and
-// written out value by value with the G elements side by side (whole 32-byte sectors for G =
-// 32 / sizeof(T), where one store per value would touch a sector per value).
+// Outputs: written straight into the element-fastest planes (G = 1), or, with G > 1, staged
+// for G consecutive elements, condensed one after the other by the block, and written out
+// value by value with the G elements side by side (whole 32-byte sectors for G = 32 /
+// sizeof(T), where one store per value would touch a sector per value). The staging area is
+// in shared memory, or (GLOBAL_STAGE) the block's own G OUT values of the global scratch
+// (`scratch`, grid x G x OUT values): written and read back by the same block within a few
+// microseconds, it stays in L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
 // Launched with any multiple of 32 threads (up to the launch bound: 512 in f32, 256 in f64;
 // when RW does not divide the warps, one group); checks its dynamic shared memory.
@@ -61,11 +64,11 @@ __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
                              (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0));
 }
 
-template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G>
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
-                                  T* __restrict__ pivot_value) {
+                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
     constexpr int F = C::NFACES;
     constexpr int NL = F * NF;
     constexpr int LD = NL + 1;  // columns of W: P (NL), then F
@@ -76,11 +79,14 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
     constexpr int OUT = bordered_outputs<N, NL>();
     constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, G>(), info)) return;
+    constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
+    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G>(), info)) return;
     HDG_DYNAMIC_SHARED(smem_raw);
     T* a = reinterpret_cast<T*>(smem_raw);
     T* dinv = a + (N * R - N * (N - 1) / 2);
-    T* stage = dinv + N;  // G > 1: the outputs of the group's elements, OUT values each
+    // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
+    // or in the block's own G OUT values of the global scratch.
+    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
     __shared__ CondenseCoefficients<C, T> cf;
 
     const int tid = threadIdx.x;
@@ -396,49 +402,53 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 }
 
 #ifndef HDG_EMULATION
-// Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task;
-// f32 kernels take up to 512 threads, f64 up to 256 (their register tiles are twice as large).
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, MAXT, G)                                       \
-    extern "C" __global__ void __launch_bounds__(MAXT)                                          \
+// Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task,
+// the launch bounds (max threads: 512 in f32, 256 in f64, whose register tiles are twice as
+// large; and where given, the minimum of resident blocks, which caps the registers), G elements
+// per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory.
+#define SMEM false
+#define GMEM true
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE)                                \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                         \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
                                           T* u0_out, int* info, T* pv, T* scratch) {            \
-        (void)scratch;                                                                          \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G>(tb, c, k_out, b_out,\
-                                                                           z_out, u0_out,      \
-                                                                           info, pv);          \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE>(              \
+            tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                              \
     }
 
-// Per order: (NB, RW, G), measured on an H200 (src/design.rs: bordered_launch, bordered_group;
-// G > 1, the outputs staged per group of elements, only for tetrahedra at k = 2). f32 tetrahedra:
-// (4, 1) up to k = 4, (8, 2) above; f64 tetrahedra: (8, 2) only at k >= 7 (below, the larger
-// register tiles cost more occupancy than they save), two warp groups at k = 3, 5, 6 (1.15x to
-// 1.3x). TR = 8 rows per Gram task in f32, 4 in f64.
-#define BORDERED_TRI(T, TR, MAXT)                                                                  \
-    BORDERED(T, Tri, tri, 1, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 2, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 3, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 4, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 5, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 6, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 7, 4, 1, TR, MAXT, 1)                                                  \
-    BORDERED(T, Tri, tri, 8, 4, 1, TR, MAXT, 1)
+// Per order: (NB, RW, TR, bounds, G, staging), measured on an H200 (src/design.rs mirrors the
+// launch: bordered_launch, bordered_output_group). Triangles: (4, 1), TR = 8 in f32, 4 in
+// f64, direct stores. Tetrahedra: two warp groups where they paid (1.15x to 1.3x); at k = 2
+// the outputs of a sector's worth of elements staged in shared memory; at k = 3..5 (and 6 in
+// f32) staged in a global scratch per block, with the registers capped (the bounds' minimum
+// of resident blocks; some spill, and still win) so that more blocks are resident: 1.1x
+// (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
+#define BORDERED_TRI(T, TR, BOUNDS)                                                                  \
+    BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 3, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 4, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 5, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 6, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 7, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
+    BORDERED(T, Tri, tri, 8, 4, 1, TR, BOUNDS, 1, SMEM)
 
-BORDERED_TRI(f32, 8, 512)
-BORDERED(f32, Tet, tet, 1, 4, 1, 8, 512, 1)
-BORDERED(f32, Tet, tet, 2, 4, 1, 8, 512, 8)
-BORDERED(f32, Tet, tet, 3, 4, 1, 8, 512, 1)
-BORDERED(f32, Tet, tet, 4, 4, 1, 8, 512, 1)
-BORDERED(f32, Tet, tet, 5, 8, 2, 8, 512, 1)
-BORDERED(f32, Tet, tet, 6, 8, 2, 8, 512, 1)
-BORDERED(f32, Tet, tet, 7, 8, 2, 8, 512, 1)
-BORDERED(f32, Tet, tet, 8, 8, 2, 8, 512, 1)
-BORDERED_TRI(f64, 4, 256)
-BORDERED(f64, Tet, tet, 1, 4, 1, 4, 256, 1)
-BORDERED(f64, Tet, tet, 2, 4, 1, 4, 256, 4)
-BORDERED(f64, Tet, tet, 3, 4, 2, 4, 256, 1)
-BORDERED(f64, Tet, tet, 4, 4, 1, 4, 256, 1)
-BORDERED(f64, Tet, tet, 5, 4, 2, 4, 256, 1)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, 256, 1)
-BORDERED(f64, Tet, tet, 7, 8, 2, 4, 256, 1)
-BORDERED(f64, Tet, tet, 8, 8, 2, 4, 256, 1)
+BORDERED_TRI(f32, 8, (512))
+BORDERED(f32, Tet, tet, 1, 4, 1, 8, (512), 1, SMEM)
+BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM)
+BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM)
+BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM)
+BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM)
+BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM)
+BORDERED(f32, Tet, tet, 7, 8, 2, 8, (512), 1, SMEM)
+BORDERED(f32, Tet, tet, 8, 8, 2, 8, (512), 1, SMEM)
+BORDERED_TRI(f64, 4, (256))
+BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM)
+BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM)
+BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM)
+BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM)
+BORDERED(f64, Tet, tet, 5, 4, 2, 2, (256, 4), 4, GMEM)
+BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM)
+BORDERED(f64, Tet, tet, 7, 8, 2, 4, (256), 1, SMEM)
+BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM)
 #endif  // HDG_EMULATION

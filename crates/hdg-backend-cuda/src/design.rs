@@ -23,11 +23,12 @@
 //!   steps of a blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in
 //!   shared memory (its rows below S become Y = W^T L^-T, so the forward substitution is part
 //!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
-//!   from register tiles, and a blocked back substitution for [Z | u0]; at k = 2 for
-//!   tetrahedra it condenses a sector's worth of consecutive elements in turn and writes
-//!   their outputs side by side ([`bordered_group`]) (`kernels/condense_bordered.cu`). The
-//!   shared memory of `BlockShared` (plus the staged outputs where it groups); agrees with
-//!   the CPU to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64
+//!   from register tiles, and a blocked back substitution for [Z | u0]; for tetrahedra at
+//!   k = 2..5 it condenses a sector's worth of consecutive elements in turn, stages their
+//!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
+//!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).
+//!   The shared memory of `BlockShared` (plus the outputs staged there); agrees with the CPU
+//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64
 //!   tetrahedron at k = 8 does not fit and falls back to `BlockGlobal`).
 //!
 //! # Dispatch
@@ -51,7 +52,7 @@
 //! | condense, global panel | the same | n(n+1)/2 + n (+ n(nl+1) per block in global memory) |
 //! | recover | d n rounded up to 32, in [32, 256] | nl + n |
 //! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
-//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) when [`bordered_group`] G > 1 |
+//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) for a group of G staged in shared memory ([`bordered_output_group`]; staged in global memory: that many values per block in the scratch) |
 use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
@@ -310,27 +311,27 @@ pub fn block_threads(
 
 /// Threads per block and the cap on resident blocks per multiprocessor (None: as many as fit)
 /// of the bordered condensation, chosen by measurement: condense-bench sweeps with
-/// `HDG_CUDA_CONDENSE_THREADS` (64, 128, 256, 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`
-/// (2, 4, 8) on an NVIDIA H200, 2026-11-21, together with the kernels' NB and warp groups per
-/// order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
+/// `HDG_CUDA_CONDENSE_THREADS` (32 to 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM` (2 to 32) on
+/// an NVIDIA H200, 2026-11-21, together with the kernels' NB, warp groups, register caps and
+/// output groups per order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
 ///
-/// Why a cap: every element writes its K_e and Z as single values of element-fastest planes,
-/// so an L2 sector (32 bytes) is complete only once its 8 (f32) or 4 (f64) neighbouring
-/// elements are written. With as many blocks as fit, the partly written sectors of the
-/// elements in flight (blocks x their output) can exceed the L2 and are evicted half written,
-/// which costs a DRAM read-modify-write each. Tetrahedra at k = 3 (f32 and f64) and k = 4
-/// (f32) run 1.2x to 2.0x faster with 4 and 2 blocks per multiprocessor.
+/// Why a cap: an element that writes its K_e and Z as single values of element-fastest planes
+/// completes an L2 sector (32 bytes) only once its 8 (f32) or 4 (f64) neighbouring elements
+/// are written. With as many blocks as fit, the partly written sectors of the elements in
+/// flight (blocks x their output) can exceed the L2 and are evicted half written, a DRAM
+/// read-modify-write each. Where that mattered (tetrahedra k = 3, 4), the outputs are now
+/// staged per group of elements ([`bordered_output_group`]) and written as whole sectors, so
+/// no cap is needed; the cap stays available for sweeps.
 pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, Option<usize>) {
     let f32 = precision == Precision::F32;
     match (cell, k) {
         (CellType::Tetrahedron, 2) if f32 => (128, None),
         (CellType::Tetrahedron, 2) => (64, None),
-        (CellType::Tetrahedron, 3) => (128, Some(4)),
-        (CellType::Tetrahedron, 4) if f32 => (256, Some(2)),
-        (CellType::Tetrahedron, 4) => (256, None),
-        (CellType::Tetrahedron, 5) if f32 => (64, None),
-        (CellType::Tetrahedron, 5 | 6) if !f32 => (256, None),
-        (CellType::Tetrahedron, 6) => (128, None),
+        (CellType::Tetrahedron, 3) => (64, None),
+        (CellType::Tetrahedron, 4) if f32 => (64, None),
+        (CellType::Tetrahedron, 4) => (128, None),
+        (CellType::Tetrahedron, 5) if f32 => (128, None),
+        (CellType::Tetrahedron, 5 | 6) => (256, None),
         (CellType::Tetrahedron, 7) => (256, None),
         (CellType::Tetrahedron, 8) if f32 => (512, None),
         (CellType::Tetrahedron, 8) => (256, None),
@@ -338,19 +339,59 @@ pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, 
     }
 }
 
-/// Elements per output group of the bordered condensation (`kernels/condense_bordered.cu`
-/// instantiates the same): 1, or for tetrahedra at k = 2 one 32-byte sector's worth (8 in
-/// f32, 4 in f64). A block condenses the group's elements one after the other, keeps their
-/// K_e, b_e, Z and u0 in shared memory, and writes them out side by side: whole sectors, a
-/// store instruction per 32 values instead of per value. The stores were a third to a half of
-/// the kernel's time at k = 2 and 3 (BENCHMARKS.md); grouping made k = 2 1.2x (f64) and 1.35x
-/// (f32) faster, but at k = 3 the 87 KB of staged outputs cost more occupancy than the stores
-/// (measured on an H200: no gain in f32, 0.9x in f64), so k = 3 writes directly.
-pub fn bordered_group(cell: CellType, k: usize, precision: Precision) -> usize {
+/// Where the bordered condensation keeps the outputs of a group of elements until it writes
+/// them ([`bordered_output_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputStaging {
+    /// No staging (groups of one element): every value goes straight to its element-fastest
+    /// plane.
+    Direct,
+    /// In shared memory, after the bordered matrix.
+    Shared,
+    /// In the block's own part of a global scratch (written and read back by the same block
+    /// while it is still in L2), which costs no shared memory and so no occupancy.
+    Global,
+}
+
+/// How the bordered condensation groups its outputs: `elements` consecutive elements are
+/// condensed one after the other by one block, their K_e, b_e, Z and u0 staged (`staging`) and
+/// then written with the elements side by side, so that every store fills whole 32-byte
+/// sectors (a store instruction per 32 values instead of per value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputGroup {
+    /// Elements per group: 1, or one sector's worth (8 in f32, 4 in f64).
+    pub elements: usize,
+    /// Where the group's outputs wait.
+    pub staging: OutputStaging,
+}
+
+/// The output groups of the bordered condensation (`kernels/condense_bordered.cu`
+/// instantiates the same), measured on an NVIDIA H200 (BENCHMARKS.md). The stores of K_e and
+/// Z were a third to a half of the kernel's time at k = 2..4. Tetrahedra at k = 2 stage in
+/// shared memory (1.2x in f64, 1.35x in f32). At k = 3..5 (and 6 in f32) the staged outputs
+/// (79 KB at k = 3) would cost shared memory and so occupancy, so they are staged in global
+/// scratch instead; with the registers capped for more resident blocks (launch bounds in the
+/// kernel file) that gives 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
+/// Elsewhere (f64 k = 6 and k >= 7) staging measured no faster: direct stores.
+pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
+    let sector = 32 / precision.bytes();
     match (cell, k) {
-        (CellType::Tetrahedron, 2) => 32 / precision.bytes(),
-        _ => 1,
+        (CellType::Tetrahedron, 2) => {
+            OutputGroup { elements: sector, staging: OutputStaging::Shared }
+        }
+        (CellType::Tetrahedron, 3..=5) => {
+            OutputGroup { elements: sector, staging: OutputStaging::Global }
+        }
+        (CellType::Tetrahedron, 6) if precision == Precision::F32 => {
+            OutputGroup { elements: sector, staging: OutputStaging::Global }
+        }
+        _ => OutputGroup { elements: 1, staging: OutputStaging::Direct },
     }
+}
+
+/// Values of one element's outputs of the condensation: K_e, b_e, Z and u0.
+fn condensation_outputs(s: &ElementSizes) -> usize {
+    s.nl * s.nl + s.nl + s.n * s.nl + s.n
 }
 
 /// The cap on resident blocks per multiprocessor of a block-design launch (None: as many as
@@ -381,11 +422,13 @@ pub fn shared_bytes(
         (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
         // The first n columns of the bordered matrix of order n + nl + 1, 1 / L(j, j), and
-        // the staged outputs of a group of elements (bordered_group).
+        // the outputs of a group of elements where they are staged in shared memory.
         (Stage::Condense, Design::Bordered) => {
-            let group = bordered_group(cell, k, precision);
-            let outputs = s.nl * s.nl + s.nl + s.n * s.nl + s.n;
-            let staged = if group > 1 { group * outputs } else { 0 };
+            let group = bordered_output_group(cell, k, precision);
+            let staged = match group.staging {
+                OutputStaging::Shared => group.elements * condensation_outputs(&s),
+                OutputStaging::Direct | OutputStaging::Global => 0,
+            };
             s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n + staged
         }
         (Stage::Recover, _) => s.nl + s.n,
@@ -394,14 +437,27 @@ pub fn shared_bytes(
     values * precision.bytes()
 }
 
-/// Values of T in the global scratch per resident block (the condensation's panel of
-/// `BlockGlobal`; 0 otherwise).
-pub fn global_scratch_per_block(stage: Stage, design: Design, cell: CellType, k: usize) -> usize {
+/// Values of T in the global scratch per resident block: the condensation's panel of
+/// `BlockGlobal`, the staged outputs of a group of the bordered condensation
+/// ([`OutputStaging::Global`]), 0 otherwise.
+pub fn global_scratch_per_block(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> usize {
     let s = ElementSizes::new(cell, k);
-    if stage == Stage::Condense && design == Design::BlockGlobal {
-        s.n * (s.nl + 1)
-    } else {
-        0
+    match (stage, design) {
+        (Stage::Condense, Design::BlockGlobal) => s.n * (s.nl + 1),
+        (Stage::Condense, Design::Bordered) => {
+            let group = bordered_output_group(cell, k, precision);
+            match group.staging {
+                OutputStaging::Global => group.elements * condensation_outputs(&s),
+                OutputStaging::Direct | OutputStaging::Shared => 0,
+            }
+        }
+        _ => 0,
     }
 }
 
@@ -409,9 +465,9 @@ pub fn global_scratch_per_block(stage: Stage, design: Design, cell: CellType, k:
 /// an NVIDIA H200 (2026-11-21; 1e5 cells, median of 5; its selection table is in
 /// BENCHMARKS.md). The thread design wins only where its local-memory scratch is small
 /// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
-/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design) except k = 5 in f32, where the
-/// block design is ahead by 4% to 14%, and for triangles in f64 at k >= 3 (1.6x to 7.8x); the
-/// block design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
+/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design; at k = 5 in f32 only since its
+/// outputs are staged in global scratch: 1.6x over the block design) and for triangles in f64
+/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
 /// in f64) both block designs fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
@@ -420,7 +476,6 @@ pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> De
         CellType::Triangle if f64 && k >= 3 => Design::Bordered,
         CellType::Triangle => Design::BlockShared,
         CellType::Tetrahedron if k == 1 => Design::Thread,
-        CellType::Tetrahedron if k == 5 && !f64 => Design::BlockShared,
         CellType::Tetrahedron => Design::Bordered,
     }
 }
@@ -514,6 +569,37 @@ mod tests {
         assert_eq!((s.n, s.n_f, s.nl, s.n_post), (165, 45, 180, 220));
         let s = ElementSizes::new(CellType::Triangle, 8);
         assert_eq!((s.n, s.n_f, s.nl, s.n_post), (45, 9, 27, 55));
+    }
+
+    #[test]
+    fn bordered_output_groups_cost_shared_or_global_memory() {
+        let (tet, f64, f32) = (CellType::Tetrahedron, Precision::F64, Precision::F32);
+        let bordered = |k, p| shared_bytes(Stage::Condense, Design::Bordered, tet, k, p);
+        let scratch = |k, p| global_scratch_per_block(Stage::Condense, Design::Bordered, tet, k, p);
+        // k = 2: (n, nl) = (10, 24), outputs 24^2 + 24 + 240 + 10 = 850 per element, a group
+        // of one sector (4 in f64) staged after the 10 columns of order 35 and dinv.
+        let group = bordered_output_group(tet, 2, f64);
+        assert_eq!(group, OutputGroup { elements: 4, staging: OutputStaging::Shared });
+        assert_eq!(bordered(2, f64), 8 * (10 * 35 - 45 + 10 + 4 * 850));
+        assert_eq!(scratch(2, f64), 0);
+        // k = 3: (20, 40), outputs 1600 + 40 + 800 + 20 = 2460, staged in global memory: no
+        // shared memory for them, 4 (f64) or 8 (f32) elements' worth of scratch per block.
+        for (p, elements) in [(f64, 4), (f32, 8)] {
+            let group = bordered_output_group(tet, 3, p);
+            assert_eq!(group, OutputGroup { elements, staging: OutputStaging::Global });
+            assert_eq!(bordered(3, p), p.bytes() * (20 * 61 - 190 + 20));
+            assert_eq!(scratch(3, p), elements * 2460);
+        }
+        // Direct stores: neither.
+        let group = bordered_output_group(tet, 6, f64);
+        assert_eq!(group, OutputGroup { elements: 1, staging: OutputStaging::Direct });
+        assert_eq!(scratch(6, f64), 0);
+        let tri = bordered_output_group(CellType::Triangle, 3, f64);
+        assert_eq!(tri.staging, OutputStaging::Direct);
+        // The other designs' scratch is unchanged: only the global panel has one.
+        let panel = global_scratch_per_block(Stage::Condense, Design::BlockGlobal, tet, 3, f64);
+        assert_eq!(panel, 20 * 41);
+        assert_eq!(global_scratch_per_block(Stage::Recover, Design::Bordered, tet, 3, f64), 0);
     }
 
     #[test]

@@ -319,7 +319,7 @@ impl<T: DeviceReal> DevicePrepared<T> {
             grid: u32::try_from(blocks).map_err(|_| CoreError::Backend("grid too large".into()))?,
             threads,
             shared,
-            scratch: blocks * global_scratch_per_block(stage, design, cell, k),
+            scratch: blocks * global_scratch_per_block(stage, design, cell, k, p),
         })
     }
 

@@ -245,31 +245,38 @@ int run(int nc) {
     }
     // The bordered condensation (whole warps; 32 and 64 threads: one warp, and warps that
     // split the columns).
-    // Three instantiations (NB = 4 and NB = 8, both with two warp groups; NB = 4 with the
-    // outputs staged in groups of G = 4 elements, the last group partial when the cell count
-    // is not a multiple of 4), 1, 2, 3 and 4 warps (1 and 3: the groups fall back to one).
-    for (int cfg = 0; cfg < 12; ++cfg) {
+    // Four instantiations (NB = 4 and NB = 8, both with two warp groups; NB = 4 with the
+    // outputs staged in groups of G = 4 elements, in shared memory and in the global scratch,
+    // the last group partial when the cell count is not a multiple of 4), 1, 2, 3 and 4 warps
+    // (1 and 3: the groups fall back to one).
+    for (int cfg = 0; cfg < 16; ++cfg) {
         const int ntb = 32 * (1 + cfg % 4);
         const bool wide = cfg >= 4 && cfg < 8;
         const int g = cfg >= 8 ? 4 : 1;
+        const bool global_stage = cfg >= 12;
         std::vector<double> kb((size_t)NL * NL * nc, NAN), bb((size_t)NL * nc, NAN),
             zb((size_t)N * NL * nc, NAN), ub((size_t)N * nc, NAN);
+        std::vector<double> stage_scratch(global_stage ? (size_t)grid * 4 * bordered_outputs<N, NL>() : 1, NAN);
         std::fill(info.begin(), info.end(), 7);
-        size_t bytes = g == 4 ? condense_bordered_shared_bytes<double, N, NL, 4>()
-                              : condense_bordered_shared_bytes<double, N, NL, 1>();
+        size_t bytes = g == 4 && !global_stage ? condense_bordered_shared_bytes<double, N, NL, 4>()
+                                               : condense_bordered_shared_bytes<double, N, NL, 1>();
         launch(grid, ntb, bytes, [&] {
-            if (g == 4)
-                condense_bordered<C, double, N, NF, 4, 2, 4, 4>(tb, c, kb.data(), bb.data(),
-                                                                zb.data(), ub.data(), info.data(),
-                                                                pv.data());
+            if (global_stage)
+                condense_bordered<C, double, N, NF, 4, 2, 4, 4, true>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    stage_scratch.data());
+            else if (g == 4)
+                condense_bordered<C, double, N, NF, 4, 2, 4, 4, false>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    nullptr);
             else if (wide)
-                condense_bordered<C, double, N, NF, 8, 2, 8, 1>(tb, c, kb.data(), bb.data(),
-                                                                zb.data(), ub.data(), info.data(),
-                                                                pv.data());
+                condense_bordered<C, double, N, NF, 8, 2, 8, 1, false>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    nullptr);
             else
-                condense_bordered<C, double, N, NF, 4, 2, 4, 1>(tb, c, kb.data(), bb.data(),
-                                                                zb.data(), ub.data(), info.data(),
-                                                                pv.data());
+                condense_bordered<C, double, N, NF, 4, 2, 4, 1, false>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    nullptr);
         });
         if (getenv("EMU_BAD")) {
             for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, e, info[e], info[e] ? pv[e] : 0.0);
@@ -278,8 +285,8 @@ int run(int nc) {
         for (int e = 0; e < nc; ++e)
             if (info[e]) printf("  bordered condense: info[%d] = %d\n", e, info[e]), ++fails;
         double ek = rel(kb, k[0]), eb = rel(bb, b[0]), ez = rel(zb, z[0]), eu = rel(ub, u0[0]);
-        printf("  condense bordered NB %d G %d (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
-               wide ? 8 : 4, g, ntb, bytes, ek, eb, ez, eu);
+        printf("  condense bordered NB %d G %d%s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
+               wide ? 8 : 4, g, global_stage ? " global" : "", ntb, bytes, ek, eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
         for (int e = 0; e < nc; ++e)
             for (int a = 0; a < NL; ++a)
