@@ -417,7 +417,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     }
 
 // Per order: (NB, RW, TR, bounds, G, staging), measured on an H200 (src/design.rs mirrors the
-// launch: bordered_launch, bordered_output_group). Triangles: (4, 1), TR = 8 in f32, 4 in
+// launch: bordered_threads, bordered_output_group). Triangles: (4, 1), TR = 8 in f32, 4 in
 // f64, direct stores. Tetrahedra: two warp groups where they paid (1.15x to 1.3x); at k = 2
 // the outputs of a sector's worth of elements staged in shared memory; at k = 3..5 (and 6 in
 // f32) staged in a global scratch per block, with the registers capped (the bounds' minimum

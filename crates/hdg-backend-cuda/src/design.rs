@@ -52,7 +52,7 @@
 //! | condense, global panel | the same | n(n+1)/2 + n (+ n(nl+1) per block in global memory) |
 //! | recover | d n rounded up to 32, in [32, 256] | nl + n |
 //! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
-//! | condense, bordered | [`bordered_launch`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) for a group of G staged in shared memory ([`bordered_output_group`]; staged in global memory: that many values per block in the scratch) |
+//! | condense, bordered | [`bordered_threads`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) for a group of G staged in shared memory ([`bordered_output_group`]; staged in global memory: that many values per block in the scratch) |
 use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
@@ -290,7 +290,7 @@ fn threads_for(work: usize) -> u32 {
 /// `HDG_CUDA_CONDENSE_THREADS` = 64, 96, 128, 256 on an NVIDIA H100, 2026-11-21, twice: 2.91e6
 /// against 1.31e6 cells/s; f64 and the neighbouring orders gain nothing from it).
 ///
-/// The bordered condensation of tetrahedra: [`bordered_launch`]; of triangles, one thread per
+/// The bordered condensation of tetrahedra: [`bordered_threads`]; of triangles, one thread per
 /// panel column as well.
 pub fn block_threads(
     stage: Stage,
@@ -301,7 +301,7 @@ pub fn block_threads(
 ) -> u32 {
     let s = ElementSizes::new(cell, k);
     match stage {
-        Stage::Condense if design == Design::Bordered => bordered_launch(cell, k, precision).0,
+        Stage::Condense if design == Design::Bordered => bordered_threads(cell, k, precision),
         Stage::Condense if (cell, k, precision) == (CellType::Tetrahedron, 5, Precision::F32) => 64,
         Stage::Condense => threads_for(s.nl + 1),
         Stage::Recover => threads_for(s.dim * s.n),
@@ -309,33 +309,30 @@ pub fn block_threads(
     }
 }
 
-/// Threads per block and the cap on resident blocks per multiprocessor (None: as many as fit)
-/// of the bordered condensation, chosen by measurement: condense-bench sweeps with
-/// `HDG_CUDA_CONDENSE_THREADS` (32 to 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM` (2 to 32) on
-/// an NVIDIA H200, 2026-11-21, together with the kernels' NB, warp groups, register caps and
-/// output groups per order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
+/// Threads per block of the bordered condensation, chosen by measurement: condense-bench
+/// sweeps with `HDG_CUDA_CONDENSE_THREADS` (32 to 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`
+/// (2 to 32) on an NVIDIA H200, 2026-11-21, together with the kernels' NB, warp groups,
+/// register caps and output groups per order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
 ///
-/// Why a cap: an element that writes its K_e and Z as single values of element-fastest planes
-/// completes an L2 sector (32 bytes) only once its 8 (f32) or 4 (f64) neighbouring elements
-/// are written. With as many blocks as fit, the partly written sectors of the elements in
-/// flight (blocks x their output) can exceed the L2 and are evicted half written, a DRAM
-/// read-modify-write each. Where that mattered (tetrahedra k = 3, 4), the outputs are now
-/// staged per group of elements ([`bordered_output_group`]) and written as whole sectors, so
-/// no cap is needed; the cap stays available for sweeps.
-pub fn bordered_launch(cell: CellType, k: usize, precision: Precision) -> (u32, Option<usize>) {
+/// No order caps its resident blocks any more. A cap helped (1.2x to 2.0x at tetrahedra k = 3,
+/// 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
+/// L2 sector is complete only once its 8 (f32) or 4 (f64) neighbouring elements are written,
+/// and with every block resident the partly written sectors exceeded the L2 and were evicted
+/// half written (a DRAM read-modify-write each). Those orders now stage their outputs per
+/// group of elements ([`bordered_output_group`]) and write whole sectors; the environment
+/// variable still caps for sweeps.
+pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
     let f32 = precision == Precision::F32;
     match (cell, k) {
-        (CellType::Tetrahedron, 2) if f32 => (128, None),
-        (CellType::Tetrahedron, 2) => (64, None),
-        (CellType::Tetrahedron, 3) => (64, None),
-        (CellType::Tetrahedron, 4) if f32 => (64, None),
-        (CellType::Tetrahedron, 4) => (128, None),
-        (CellType::Tetrahedron, 5) if f32 => (128, None),
-        (CellType::Tetrahedron, 5 | 6) => (256, None),
-        (CellType::Tetrahedron, 7) => (256, None),
-        (CellType::Tetrahedron, 8) if f32 => (512, None),
-        (CellType::Tetrahedron, 8) => (256, None),
-        _ => (threads_for(ElementSizes::new(cell, k).nl + 1), None),
+        (CellType::Tetrahedron, 2) if f32 => 128,
+        (CellType::Tetrahedron, 2 | 3) => 64,
+        (CellType::Tetrahedron, 4) if f32 => 64,
+        (CellType::Tetrahedron, 4) => 128,
+        (CellType::Tetrahedron, 5) if f32 => 128,
+        (CellType::Tetrahedron, 5..=7) => 256,
+        (CellType::Tetrahedron, 8) if f32 => 512,
+        (CellType::Tetrahedron, 8) => 256,
+        _ => threads_for(ElementSizes::new(cell, k).nl + 1),
     }
 }
 
@@ -374,38 +371,20 @@ pub struct OutputGroup {
 /// kernel file) that gives 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
 /// Elsewhere (f64 k = 6 and k >= 7) staging measured no faster: direct stores.
 pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
-    let sector = 32 / precision.bytes();
-    match (cell, k) {
-        (CellType::Tetrahedron, 2) => {
-            OutputGroup { elements: sector, staging: OutputStaging::Shared }
-        }
-        (CellType::Tetrahedron, 3..=5) => {
-            OutputGroup { elements: sector, staging: OutputStaging::Global }
-        }
-        (CellType::Tetrahedron, 6) if precision == Precision::F32 => {
-            OutputGroup { elements: sector, staging: OutputStaging::Global }
-        }
-        _ => OutputGroup { elements: 1, staging: OutputStaging::Direct },
-    }
+    let staging = match (cell, k) {
+        (CellType::Tetrahedron, 2) => OutputStaging::Shared,
+        (CellType::Tetrahedron, 3..=5) => OutputStaging::Global,
+        (CellType::Tetrahedron, 6) if precision == Precision::F32 => OutputStaging::Global,
+        _ => OutputStaging::Direct,
+    };
+    // A staged group is one 32-byte sector's worth of elements.
+    let elements = if staging == OutputStaging::Direct { 1 } else { 32 / precision.bytes() };
+    OutputGroup { elements, staging }
 }
 
 /// Values of one element's outputs of the condensation: K_e, b_e, Z and u0.
 fn condensation_outputs(s: &ElementSizes) -> usize {
     s.nl * s.nl + s.nl + s.n * s.nl + s.n
-}
-
-/// The cap on resident blocks per multiprocessor of a block-design launch (None: as many as
-/// fit): [`bordered_launch`] for the bordered condensation, none elsewhere.
-pub fn blocks_per_sm_cap(
-    stage: Stage,
-    design: Design,
-    cell: CellType,
-    k: usize,
-    precision: Precision,
-) -> Option<usize> {
-    (stage == Stage::Condense && design == Design::Bordered)
-        .then(|| bordered_launch(cell, k, precision).1)
-        .flatten()
 }
 
 /// Dynamic shared memory (bytes) of a block-design kernel (0 for the thread design).
@@ -467,8 +446,9 @@ pub fn global_scratch_per_block(
 /// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
 /// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design; at k = 5 in f32 only since its
 /// outputs are staged in global scratch: 1.6x over the block design) and for triangles in f64
-/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. Where the shared memory does not suffice (tetrahedra k = 8
-/// in f64) both block designs fall back to the global panel.
+/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. Where the shared
+/// memory does not suffice (tetrahedra k = 8 in f64) both block designs fall back to the
+/// global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
     match cell {

@@ -69,8 +69,8 @@ use rayon::prelude::*;
 
 use crate::dbf::DeviceDbf;
 use crate::design::{
-    block_threads, blocks_per_sm_cap, compiled, default_design, fallback, global_scratch_per_block,
-    kernel_name, max_threads, shared_bytes, Design, Precision, Stage,
+    block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
+    max_threads, shared_bytes, Design, Precision, Stage,
 };
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
@@ -305,11 +305,7 @@ impl<T: DeviceReal> DevicePrepared<T> {
             )));
         }
         let mut per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
-        let cap = match stage {
-            Stage::Condense => condense_blocks_override(),
-            _ => None,
-        };
-        if let Some(cap) = cap.or_else(|| blocks_per_sm_cap(stage, design, cell, k, p)) {
+        if let Some(cap) = condense_blocks_override().filter(|_| stage == Stage::Condense) {
             per_sm = per_sm.min(cap);
         }
         let resident = per_sm * self.kernels.sms() as usize;
