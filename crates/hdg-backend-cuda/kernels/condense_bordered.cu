@@ -13,8 +13,8 @@
 // Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
 // j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
 // rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
-//   1. S and W formed from the tables (S: a warp per column, a lane per row; W: parallel over
-//      its entries).
+//   1. S and W formed from the tables (parallel over the entries of S's lower triangle, then
+//      over those of W).
 //   2. Blocked right-looking Cholesky, NB columns per step: (a) every thread factors the
 //      NB x NB diagonal block in registers (identical values in every thread, so a failing
 //      pivot is seen by all); (b) the panel rows below it, one thread per row (x L_d^T = a);
@@ -23,10 +23,14 @@
 //      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
 //      bank conflict; the panel values of the thread's rows stay in registers for all its
 //      columns); barrier.
-//   3. K_e = A - Y Y^T and b_e (row nl): warp w takes TR rows at a time, lane l the columns
-//      l, l + 32, ... at or below the diagonal; the sums stay in registers over j < n
-//      (broadcast reads of the rows, consecutive reads of the columns); A formed on the fly
-//      from the tables; K_e written to both triangles, so it is exactly symmetric.
+//   3. K_e = A - Y Y^T and b_e (row nl). In f64 on sm_80 and later, on the tensor cores: warp
+//      tasks of 8 x 8 tiles at or below the diagonal, k-steps of 4 columns of Y (mma.m8n8k4,
+//      every fragment one shared-memory read per lane); 1.2x to 1.3x over the CUDA-core
+//      path below at k = 2..5 on an H200, where that path's broadcast reads of Y were a fifth
+//      of all instructions. Elsewhere (f32, older GPUs): warp w takes TR rows at a time, lane
+//      l the columns l, l + 32, ... at or below the diagonal, the sums in registers over j < n
+//      (broadcast reads of the rows, consecutive reads of the columns). Both: A formed on the
+//      fly from the tables; K_e written to both triangles, so it is exactly symmetric.
 //   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: the panel columns come in
 //      32-column chunks, group g takes the chunks g, g + RW, ...; every warp of the group
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
@@ -50,6 +54,37 @@
 
 // Values of one element's outputs in the staging area: K_e (nl x nl), b_e (nl), Z (n x nl),
 // u0 (n), in that order, each in its element-fastest plane order.
+// The f64 tensor-core product (sm_80 and later; the host emulation supplies its own): one
+// warp-wide D = A B + C of an 8 x 4 A, a 4 x 8 B and an 8 x 8 C, every lane holding
+// a = A(lane / 4, lane % 4), b = B(lane % 4, lane / 4) and c0, c1 = C(lane / 4, 2 (lane % 4)
+// + {0, 1}). Exact f64 products and sums (the order of the four-term sums is the unit's).
+// HDG_NO_DMMA takes the CUDA-core path everywhere (the host emulation checks both paths).
+#if !defined(HDG_NO_DMMA) && (defined(HDG_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800))
+#define HDG_HAS_DMMA 1
+#ifdef HDG_EMULATION
+#define dmma_8x8x4 hdg_emulated_dmma_8x8x4
+#else
+__device__ __forceinline__ void dmma_8x8x4(f64& c0, f64& c1, f64 a, f64 b) {
+    asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+        : "+d"(c0), "+d"(c1)
+        : "d"(a), "d"(b));
+}
+#endif
+#else
+#define HDG_HAS_DMMA 0
+#endif
+
+// (row i, column j) of entry t of a column-major packed lower triangle of order r:
+// t = col_start(r, j) + i - j, i >= j.
+__device__ __forceinline__ void packed_col_row(int r, int t, int& i, int& j) {
+    const float b = (float)(2 * r + 1);
+    j = (int)((b - sqrtf(b * b - 8.0f * (float)t)) * 0.5f);
+    if (j < 0) j = 0;
+    while (j > 0 && col_start(r, j) > t) --j;
+    while (j + 1 < r && col_start(r, j + 1) <= t) ++j;
+    i = t - col_start(r, j) + j;
+}
+
 template <int N, int NL>
 __host__ __device__ constexpr int bordered_outputs() {
     return NL * NL + NL + N * NL + N;
@@ -114,11 +149,20 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         __syncthreads();
 
         // 1. S (rows i >= j of column j) and W^T (rows n + a of column j).
-        // S: warp w the columns w, w + warps, ..., lane l its rows j + l, j + l + 32, ...
-        for (int j = warp; j < N; j += warps) {
-            T* col = a + col_start(R, j) - j;
-            for (int i = j + lane; i < N; i += 32) col[i] = cf.template volume<N>(tb, i, j);
+        // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
+        // (every lane busy, where a warp per column leaves the lanes past the diagonal idle);
+        // two entries per pass, so that the reads of both are in flight at once.
+        {
+            constexpr int NS = N * (N + 1) / 2;
+#pragma unroll 2
+            for (int t = tid; t < NS; t += nt) {
+                int i, j;
+                packed_col_row(N, t, i, j);
+                a[col_start(R, j) + i - j] = cf.template volume<N>(tb, i, j);
+            }
         }
+        // W^T: consecutive threads take consecutive entries of a row of W^T.
+#pragma unroll 2
         for (int t = tid; t < N * NL; t += nt) {
             const int j = t / NL;
             const int col = t - j * NL;
@@ -235,9 +279,74 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             continue;
         }
 
-        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl): warp tasks of TR
-        // rows, lane l the columns l + 32 q.
-        {
+        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl).
+        // The entry (a, b) of the result, sum = (Y Y^T)(a, b), goes out here: K_e(a, b) =
+        // A(a, b) - sum to both triangles, b_e(b) = sum on row nl.
+        auto gram_out = [&](int ar, int b, T sum) {
+            if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
+            if (ar == NL) {
+                if constexpr (G > 1)
+                    st[OFF_B + b] = sum;
+                else
+                    b_out[(u64)b * nc + e] = sum;
+            } else {
+                const T v = cf.template trace<NF>(tb, ar, b) - sum;
+                if constexpr (G > 1) {
+                    st[ar * NL + b] = v;
+                    st[b * NL + ar] = v;
+                } else {
+                    k_out[(u64)(ar * NL + b) * nc + e] = v;
+                    if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
+                }
+            }
+        };
+        if constexpr (sizeof(T) == 8 && HDG_HAS_DMMA) {
+            // f64 on tensor cores: 8 x 8 tiles (I, J), J <= I, of Y Y^T, k-steps of 4 columns
+            // of Y (zeros past n and past row nl). A warp task: tile row I, up to JC of its
+            // column tiles (2 JC accumulators). Lane l reads Y(8 I + l / 4, j0 + l % 4) as the
+            // A fragment and Y(8 J + l / 4, j0 + l % 4) as the B fragment (B = Y^T).
+            constexpr int TM = (LD + 7) / 8;
+            constexpr int JC = TM < 8 ? TM : 8;
+            const int fr = lane >> 2, fc = lane & 3;
+            int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
+            for (int skip = warp; skip > 0; --skip) {
+                J0 += JC;
+                if (J0 > I) { ++I; J0 = 0; }
+            }
+            while (I < TM) {
+                T acc[JC][2];
+#pragma unroll
+                for (int t = 0; t < JC; ++t) acc[t][0] = acc[t][1] = T(0);
+                for (int j0 = 0; j0 < N; j0 += 4) {
+                    const int j = j0 + fc;
+                    const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) for j < n
+                    const int ra = 8 * I + fr;
+                    const T fa = (j < N && ra < LD) ? y[ra] : T(0);
+#pragma unroll
+                    for (int t = 0; t < JC; ++t) {
+                        const int J = J0 + t;
+                        if (J <= I) {  // the same in every lane
+                            const int rb = 8 * J + fr;
+                            const T fb = (j < N && rb < LD) ? y[rb] : T(0);
+                            dmma_8x8x4(acc[t][0], acc[t][1], fa, fb);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int t = 0; t < JC; ++t) {
+                    const int J = J0 + t;
+                    if (J <= I) {
+                        gram_out(8 * I + fr, 8 * J + 2 * fc, acc[t][0]);
+                        gram_out(8 * I + fr, 8 * J + 2 * fc + 1, acc[t][1]);
+                    }
+                }
+                for (int skip = warps; skip > 0; --skip) {
+                    J0 += JC;
+                    if (J0 > I) { ++I; J0 = 0; }
+                }
+            }
+        } else {
+            // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
             constexpr int NRB = (LD + TR - 1) / TR;
             for (int rb = warp; rb < NRB; rb += warps) {
                 const int a0 = rb * TR;
@@ -265,30 +374,10 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     }
                 }
 #pragma unroll
-                for (int r = 0; r < TR; ++r) {
-                    const int ar = a0 + r;
-                    if (ar >= LD) continue;
+                for (int r = 0; r < TR; ++r)
 #pragma unroll
-                    for (int q = 0; q < QA; ++q) {
-                        const int b = lane + 32 * q;
-                        if (q >= qmax || b >= NL || (ar < NL && b > ar)) continue;
-                        if (ar == NL) {
-                            if constexpr (G > 1)
-                                st[OFF_B + b] = acc[r][q];
-                            else
-                                b_out[(u64)b * nc + e] = acc[r][q];
-                        } else {
-                            const T v = cf.template trace<NF>(tb, ar, b) - acc[r][q];
-                            if constexpr (G > 1) {
-                                st[ar * NL + b] = v;
-                                st[b * NL + ar] = v;
-                            } else {
-                                k_out[(u64)(ar * NL + b) * nc + e] = v;
-                                if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
-                            }
-                        }
-                    }
-                }
+                    for (int q = 0; q < QA; ++q)
+                        if (q < qmax) gram_out(a0 + r, lane + 32 * q, acc[r][q]);
             }
         }
         __syncthreads();
@@ -381,20 +470,33 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         __syncthreads();
         const u64 first = group_index * G;
         const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
-        for (int t = tid; t < OUT * G; t += nt) {
-            const int v = t / G;
-            const int gi = t - v * G;
-            if (gi >= valid) continue;
-            const u64 e = first + gi;
-            const T x = stage[gi * OUT + v];
-            if (v < OFF_B)
-                k_out[(u64)v * nc + e] = x;
-            else if (v < OFF_Z)
-                b_out[(u64)(v - OFF_B) * nc + e] = x;
-            else if (v < OFF_U0)
-                z_out[(u64)(v - OFF_Z) * nc + e] = x;
-            else
-                u0_out[(u64)(v - OFF_U0) * nc + e] = x;
+        // U values per thread and pass, their reads issued together: the staging area in global
+        // memory is read back from L2, and one read in flight at a time left the loop waiting
+        // on it (4: 1.05x to 1.17x over 1 at k = 2..4 in f64 on an H200; 8 and 16 less).
+        constexpr int U = 4;
+        for (int t0 = tid; t0 < OUT * G; t0 += U * nt) {
+            T x[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int t = t0 + u * nt;
+                if (t < OUT * G) x[u] = stage[(t % G) * OUT + t / G];
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int t = t0 + u * nt;
+                const int v = t / G;
+                const int gi = t - v * G;
+                if (t >= OUT * G || gi >= valid) continue;
+                const u64 e = first + gi;
+                if (v < OFF_B)
+                    k_out[(u64)v * nc + e] = x[u];
+                else if (v < OFF_Z)
+                    b_out[(u64)(v - OFF_B) * nc + e] = x[u];
+                else if (v < OFF_U0)
+                    z_out[(u64)(v - OFF_Z) * nc + e] = x[u];
+                else
+                    u0_out[(u64)(v - OFF_U0) * nc + e] = x[u];
+            }
         }
         __syncthreads();
     }

@@ -3,8 +3,10 @@
 //
 //     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
 //         crates/hdg-backend-cuda/tools/emulate_kernels.cpp -o /tmp/emulate && /tmp/emulate
-//     (-DBIG adds tetrahedra at k = 5 and 8; EMU_NT=7 runs the block kernels with 7 threads,
-//     EMU_BAD=1 makes one element indefinite and prints the pivot flags of every design.)
+//     (-DBIG adds tetrahedra at k = 5 and 8; -DHDG_NO_DMMA checks the bordered condensation's
+//     CUDA-core path in f64 instead of its tensor-core one, emulated warp by warp; EMU_NT=7 runs
+//     the block kernels with 7 threads, EMU_BAD=1 makes one element indefinite and prints the
+//     pivot flags of every design. .ci/run builds and runs it with and without -DHDG_NO_DMMA.)
 //
 // Every CUDA thread of a block is an OS thread, __syncthreads is a std::barrier, __shared__ is
 // static, the round-to-nearest intrinsics are plain operations (with -ffp-contract=off the
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -51,6 +54,35 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 
+// The warp-wide f64 tensor-core product (mma.m8n8k4, see condense_bordered.cu): the lanes of a
+// warp post their fragments, meet at the warp's barrier, and each computes its two entries of
+// D = A B + C (four fused multiply-adds in k order), then meet again before the buffer is reused.
+struct WarpFragments {
+    double a[32], b[32];
+};
+std::vector<WarpFragments> g_warp_fragments;
+std::vector<std::unique_ptr<std::barrier<>>> g_warp_barriers;
+inline void hdg_emulated_dmma_8x8x4(double& c0, double& c1, double a, double b) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (warp >= g_warp_barriers.size() || (blockDim.x & 31) != 0) {
+        std::fprintf(stderr, "dmma in a block of %u threads: needs whole warps\n", blockDim.x);
+        std::abort();
+    }
+    WarpFragments& f = g_warp_fragments[warp];
+    f.a[lane] = a;
+    f.b[lane] = b;
+    g_warp_barriers[warp]->arrive_and_wait();
+    const unsigned row = lane >> 2;
+    double* c[2] = {&c0, &c1};
+    for (unsigned i = 0; i < 2; ++i) {
+        const unsigned col = (lane & 3) * 2 + i;
+        double s = *c[i];
+        for (unsigned k = 0; k < 4; ++k) s = std::fma(f.a[row * 4 + k], f.b[col * 4 + k], s);
+        *c[i] = s;
+    }
+    g_warp_barriers[warp]->arrive_and_wait();
+}
+
 #include "element_kernels.cu"
 #include "condense_bordered.cu"
 #include "elements.cu"
@@ -60,6 +92,10 @@ void launch(unsigned grid, unsigned threads, size_t shared, const std::function<
     blockDim.x = threads;
     gridDim.x = grid;
     g_shared.assign(shared, 0xff);
+    g_warp_fragments.assign(threads / 32, WarpFragments{});
+    g_warp_barriers.clear();
+    for (unsigned w = 0; w < threads / 32; ++w)
+        g_warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
     for (unsigned b = 0; b < grid; ++b) {
         std::barrier<> bar(threads);
         g_barrier = &bar;
