@@ -99,7 +99,8 @@ __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
                              (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0));
 }
 
-template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE>
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
+          bool LEFT>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
@@ -174,6 +175,117 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time.
         int bad = 0;
         T bad_value = T(0);
+        if constexpr (LEFT && sizeof(T) == 8 && HDG_HAS_DMMA) {
+            // Left-looking, LB = 8 columns per step, in f64 on the tensor cores: (1) the block
+            // column takes the updates of all the columns left of it at once, one 8 x 8 tile of
+            // rows per warp task, its sums in registers over k < jb (each entry read and
+            // written once per step, where the right-looking update below reads and writes the
+            // whole trailing matrix every step); (2) warp 0 factors the diagonal block, one
+            // lane per row; (3) the panel rows below it, one thread per row.
+            constexpr int LB = 8;
+            const int fr = lane >> 2, fc = lane & 3;
+            __shared__ int bad_shared;
+            __shared__ T bad_value_shared;
+            for (int jb = 0; jb < N; jb += LB) {
+                const int nb = N - jb < LB ? N - jb : LB;
+                // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
+                // L(c, k); 8 x 8 tiles (rows jb + 8 I.., the block's columns), k-steps of 4 in
+                // two chains of accumulators (A = -L(i, k), B = L(c, k)^T).
+                if (jb > 0) {
+                    const int tiles = (R - jb + 7) / 8;
+                    for (int I = warp; I < tiles; I += warps) {
+                        const int i = jb + 8 * I + fr;
+                        T acc[2][2];
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int c = jb + 2 * fc + h;
+                            const bool mine = c < jb + nb && i >= c && i < R;
+                            acc[0][h] = mine ? a[col_start(R, c) + i - c] : T(0);
+                            acc[1][h] = T(0);
+                        }
+                        for (int k0 = 0; k0 < jb; k0 += 8) {
+#pragma unroll
+                            for (int u = 0; u < 2; ++u) {
+                                const int k = k0 + 4 * u + fc;
+                                const T* lk = a + col_start(R, k) - k;  // lk[r] = L(r, k), r >= k
+                                const T fa = (i < R) ? -lk[i] : T(0);
+                                const T fb = lk[jb + fr];
+                                dmma_8x8x4(acc[u][0], acc[u][1], fa, fb);
+                            }
+                        }
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int c = jb + 2 * fc + h;
+                            if (c < jb + nb && i >= c && i < R)
+                                a[col_start(R, c) + i - c] = acc[0][h] + acc[1][h];
+                        }
+                    }
+                    __syncthreads();
+                }
+                // (2) The diagonal block, by warp 0: column s scaled by lane, the rank-1 update of
+                // the rest of the block one entry per lane.
+                if (warp == 0) {
+                    int wbad = 0;
+                    T wbad_value = T(0);
+                    for (int s = 0; s < nb; ++s) {
+                        T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
+                        const T d = cs[s];
+                        if (!(d > T(0))) {
+                            wbad = jb + s + 1;
+                            wbad_value = d;
+                            break;
+                        }
+                        // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
+                        const T inv = rsqrt(d);
+                        const T piv = d * inv;
+                        __syncwarp();
+                        if (lane == 0) {
+                            cs[s] = piv;
+                            dinv[jb + s] = inv;
+                        }
+                        if (lane > s && lane < nb) cs[lane] *= inv;
+                        __syncwarp();
+                        const int m = nb - 1 - s;
+                        if (lane < m * (m + 1) / 2) {
+                            int rr, qq;
+                            packed_row_col(lane, rr, qq);
+                            const int r = s + 1 + rr, q = s + 1 + qq;
+                            T* cq = a + col_start(R, jb + q) - q;
+                            cq[r] = fmad(-cs[r], cs[q], cq[r]);
+                        }
+                        __syncwarp();
+                    }
+                    if (lane == 0) {
+                        bad_shared = wbad;
+                        bad_value_shared = wbad_value;
+                    }
+                }
+                __syncthreads();
+                bad = bad_shared;
+                bad_value = bad_value_shared;
+                if (bad) break;  // the same decision in every thread
+                // (3) The panel rows below the block: x L_d^T = a(i, jb..jb+nb-1).
+                for (int i = jb + nb + tid; i < R; i += nt) {
+                    T x[LB];
+#pragma unroll
+                    for (int s = 0; s < LB; ++s) {
+                        if (s < nb) {
+                            const T* cs = a + col_start(R, jb + s) - s;
+                            T* p = a + col_start(R, jb + s) + i - jb - s;
+                            T v = *p;
+#pragma unroll
+                            for (int q = 0; q < s; ++q) {
+                                const T* cq = a + col_start(R, jb + q) - q;
+                                v = fmad(-x[q], cq[s], v);
+                            }
+                            x[s] = v * dinv[jb + s];
+                            *p = x[s];
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        } else
         for (int jb = 0; jb < N; jb += NB) {
             const int nb = N - jb < NB ? N - jb : NB;
             const int r0 = jb + nb;  // first row (and column) below the block
@@ -192,8 +304,16 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         bad = jb + s + 1;
                         bad_value = d;
                     }
-                    const T piv = root(d);
-                    const T inv = T(1) / piv;
+                    // f32: 1 / sqrt(d) to 2 ulp in one step (1.01x to 1.07x at k = 2..8 on an
+                    // H200); f64 keeps the correctly rounded root and quotient.
+                    T piv, inv;
+                    if constexpr (sizeof(T) == 4) {
+                        inv = rsqrt(d);
+                        piv = d * inv;
+                    } else {
+                        piv = root(d);
+                        inv = T(1) / piv;
+                    }
                     dl[s][s] = piv;
                     dv[s] = inv;
 #pragma unroll
@@ -507,15 +627,19 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 // Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task,
 // the launch bounds (max threads: 512 in f32, 256 in f64, whose register tiles are twice as
 // large; and where given, the minimum of resident blocks, which caps the registers), G elements
-// per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory.
+// per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory, and
+// the factorisation: right-looking (RIGHT) or, in f64 where the GPU has tensor cores,
+// left-looking on them (LEFT).
 #define SMEM false
 #define GMEM true
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE)                                \
-    extern "C" __global__ void __launch_bounds__ BOUNDS                                         \
-        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
-                                          T* u0_out, int* info, T* pv, T* scratch) {            \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE>(              \
-            tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                              \
+#define RIGHT false
+#define LEFT true
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR)                           \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                            \
+        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,        \
+                                          T* u0_out, int* info, T* pv, T* scratch) {               \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE, FACTOR>(         \
+            tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                                \
     }
 
 // Per order: (NB, RW, TR, bounds, G, staging), measured on an H200 (src/design.rs mirrors the
@@ -524,33 +648,34 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 // the outputs of a sector's worth of elements staged in shared memory; at k = 3..5 (and 6 in
 // f32) staged in a global scratch per block, with the registers capped (the bounds' minimum
 // of resident blocks; some spill, and still win) so that more blocks are resident: 1.1x
-// (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
-#define BORDERED_TRI(T, TR, BOUNDS)                                                                  \
-    BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 3, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 4, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 5, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 6, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 7, 4, 1, TR, BOUNDS, 1, SMEM)                                         \
-    BORDERED(T, Tri, tri, 8, 4, 1, TR, BOUNDS, 1, SMEM)
+// (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores. Left-looking at f64 k = 5 and 7
+// (1.15x and 1.10x over right-looking; 0.8x to 0.95x at k = 2, 3, 4, 6 and on triangles).
+#define BORDERED_TRI(T, TR, BOUNDS)                                                                \
+    BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 3, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 4, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 5, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 6, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 7, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
+    BORDERED(T, Tri, tri, 8, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)
 
 BORDERED_TRI(f32, 8, (512))
-BORDERED(f32, Tet, tet, 1, 4, 1, 8, (512), 1, SMEM)
-BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM)
-BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM)
-BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM)
-BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM)
-BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM)
-BORDERED(f32, Tet, tet, 7, 8, 2, 8, (512), 1, SMEM)
-BORDERED(f32, Tet, tet, 8, 8, 2, 8, (512), 1, SMEM)
+BORDERED(f32, Tet, tet, 1, 4, 1, 8, (512), 1, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
+BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
+BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
+BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
+BORDERED(f32, Tet, tet, 7, 8, 2, 8, (512), 1, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 8, 8, 2, 8, (512), 1, SMEM, RIGHT)
 BORDERED_TRI(f64, 4, (256))
-BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM)
-BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM)
-BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM)
-BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM)
-BORDERED(f64, Tet, tet, 5, 4, 2, 2, (256, 4), 4, GMEM)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM)
-BORDERED(f64, Tet, tet, 7, 8, 2, 4, (256), 1, SMEM)
-BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM)
+BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
+BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
+BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
+BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
+BORDERED(f64, Tet, tet, 5, 4, 2, 2, (256, 4), 4, GMEM, LEFT)
+BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, RIGHT)
+BORDERED(f64, Tet, tet, 7, 8, 2, 4, (256), 1, SMEM, LEFT)
+BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM, RIGHT)
 #endif  // HDG_EMULATION

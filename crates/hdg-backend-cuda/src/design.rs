@@ -23,7 +23,10 @@
 //!   steps of a blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in
 //!   shared memory (its rows below S become Y = W^T L^-T, so the forward substitution is part
 //!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
-//!   from register tiles, and a blocked back substitution for [Z | u0]; for tetrahedra at
+//!   from register tiles, and a blocked back substitution for [Z | u0]. In f64 on GPUs with
+//!   tensor cores (sm_80 on), K_e = A - Y Y^T runs on them (mma.m8n8k4), and for tetrahedra
+//!   at k = 5 and 7 so does the factorisation, left-looking (each block column takes all its
+//!   updates at once, its sums in registers); for tetrahedra at
 //!   k = 2..5 it condenses a sector's worth of consecutive elements in turn, stages their
 //!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
 //!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).

@@ -53,6 +53,8 @@ inline double __dsub_rn(double a, double b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline double rsqrt(double a) { return 1.0 / std::sqrt(a); }
+inline float rsqrt(float a) { return 1.0f / std::sqrt(a); }
 
 // The warp-wide f64 tensor-core product (mma.m8n8k4, see condense_bordered.cu): the lanes of a
 // warp post their fragments, meet at the warp's barrier, and each computes its two entries of
@@ -62,6 +64,7 @@ struct WarpFragments {
 };
 std::vector<WarpFragments> g_warp_fragments;
 std::vector<std::unique_ptr<std::barrier<>>> g_warp_barriers;
+inline void __syncwarp() { g_warp_barriers[threadIdx.x >> 5]->arrive_and_wait(); }
 inline void hdg_emulated_dmma_8x8x4(double& c0, double& c1, double a, double b) {
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (warp >= g_warp_barriers.size() || (blockDim.x & 31) != 0) {
@@ -285,11 +288,14 @@ int run(int nc) {
     // outputs staged in groups of G = 4 elements, in shared memory and in the global scratch,
     // the last group partial when the cell count is not a multiple of 4), 1, 2, 3 and 4 warps
     // (1 and 3: the groups fall back to one).
-    for (int cfg = 0; cfg < 16; ++cfg) {
+    // Then the left-looking factorisation (f64 on the tensor cores) in the configurations that
+    // use it: NB = 8 with direct stores, NB = 4 staged in the global scratch.
+    for (int cfg = 0; cfg < 24; ++cfg) {
         const int ntb = 32 * (1 + cfg % 4);
-        const bool wide = cfg >= 4 && cfg < 8;
-        const int g = cfg >= 8 ? 4 : 1;
-        const bool global_stage = cfg >= 12;
+        const bool left = cfg >= 16;
+        const bool wide = (cfg >= 4 && cfg < 8) || (cfg >= 16 && cfg < 20);
+        const int g = (cfg >= 8 && cfg < 16) || cfg >= 20 ? 4 : 1;
+        const bool global_stage = cfg >= 12 && !(cfg >= 16 && cfg < 20);
         std::vector<double> kb((size_t)NL * NL * nc, NAN), bb((size_t)NL * nc, NAN),
             zb((size_t)N * NL * nc, NAN), ub((size_t)N * nc, NAN);
         std::vector<double> stage_scratch(global_stage ? (size_t)grid * 4 * bordered_outputs<N, NL>() : 1, NAN);
@@ -297,32 +303,41 @@ int run(int nc) {
         size_t bytes = g == 4 && !global_stage ? condense_bordered_shared_bytes<double, N, NL, 4>()
                                                : condense_bordered_shared_bytes<double, N, NL, 1>();
         launch(grid, ntb, bytes, [&] {
-            if (global_stage)
-                condense_bordered<C, double, N, NF, 4, 2, 4, 4, true>(
+            if (left && global_stage)
+                condense_bordered<C, double, N, NF, 4, 2, 2, 4, true, true>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    stage_scratch.data());
+            else if (left)
+                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, true>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    nullptr);
+            else if (global_stage)
+                condense_bordered<C, double, N, NF, 4, 2, 4, 4, true, false>(
                     tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
                     stage_scratch.data());
             else if (g == 4)
-                condense_bordered<C, double, N, NF, 4, 2, 4, 4, false>(
+                condense_bordered<C, double, N, NF, 4, 2, 4, 4, false, false>(
                     tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
                     nullptr);
             else if (wide)
-                condense_bordered<C, double, N, NF, 8, 2, 8, 1, false>(
+                condense_bordered<C, double, N, NF, 8, 2, 8, 1, false, false>(
                     tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
                     nullptr);
             else
-                condense_bordered<C, double, N, NF, 4, 2, 4, 1, false>(
+                condense_bordered<C, double, N, NF, 4, 2, 4, 1, false, false>(
                     tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
                     nullptr);
         });
         if (getenv("EMU_BAD")) {
-            for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, e, info[e], info[e] ? pv[e] : 0.0);
+            for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d%s) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, left ? " left" : "", e, info[e], info[e] ? pv[e] : 0.0);
             continue;
         }
         for (int e = 0; e < nc; ++e)
             if (info[e]) printf("  bordered condense: info[%d] = %d\n", e, info[e]), ++fails;
         double ek = rel(kb, k[0]), eb = rel(bb, b[0]), ez = rel(zb, z[0]), eu = rel(ub, u0[0]);
-        printf("  condense bordered NB %d G %d%s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
-               wide ? 8 : 4, g, global_stage ? " global" : "", ntb, bytes, ek, eb, ez, eu);
+        printf("  condense bordered NB %d G %d%s%s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
+               wide ? 8 : 4, g, global_stage ? " global" : "", left ? " left" : "", ntb, bytes, ek,
+               eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
         for (int e = 0; e < nc; ++e)
             for (int a = 0; a < NL; ++a)
