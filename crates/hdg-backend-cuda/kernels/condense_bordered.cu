@@ -642,14 +642,17 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                                \
     }
 
-// Per order: (NB, RW, TR, bounds, G, staging), measured on an H200 (src/design.rs mirrors the
-// launch: bordered_threads, bordered_output_group). Triangles: (4, 1), TR = 8 in f32, 4 in
-// f64, direct stores. Tetrahedra: two warp groups where they paid (1.15x to 1.3x); at k = 2
-// the outputs of a sector's worth of elements staged in shared memory; at k = 3..5 (and 6 in
-// f32) staged in a global scratch per block, with the registers capped (the bounds' minimum
-// of resident blocks; some spill, and still win) so that more blocks are resident: 1.1x
-// (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores. Left-looking at f64 k = 5 and 7
-// (1.15x and 1.10x over right-looking; 0.8x to 0.95x at k = 2, 3, 4, 6 and on triangles).
+// Per order: (NB, RW, TR, bounds, G, staging, factorisation), measured on an H200
+// (src/design.rs mirrors the launch: bordered_threads, bordered_output_group). Triangles:
+// (4, 1), TR = 8 in f32, 4 in f64, direct stores, right-looking. Tetrahedra: one warp group
+// but for f32 at k = 8 and f64 at k = 6 and 8 (two: 1.08x at f32 k = 8; one group is 1.12x at
+// f32 k = 7 and 1.05x to 1.08x at f64 k = 5, 7); at k = 2 the outputs of a sector's worth of
+// elements staged in shared memory;
+// at k = 3..5 (and 6 in f32) staged in a global scratch per block, with the registers capped
+// (the bounds' minimum of resident blocks; some spill, and still win) so that more blocks
+// are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores. Left-looking at
+// f64 k = 5 and 7 (1.15x and 1.10x over right-looking; 0.8x to 0.95x at k = 2, 3, 4 and on
+// triangles; at k = 6 from 0.9x to 1.03x from call to call, so right-looking there).
 #define BORDERED_TRI(T, TR, BOUNDS)                                                                \
     BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
     BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
@@ -667,15 +670,15 @@ BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 7, 8, 2, 8, (512), 1, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, RIGHT)
 BORDERED(f32, Tet, tet, 8, 8, 2, 8, (512), 1, SMEM, RIGHT)
 BORDERED_TRI(f64, 4, (256))
 BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
 BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
 BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
-BORDERED(f64, Tet, tet, 5, 4, 2, 2, (256, 4), 4, GMEM, LEFT)
+BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
 BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 7, 8, 2, 4, (256), 1, SMEM, LEFT)
+BORDERED(f64, Tet, tet, 7, 8, 1, 4, (256), 1, SMEM, LEFT)
 BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM, RIGHT)
 #endif  // HDG_EMULATION
