@@ -22,7 +22,12 @@
 //      the warps in RW groups; group g takes the chunks g, g + RW, ..., its warps the columns
 //      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
 //      bank conflict; the panel values of the thread's rows stay in registers for all its
-//      columns); barrier.
+//      columns); barrier. Or (LEFT, f64 on sm_80 and later, where measured faster: tetrahedra
+//      at k = 5 and 7) left-looking on the tensor cores, 8 columns per step: the block column
+//      takes the updates of all the columns left of it at once (8 x 8 mma tiles, the sums in
+//      registers, each entry read and written once per step instead of once per step of
+//      every column left of it), warp 0 factors the diagonal block, one thread per row the
+//      panel below it; three barriers per step.
 //   3. K_e = A - Y Y^T and b_e (row nl). In f64 on sm_80 and later, on the tensor cores: warp
 //      tasks of 8 x 8 tiles at or below the diagonal, k-steps of 4 columns of Y (mma.m8n8k4,
 //      every fragment one shared-memory read per lane); 1.2x to 1.3x over the CUDA-core
