@@ -41,10 +41,11 @@
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
 //      each), writes its share of the NB rows out, and updates its rows above the block,
 //      rank NB; one barrier per block.
-// Outputs: written straight into the element-fastest planes (G = 1), or, with G > 1, staged
-// for G consecutive elements, condensed one after the other by the block, and written out
-// value by value with the G elements side by side (whole 32-byte sectors for G = 32 /
-// sizeof(T), where one store per value would touch a sector per value). The staging area is
+// Outputs (sector-blocked, condensed_at in condensed_layout.cuh): written straight from the
+// registers (G = 1; a warp's 32 values of one element fall in 8 cache lines), or, with G > 1,
+// staged for G = 32 / sizeof(T) consecutive elements (one block of the layout), condensed one
+// after the other by the block, and written out as one contiguous range (where one store per
+// value would touch a sector per value). The staging area is
 // in shared memory, or (GLOBAL_STAGE) the block's own G OUT values of the global scratch
 // (`scratch`, grid x G x OUT values): written and read back by the same block within a few
 // microseconds, it stays in L2, costs no shared memory and so no occupancy.
@@ -58,7 +59,7 @@
 #include "block_common.cuh"
 
 // Values of one element's outputs in the staging area: K_e (nl x nl), b_e (nl), Z (n x nl),
-// u0 (n), in that order, each in its element-fastest plane order.
+// u0 (n), in that order, each in its plane order.
 // The f64 tensor-core product (sm_80 and later; the host emulation supplies its own): one
 // warp-wide D = A B + C of an 8 x 4 A, a 4 x 8 B and an 8 x 8 C, every lane holding
 // a = A(lane / 4, lane % 4), b = B(lane % 4, lane / 4) and c0, c1 = C(lane / 4, 2 (lane % 4)
@@ -413,15 +414,15 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 if constexpr (G > 1)
                     st[OFF_B + b] = sum;
                 else
-                    b_out[(u64)b * nc + e] = sum;
+                    b_out[condensed_at<T>(NL, b, e)] = sum;
             } else {
                 const T v = cf.template trace<NF>(tb, ar, b) - sum;
                 if constexpr (G > 1) {
                     st[ar * NL + b] = v;
                     st[b * NL + ar] = v;
                 } else {
-                    k_out[(u64)(ar * NL + b) * nc + e] = v;
-                    if (ar != b) k_out[(u64)(b * NL + ar) * nc + e] = v;
+                    k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
+                    if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
                 }
             }
         };
@@ -558,9 +559,9 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                                     else if (col == NL)
                                         st[OFF_U0 + jb + s] = z[q][s];
                                 } else if (col < NL) {
-                                    z_out[(u64)((jb + s) * NL + col) * nc + e] = z[q][s];
+                                    z_out[condensed_at<T>(N * NL, (jb + s) * NL + col, e)] = z[q][s];
                                 } else if (col == NL) {
-                                    u0_out[(u64)(jb + s) * nc + e] = z[q][s];
+                                    u0_out[condensed_at<T>(N, jb + s, e)] = z[q][s];
                                 }
                             }
                         }
@@ -589,9 +590,10 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         if (tid == 0) info[e] = 0;
     }
     if constexpr (G > 1) {
-        // The group's outputs, value by value, its G elements side by side: consecutive
-        // threads write consecutive cells of one plane, whole 32-byte sectors for G = 32 /
-        // sizeof(T) (a failed element's slot holds stale values: it is flagged in info).
+        // The group's outputs, value by value, its G elements side by side: with G = 32 /
+        // sizeof(T), one block of the sector-blocked layout, consecutive threads write
+        // consecutive addresses (a failed element's slot holds stale values: it is flagged in
+        // info).
         __syncthreads();
         const u64 first = group_index * G;
         const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
@@ -614,13 +616,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 if (t >= OUT * G || gi >= valid) continue;
                 const u64 e = first + gi;
                 if (v < OFF_B)
-                    k_out[(u64)v * nc + e] = x[u];
+                    k_out[condensed_at<T>(NL * NL, v, e)] = x[u];
                 else if (v < OFF_Z)
-                    b_out[(u64)(v - OFF_B) * nc + e] = x[u];
+                    b_out[condensed_at<T>(NL, v - OFF_B, e)] = x[u];
                 else if (v < OFF_U0)
-                    z_out[(u64)(v - OFF_Z) * nc + e] = x[u];
+                    z_out[condensed_at<T>(N * NL, v - OFF_Z, e)] = x[u];
                 else
-                    u0_out[(u64)(v - OFF_U0) * nc + e] = x[u];
+                    u0_out[condensed_at<T>(N, v - OFF_U0, e)] = x[u];
             }
         }
         __syncthreads();

@@ -15,10 +15,11 @@
 //   geometry     [g * n_cells + e], g < GEO_SIZE
 //   orientations [f * n_cells + e] (u8), faces [f * n_cells + e] (global face, u32)
 //   kappa, reaction [e]; tau [f * n_cells + e]; load F_K [i * n_cells + e]
-//   K_e [(a * NL + b) * n_cells + e]; b_e [a * n_cells + e]; Z [(i * NL + a) * n_cells + e];
-//   u0 [i * n_cells + e]; u [i * n_cells + e]; q [(r * N + i) * n_cells + e];
+//   u [i * n_cells + e]; q [(r * N + i) * n_cells + e];
 //   u* [j * n_cells + e]; info [e] (0: fine, p + 1: pivot p failed, -1: launch configuration
 //   error), pivot value [e]
+// The condensation's outputs, sector-blocked (condensed_at below): K_e (planes NL * NL, value
+// a * NL + b), b_e (NL, a), Z (N * NL, i * NL + a), u0 (N, i).
 // Tables: exactly hdg_core::ElementTables' arrays (row-major), one device buffer each, with
 // n_orientations = NORIENT: face_trace [f][o][i][m], derivative_trace [s][f][o][i][m],
 // trace_products [f][o][g][p][m][l].
@@ -35,6 +36,8 @@ typedef float f32;
 typedef double f64;
 
 #define NONE_INDEX 0xffffffffu
+
+#include "condensed_layout.cuh"
 
 // Round-to-nearest intrinsics: nvcc never fuses them into an FMA, so a kernel written with
 // them performs exactly the CPU backend's operations (the CPU code never contracts either).

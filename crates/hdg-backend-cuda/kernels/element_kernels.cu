@@ -234,16 +234,16 @@ __device__ void condense_thread(const Tables& tb, const Cells& c, T* __restrict_
     for (int j = 0; j < NL; ++j) {
         T y = T(0);
         for (int k = 0; k < N; ++k) y = madd(y, p[k * NL + j], load[k]);
-        b_out[j * nc + e] = y;
+        b_out[condensed_at<T>(NL, j, e)] = y;
     }
     backward<T, N, NL>(s_mat, p);    // Z = L^-T W
     backward<T, N, 1>(s_mat, load);  // u0 = L^-T w0
 
 #pragma unroll 4
-    for (int v = 0; v < NL * NL; ++v) k_out[v * nc + e] = a[v];
+    for (int v = 0; v < NL * NL; ++v) k_out[condensed_at<T>(NL * NL, v, e)] = a[v];
 #pragma unroll 4
-    for (int v = 0; v < N * NL; ++v) z_out[v * nc + e] = p[v];
-    for (int i = 0; i < N; ++i) u0_out[i * nc + e] = load[i];
+    for (int v = 0; v < N * NL; ++v) z_out[condensed_at<T>(N * NL, v, e)] = p[v];
+    for (int i = 0; i < N; ++i) u0_out[condensed_at<T>(N, i, e)] = load[i];
     info[e] = 0;
 }
 
@@ -290,8 +290,8 @@ __device__ void recover_thread(const Tables& tb, const Cells& c,
     for (int i = 0; i < N; ++i) {
         T s = T(0);
 #pragma unroll 4
-        for (int j = 0; j < NL; ++j) s = madd(s, z[(u64)(i * NL + j) * nc + e], lambda[j]);
-        u[i] = add(u0[i * nc + e], s);
+        for (int j = 0; j < NL; ++j) s = madd(s, z[condensed_at<T>(N * NL, i * NL + j, e)], lambda[j]);
+        u[i] = add(u0[condensed_at<T>(N, i, e)], s);
         u_out[i * nc + e] = u[i];
     }
     const T scale = kappa / g.det;
@@ -580,11 +580,11 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
                     const int a = a0 + r;
                     if (a >= NL || bcol < a) continue;
                     if (bcol == NL) {
-                        b_out[(u64)a * nc + e] = acc[r];
+                        b_out[condensed_at<T>(NL, a, e)] = acc[r];
                     } else {
                         const T v = cf.template trace<NF>(tb, a, bcol) - acc[r];
-                        k_out[(u64)(a * NL + bcol) * nc + e] = v;
-                        if (a != bcol) k_out[(u64)(bcol * NL + a) * nc + e] = v;
+                        k_out[condensed_at<T>(NL * NL, a * NL + bcol, e)] = v;
+                        if (a != bcol) k_out[condensed_at<T>(NL * NL, bcol * NL + a, e)] = v;
                     }
                 }
             }
@@ -623,9 +623,9 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
             }
             if (col < NL) {
 #pragma unroll 4
-                for (int i = 0; i < N; ++i) z_out[(u64)(i * NL + col) * nc + e] = w[i * LD + col];
+                for (int i = 0; i < N; ++i) z_out[condensed_at<T>(N * NL, i * NL + col, e)] = w[i * LD + col];
             } else {
-                for (int i = 0; i < N; ++i) u0_out[(u64)i * nc + e] = w[i * LD + col];
+                for (int i = 0; i < N; ++i) u0_out[condensed_at<T>(N, i, e)] = w[i * LD + col];
             }
         }
         if (tid == 0) info[e] = 0;
@@ -701,8 +701,8 @@ __device__ void recover_block(const Tables& tb, const Cells& c,
         for (int i = tid; i < N; i += nt) {
             T s = T(0);
 #pragma unroll 4
-            for (int j = 0; j < NL; ++j) s = fmad(z[(u64)(i * NL + j) * nc + e], lambda[j], s);
-            const T ui = u0[(u64)i * nc + e] + s;
+            for (int j = 0; j < NL; ++j) s = fmad(z[condensed_at<T>(N * NL, i * NL + j, e)], lambda[j], s);
+            const T ui = u0[condensed_at<T>(N, i, e)] + s;
             us[i] = ui;
             u_out[(u64)i * nc + e] = ui;
         }
@@ -826,15 +826,17 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
 }
 
 // ---------------------------------------------------------------------------------------------
-// Gather: out[b * per + v] = src[v * n_cells + first + b] for b < count, v < per (element-
-// contiguous copies of a few elements of an element-fastest array; benchmarks and exports).
+// Gather: out[b * per + v] = value v of cell first + b of a sector-blocked array (condensed_at)
+// for b < count, v < per (element-contiguous copies of a few elements of the condensation's
+// outputs; benchmarks and exports).
 template <typename T>
 __device__ void gather_elements(const T* __restrict__ src, u64 n_cells, u64 per, u64 first,
                                 u64 count, T* __restrict__ out) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= per * count) return;
     const u64 b = t / per, v = t - b * per;
-    out[t] = src[v * n_cells + first + b];
+    (void)n_cells;
+    out[t] = src[condensed_at<T>(per, v, first + b)];
 }
 
 #ifndef HDG_EMULATION  // the host emulation instantiates what it checks itself

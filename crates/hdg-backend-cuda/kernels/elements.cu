@@ -31,7 +31,7 @@ __device__ void assemble(u64 n_rows, u64 pitch, unsigned slots, u64 n_cells,
     if (row >= n_rows) return;
     // K_e entry (i*NF + m, j*NF + l) of `cell`.
     auto element = [&](u64 cell, int i, int j, int m, int l) {
-        return k[(u64)((i * NF + m) * NL + j * NF + l) * n_cells + cell];
+        return k[condensed_at<T>(NL * NL, (i * NF + m) * NL + j * NF + l, cell)];
     };
     const unsigned* row_cell = ptr<unsigned>(t.row_cell);
     const unsigned char* row_local = ptr<unsigned char>(t.row_local);
@@ -90,8 +90,8 @@ __device__ void assemble(u64 n_rows, u64 pitch, unsigned slots, u64 n_cells,
 #pragma unroll 1
     for (int m = 0; m < NF; ++m) {
         T acc = T(0);
-        if (cell0 != NONE_INDEX) acc = add(acc, b[(u64)(i0 * NF + m) * n_cells + cell0]);
-        if (cell1 != NONE_INDEX) acc = add(acc, b[(u64)(i1 * NF + m) * n_cells + cell1]);
+        if (cell0 != NONE_INDEX) acc = add(acc, b[condensed_at<T>(NL, i0 * NF + m, cell0)]);
+        if (cell1 != NONE_INDEX) acc = add(acc, b[condensed_at<T>(NL, i1 * NF + m, cell1)]);
 #pragma unroll
         for (int a = 1; a < MAX_SLOTS; ++a) {
             if (a >= (int)slots) break;

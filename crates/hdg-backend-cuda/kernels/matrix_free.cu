@@ -32,6 +32,8 @@ typedef double f64;
 
 #define NONE_INDEX 0xffffffffu
 
+#include "condensed_layout.cuh"
+
 #define GRID_STRIDE(i, n)                                                   \
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
          i += (u64)blockDim.x * gridDim.x)
@@ -56,7 +58,7 @@ __device__ __forceinline__ f64 sub(f64 a, f64 b) { return __dsub_rn(a, b); }
 __device__ __forceinline__ f32 sub(f32 a, f32 b) { return __fsub_rn(a, b); }
 
 // ---------------------------------------------------------------------------------------------
-// Setup: pack K_e (the condensation's full [(a * nl + b) * n_cells + e] layout) into the upper
+// Setup: pack K_e (the condensation's full sector-blocked layout, value a * nl + b) into the upper
 // triangle, and mark every cell face Dirichlet (NONE) before mf_cell_rows fills the free ones.
 // One thread per cell of the padded range [0, pitch): padding cells get zeros and NONE.
 
@@ -69,7 +71,7 @@ __device__ void pack(u64 n_cells, u64 pitch, unsigned faces, unsigned nl,
         u64 p = 0;
         for (unsigned a = 0; a < nl; ++a)
             for (unsigned b = a; b < nl; ++b, ++p)
-                packed[p * pitch + e] = real ? k[((u64)a * nl + b) * n_cells + e] : T(0);
+                packed[p * pitch + e] = real ? k[condensed_at<T>((u64)nl * nl, (u64)a * nl + b, e)] : T(0);
         for (unsigned f = 0; f < faces; ++f) cell_rows[(u64)f * pitch + e] = NONE_INDEX;
     }
 }
@@ -180,7 +182,7 @@ __device__ void diagonal_blocks(u64 n_rows, u64 pitch, unsigned faces, unsigned 
 // ---------------------------------------------------------------------------------------------
 // The right-hand side, exactly as the DBF assembly computes it (elements.cu, `assemble`): the
 // gathered b_e, minus the Dirichlet columns, in the same operations and order (so the same bits).
-// Reads the condensation's full K_e ([(a * NL + b) * n_cells + e]) and b_e ([a * n_cells + e]).
+// Reads the condensation's full K_e (value a * NL + b) and b_e (value a), sector-blocked.
 
 // Topology planes of the assembly (the layout of `AssemblyTopology` in elements.cu).
 struct RhsTopology {
@@ -211,7 +213,7 @@ __device__ void rhs(u64 n_rows, unsigned slots, u64 n_cells, const RhsTopology& 
         const unsigned cell = ptr<unsigned>(t.row_cell)[side * n_rows + row];
         if (cell == NONE_INDEX) continue;
         const int i = ptr<unsigned char>(t.row_local)[side * n_rows + row];
-        for (int m = 0; m < NF; ++m) acc[m] = add(acc[m], b[(u64)(i * NF + m) * n_cells + cell]);
+        for (int m = 0; m < NF; ++m) acc[m] = add(acc[m], b[condensed_at<T>(NL, i * NF + m, cell)]);
     }
     for (unsigned a = 1; a < slots; ++a) {
         const u64 s = (u64)a * n_rows + row;
@@ -223,7 +225,7 @@ __device__ void rhs(u64 n_rows, unsigned slots, u64 n_cells, const RhsTopology& 
         const T* lambda_d = dirichlet + (u64)ptr<unsigned>(t.slot_face)[s] * NF;
         for (int m = 0; m < NF; ++m)
             for (int l = 0; l < NF; ++l)
-                acc[m] = sub(acc[m], mul(k[(u64)((i * NF + m) * NL + j * NF + l) * n_cells + cell],
+                acc[m] = sub(acc[m], mul(k[condensed_at<T>(NL * NL, (i * NF + m) * NL + j * NF + l, cell)],
                                          lambda_d[l]));
     }
     for (int m = 0; m < NF; ++m) out[row * NF + m] = acc[m];

@@ -29,12 +29,21 @@
 //! | orientations (u8), global faces (u32), tau | `[f * n_cells + e]`, local face f |
 //! | kappa, reaction | `[e]` |
 //! | element load F_K | `[i * n_cells + e]` |
-//! | K_e (nl x nl) | `[(a * nl + b) * n_cells + e]` |
-//! | b_e | `[a * n_cells + e]` |
-//! | Z = S^-1 P (n x nl) | `[(i * nl + a) * n_cells + e]` |
-//! | u0, u_h | `[i * n_cells + e]` |
+//! | K_e (nl x nl) | sector-blocked, value `a * nl + b` (below) |
+//! | b_e | sector-blocked, value `a` |
+//! | Z = S^-1 P (n x nl) | sector-blocked, value `i * nl + a` |
+//! | u0 | sector-blocked, value `i` |
+//! | u_h | `[i * n_cells + e]` |
 //! | q_h | `[(r * n + i) * n_cells + e]` |
 //! | u* | `[j * n_cells + e]` |
+//!
+//! The condensation's outputs are *sector-blocked* (`kernels/condensed_layout.cuh`): the cells
+//! come in blocks of one 32-byte sector's worth, `SB` = 4 in f64 and 8 in f32, and value `v`
+//! (of `planes` per cell) of cell `e` is at `[((e / SB) * planes + v) * SB + e % SB]`, in
+//! arrays of [`condensed_cells`] cells. A warp of consecutive cells still reads and writes
+//! whole sectors, and a thread block writing one element's values (the block designs of the
+//! condensation) touches a quarter of the cache lines that element-fastest planes cost it:
+//! 1.24x for the bordered condensation of tetrahedra at k = 6 in f64 (BENCHMARKS.md).
 //!
 //! Both designs keep these layouts, so every stage reads what either design of the previous
 //! stage wrote. The reference tables are uploaded as they are in [`hdg_core::ElementTables`]
@@ -375,13 +384,13 @@ pub enum CondensedArray {
 /// Condensed element data on the device (layouts in the module documentation).
 pub struct DeviceCondensed<T: DeviceReal> {
     n_cells: usize,
-    /// K_e, `[(a * nl + b) * n_cells + e]`.
+    /// K_e, sector-blocked (module documentation), value `a * nl + b`.
     trace_matrices: DeviceBuffer<T>,
-    /// b_e, `[a * n_cells + e]`.
+    /// b_e, sector-blocked, value `a`.
     trace_loads: DeviceBuffer<T>,
-    /// Z, `[(i * nl + a) * n_cells + e]`.
+    /// Z, sector-blocked, value `i * nl + a`.
     recovery_operator: DeviceBuffer<T>,
-    /// u0, `[i * n_cells + e]`.
+    /// u0, sector-blocked, value `i`.
     recovery_load: DeviceBuffer<T>,
     topology: Arc<DeviceTopology<T>>,
     /// Per element: 0, or the failing pivot + 1 (-1 at element 0: a launch configuration error).
@@ -420,7 +429,7 @@ impl<T: DeviceReal> DeviceCondensed<T> {
 
     fn download(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let v = self.backend.gpu.download(buffer)?;
-        Ok(to_element_contiguous(&v, self.n_cells))
+        Ok(condensed_to_element_contiguous(&v, self.n_cells))
     }
 
     /// K_e of every element, element-contiguous as the CPU backend stores them
@@ -485,7 +494,7 @@ impl<T: DeviceReal> DeviceCondensed<T> {
                 reason: format!("{first}..{} of {} cells", first + count, self.n_cells),
             });
         }
-        let per = buffer.len() / self.n_cells.max(1);
+        let per = buffer.len() / condensed_cells::<T>(self.n_cells).max(1);
         let total = per * count;
         if total == 0 {
             return Ok(Vec::new());
@@ -497,7 +506,8 @@ impl<T: DeviceReal> DeviceCondensed<T> {
             (self.n_cells as u64, per as u64, first as u64, count as u64);
         let name = format!("gather_elements_{}", T::SUFFIX);
         // SAFETY: gather_elements_T(const T* src, u64 n_cells, u64 per, u64 first, u64 count,
-        // T* out): src holds per * n_cells entries (element-fastest), first + count <= n_cells
+        // T* out): src holds per values of condensed_cells(n_cells) cells (sector-blocked),
+        // first + count <= n_cells
         // (checked), out per * count entries; one thread per output entry.
         unsafe {
             self.kernels.launch(
@@ -589,6 +599,35 @@ fn to_element_fastest<T: Copy + Default + Send + Sync>(data: &[T], n_cells: usiz
     out.par_chunks_mut(n_cells).enumerate().for_each(|(f, plane)| {
         for (e, v) in plane.iter_mut().enumerate() {
             *v = data[e * per + f];
+        }
+    });
+    out
+}
+
+/// Cells the sector-blocked arrays of the condensation hold (module documentation): `n_cells`
+/// rounded up to whole blocks of 32 bytes' worth of T (`kernels/condensed_layout.cuh`).
+pub fn condensed_cells<T>(n_cells: usize) -> usize {
+    let block = 32 / std::mem::size_of::<T>();
+    n_cells.div_ceil(block) * block
+}
+
+/// A sector-blocked array of the condensation (`planes` values per cell, `data.len()` =
+/// planes x [`condensed_cells`]) to element-contiguous `[e * planes + v]`, `n_cells` cells.
+fn condensed_to_element_contiguous<T: Copy + Default + Send + Sync>(
+    data: &[T],
+    n_cells: usize,
+) -> Vec<T> {
+    let cells = condensed_cells::<T>(n_cells);
+    if cells == 0 {
+        return Vec::new();
+    }
+    let block = 32 / std::mem::size_of::<T>();
+    let planes = data.len() / cells;
+    let mut out = vec![T::default(); n_cells * planes];
+    out.par_chunks_mut(planes.max(1)).enumerate().for_each(|(e, record)| {
+        let base = (e / block) * planes * block + e % block;
+        for (v, x) in record.iter_mut().enumerate() {
+            *x = data[base + v * block];
         }
     });
     out
@@ -1118,12 +1157,14 @@ impl CudaBackend {
         kernel_order(disc)?;
         let t = &disc.tables;
         let (n, nl, n_cells) = (t.n, t.n_local_trace(), prep.n_cells);
+        let cells = condensed_cells::<T>(n_cells);
         // SAFETY (all four): every condensation kernel writes every entry of every element
-        // before anything reads them, or flags the element, and then condense returns an error.
-        let trace_matrices = unsafe { uninitialized::<T>(self, n_cells * nl * nl)? };
-        let trace_loads = unsafe { uninitialized::<T>(self, n_cells * nl)? };
-        let recovery_operator = unsafe { uninitialized::<T>(self, n_cells * n * nl)? };
-        let recovery_load = unsafe { uninitialized::<T>(self, n_cells * n)? };
+        // before anything reads them, or flags the element, and then condense returns an error;
+        // the padding cells of the last block are never read.
+        let trace_matrices = unsafe { uninitialized::<T>(self, cells * nl * nl)? };
+        let trace_loads = unsafe { uninitialized::<T>(self, cells * nl)? };
+        let recovery_operator = unsafe { uninitialized::<T>(self, cells * n * nl)? };
+        let recovery_load = unsafe { uninitialized::<T>(self, cells * n)? };
         Ok(DeviceCondensed {
             n_cells,
             trace_matrices,
@@ -1185,8 +1226,9 @@ impl CudaBackend {
         // T* b, T* z, T* u0, int* info, T* pv[, T* scratch]): the tables are the uploaded
         // ElementTables of this cell type and order (the kernel's N, NF, faces and
         // orientations: the name carries cell type and order), the cell arrays hold n_cells
-        // records in the documented layouts, the outputs n_cells * (nl^2, nl, n nl, n, 1, 1)
-        // entries (allocated for this discretization, n_cells checked above); the thread
+        // records in the documented layouts, the outputs condensed_cells(n_cells) * (nl^2, nl,
+        // n nl, n) and n_cells * (1, 1) entries (allocated for this discretization, n_cells
+        // checked above); the thread
         // design runs one thread per cell (threads beyond n_cells return), the block designs
         // a grid-stride loop over cells with the block size and dynamic shared memory of
         // design.rs (checked by the kernel) and, for block_global, `launch.scratch` =
@@ -1367,5 +1409,37 @@ impl CudaBackend {
     /// The error of the first element whose postprocessing failed, if any (waits).
     pub fn check_postprocessed<T: DeviceReal>(&self, post: &DevicePostprocessed<T>) -> Result<()> {
         first_failure(self, &post.info, &post.pivots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sector-blocked layout written out by hand: 5 cells of 3 values in f64 (blocks of 4
+    /// cells: the second block holds cell 4 and three padding cells), 9 cells in f32 (blocks
+    /// of 8).
+    #[test]
+    fn condensed_layout_reads_back_element_contiguous() {
+        assert_eq!(condensed_cells::<f64>(5), 8);
+        assert_eq!(condensed_cells::<f32>(9), 16);
+        assert_eq!(condensed_cells::<f64>(0), 0);
+        // Cell e, value v as 10 e + v; padding -1.
+        let f64_blocked: Vec<f64> = vec![
+            0.0, 10.0, 20.0, 30.0, 1.0, 11.0, 21.0, 31.0, 2.0, 12.0, 22.0, 32.0, // cells 0..4
+            40.0, -1.0, -1.0, -1.0, 41.0, -1.0, -1.0, -1.0, 42.0, -1.0, -1.0, -1.0, // cell 4
+        ];
+        let expected: Vec<f64> =
+            (0..5).flat_map(|e| (0..3).map(move |v| (10 * e + v) as f64)).collect();
+        assert_eq!(condensed_to_element_contiguous(&f64_blocked, 5), expected);
+        let mut f32_blocked = vec![-1.0f32; 16 * 2];
+        for e in 0..9 {
+            for v in 0..2 {
+                f32_blocked[(e / 8) * 16 + v * 8 + e % 8] = (10 * e + v) as f32;
+            }
+        }
+        let expected: Vec<f32> =
+            (0..9).flat_map(|e| (0..2).map(move |v| (10 * e + v) as f32)).collect();
+        assert_eq!(condensed_to_element_contiguous(&f32_blocked, 9), expected);
     }
 }

@@ -225,8 +225,9 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
             });
         }
         let nl = faces * n_f;
-        if parts.trace_matrices.len() != n_cells * nl * nl
-            || parts.trace_loads.len() != n_cells * nl
+        let cells = crate::elements::condensed_cells::<T>(n_cells);
+        if parts.trace_matrices.len() != cells * nl * nl
+            || parts.trace_loads.len() != cells * nl
             || parts.row_cell.len() != 2 * n_rows
             || parts.row_local.len() != 2 * n_rows
         {

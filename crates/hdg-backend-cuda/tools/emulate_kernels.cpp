@@ -231,15 +231,16 @@ int run(int nc) {
     Cells c{(u64)nc,          (u64)geo.data(),  (u64)orient.data(), (u64)faces.data(),
             (u64)kappa.data(), (u64)reaction.data(), (u64)tau.data(), (u64)load.data()};
     int fails = 0;
+    const int ncb = (nc + 3) / 4 * 4;  // the outputs' whole blocks of 4 cells (f64)
     const int bad_cell = nc > 2 ? 2 : -1;  // made indefinite: must be flagged, others fine
     if (getenv("EMU_BAD") && bad_cell >= 0) reaction[bad_cell] = -1e6;
     // Condensation: thread vs block (shared) vs block (global).
     std::vector<double> k[3], b[3], z[3], u0[3];
     for (int d = 0; d < 3; ++d) {
-        k[d].assign((size_t)NL * NL * nc, NAN);
-        b[d].assign((size_t)NL * nc, NAN);
-        z[d].assign((size_t)N * NL * nc, NAN);
-        u0[d].assign((size_t)N * nc, NAN);
+        k[d].assign((size_t)NL * NL * ncb, NAN);
+        b[d].assign((size_t)NL * ncb, NAN);
+        z[d].assign((size_t)N * NL * ncb, NAN);
+        u0[d].assign((size_t)N * ncb, NAN);
     }
     std::vector<int> info(nc, 7);
     std::vector<double> pv(nc);
@@ -296,8 +297,8 @@ int run(int nc) {
         const bool wide = (cfg >= 4 && cfg < 8) || (cfg >= 16 && cfg < 20);
         const int g = (cfg >= 8 && cfg < 16) || cfg >= 20 ? 4 : 1;
         const bool global_stage = cfg >= 12 && !(cfg >= 16 && cfg < 20);
-        std::vector<double> kb((size_t)NL * NL * nc, NAN), bb((size_t)NL * nc, NAN),
-            zb((size_t)N * NL * nc, NAN), ub((size_t)N * nc, NAN);
+        std::vector<double> kb((size_t)NL * NL * ncb, NAN), bb((size_t)NL * ncb, NAN),
+            zb((size_t)N * NL * ncb, NAN), ub((size_t)N * ncb, NAN);
         std::vector<double> stage_scratch(global_stage ? (size_t)grid * 4 * bordered_outputs<N, NL>() : 1, NAN);
         std::fill(info.begin(), info.end(), 7);
         size_t bytes = g == 4 && !global_stage ? condense_bordered_shared_bytes<double, N, NL, 4>()
@@ -342,7 +343,8 @@ int run(int nc) {
         for (int e = 0; e < nc; ++e)
             for (int a = 0; a < NL; ++a)
                 for (int b2 = 0; b2 < NL; ++b2)
-                    if (kb[(a * NL + b2) * nc + e] != kb[(b2 * NL + a) * nc + e]) {
+                    if (kb[condensed_at<double>(NL * NL, a * NL + b2, e)] !=
+                        kb[condensed_at<double>(NL * NL, b2 * NL + a, e)]) {
                         printf("  bordered K not symmetric at %d %d %d\n", e, a, b2);
                         ++fails;
                         a = NL;
@@ -354,7 +356,8 @@ int run(int nc) {
     for (int e = 0; e < nc; ++e)
         for (int a = 0; a < NL; ++a)
             for (int bb = 0; bb < NL; ++bb)
-                if (k[1][(a * NL + bb) * nc + e] != k[1][(bb * NL + a) * nc + e]) {
+                if (k[1][condensed_at<double>(NL * NL, a * NL + bb, e)] !=
+                    k[1][condensed_at<double>(NL * NL, bb * NL + a, e)]) {
                     printf("  K not symmetric at %d %d %d\n", e, a, bb);
                     ++fails;
                     a = NL;
@@ -423,7 +426,9 @@ int run(int nc) {
         launch((NL * 2 + 63) / 64, 64, 0, [&] { gather_elements<double>(b[0].data(), nc, NL, 1, 2, out.data()); });
         for (int bb = 0; bb < 2; ++bb)
             for (int v = 0; v < NL; ++v)
-                if (out[bb * NL + v] != b[0][v * nc + 1 + bb]) {
+                // Cell 1 + bb of the sector-blocked b_e, written out: block (1 + bb) / 4,
+                // slot (1 + bb) % 4.
+                if (out[bb * NL + v] != b[0][(((1 + bb) / 4) * NL + v) * 4 + (1 + bb) % 4]) {
                     printf("  gather wrong\n");
                     ++fails;
                     bb = 2;
@@ -439,7 +444,8 @@ template <class C, int K>
 int run_assembly() {
     constexpr int F = C::NFACES, NF = C::nf(K), NL = F * NF, SL = 2 * F - 1, BSZ = NF * NF;
     const int nc = 7, n_rows = 9, pitch = 32, n_faces = 20;
-    std::vector<double> k(NL * NL * nc), b(NL * nc), dir(n_faces * NF);
+    const int ncb = (nc + 3) / 4 * 4;  // whole blocks of the sector-blocked layout (f64: 4)
+    std::vector<double> k(NL * NL * ncb), b(NL * ncb), dir(n_faces * NF);
     for (auto* v : {&k, &b, &dir})
         for (auto& x : *v) x = uni(-1, 1);
     std::vector<unsigned> row_cell(2 * n_rows), slot_cell(SL * n_rows), nbr(SL * n_rows),
@@ -471,7 +477,7 @@ int run_assembly() {
     });
     // Reference: hdg-backend-cpu dbf::assemble, on the element-fastest K_e and b_e.
     auto el = [&](unsigned cell, int i, int j, int m, int l) {
-        return k[((i * NF + m) * NL + j * NF + l) * nc + cell];
+        return k[condensed_at<double>(NL * NL, (i * NF + m) * NL + j * NF + l, cell)];
     };
     int bad = 0;
     for (int row = 0; row < n_rows; ++row) {
@@ -481,7 +487,7 @@ int run_assembly() {
             if (cell == NONE_INDEX) continue;
             const int i = row_local[side * n_rows + row];
             for (int m = 0; m < NF; ++m) {
-                rr[m] += b[(i * NF + m) * nc + cell];
+                rr[m] += b[condensed_at<double>(NL, i * NF + m, cell)];
                 for (int l = 0; l < NF; ++l) blocks[m * NF + l] += el(cell, i, i, m, l);
             }
         }
@@ -514,6 +520,27 @@ int run_assembly() {
 
 int main(int argc, char** argv) {
     int fails = 0;
+    // The sector-blocked outputs (condensed_layout.cuh): a bijection of (value, cell) onto
+    // [0, planes x whole blocks), the 4 (f64) or 8 (f32) cells of a block side by side in one
+    // 32-byte sector.
+    {
+        int bad = 0;
+        for (int planes : {1, 7, 100}) {
+            for (int cells : {1, 5, 8, 13}) {
+                std::vector<int> seen64((size_t)planes * ((cells + 3) / 4 * 4), 0);
+                std::vector<int> seen32((size_t)planes * ((cells + 7) / 8 * 8), 0);
+                for (int v = 0; v < planes; ++v)
+                    for (int e = 0; e < cells; ++e) {
+                        const unsigned long long d = condensed_at<double>(planes, v, e);
+                        const unsigned long long f = condensed_at<float>(planes, v, e);
+                        if (d >= seen64.size() || seen64[d]++ || d * 8 / 32 != condensed_at<double>(planes, v, e / 4 * 4) * 8 / 32) ++bad;
+                        if (f >= seen32.size() || seen32[f]++ || f * 4 / 32 != condensed_at<float>(planes, v, e / 8 * 8) * 4 / 32) ++bad;
+                    }
+            }
+        }
+        printf("condensed layout: %s\n", bad ? "FAILED" : "ok");
+        fails += bad;
+    }
     int nc = argc > 1 ? atoi(argv[1]) : 5;
     fails += run<Tri, 1>(nc);
     fails += run<Tri, 2>(nc);
