@@ -835,7 +835,7 @@ __device__ void gather_elements(const T* __restrict__ src, u64 n_cells, u64 per,
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= per * count) return;
     const u64 b = t / per, v = t - b * per;
-    (void)n_cells;
+    (void)n_cells;  // the layout needs no cell count; kept in the launch signature
     out[t] = src[condensed_at<T>(per, v, first + b)];
 }
 
