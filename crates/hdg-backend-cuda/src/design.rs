@@ -343,8 +343,8 @@ pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
 /// them ([`bordered_output_group`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputStaging {
-    /// No staging (groups of one element): every value goes straight to its element-fastest
-    /// plane.
+    /// No staging (groups of one element): every value goes straight to its place in the
+    /// sector-blocked outputs.
     Direct,
     /// In shared memory, after the bordered matrix.
     Shared,

@@ -507,8 +507,8 @@ impl<T: DeviceReal> DeviceCondensed<T> {
         let name = format!("gather_elements_{}", T::SUFFIX);
         // SAFETY: gather_elements_T(const T* src, u64 n_cells, u64 per, u64 first, u64 count,
         // T* out): src holds per values of condensed_cells(n_cells) cells (sector-blocked),
-        // first + count <= n_cells
-        // (checked), out per * count entries; one thread per output entry.
+        // first + count <= n_cells (checked), out per * count entries; one thread per output
+        // entry.
         unsafe {
             self.kernels.launch(
                 &name,
@@ -604,11 +604,16 @@ fn to_element_fastest<T: Copy + Default + Send + Sync>(data: &[T], n_cells: usiz
     out
 }
 
+/// Cells per block of the condensation's sector-blocked arrays: one 32-byte sector's worth of T
+/// (`kernels/condensed_layout.cuh`).
+fn condensed_block<T>() -> usize {
+    32 / std::mem::size_of::<T>()
+}
+
 /// Cells the sector-blocked arrays of the condensation hold (module documentation): `n_cells`
-/// rounded up to whole blocks of 32 bytes' worth of T (`kernels/condensed_layout.cuh`).
+/// rounded up to whole blocks ([`condensed_block`]).
 pub fn condensed_cells<T>(n_cells: usize) -> usize {
-    let block = 32 / std::mem::size_of::<T>();
-    n_cells.div_ceil(block) * block
+    n_cells.div_ceil(condensed_block::<T>()) * condensed_block::<T>()
 }
 
 /// A sector-blocked array of the condensation (`planes` values per cell, `data.len()` =
@@ -621,7 +626,7 @@ fn condensed_to_element_contiguous<T: Copy + Default + Send + Sync>(
     if cells == 0 {
         return Vec::new();
     }
-    let block = 32 / std::mem::size_of::<T>();
+    let block = condensed_block::<T>();
     let planes = data.len() / cells;
     let mut out = vec![T::default(); n_cells * planes];
     out.par_chunks_mut(planes.max(1)).enumerate().for_each(|(e, record)| {
@@ -1228,11 +1233,10 @@ impl CudaBackend {
         // orientations: the name carries cell type and order), the cell arrays hold n_cells
         // records in the documented layouts, the outputs condensed_cells(n_cells) * (nl^2, nl,
         // n nl, n) and n_cells * (1, 1) entries (allocated for this discretization, n_cells
-        // checked above); the thread
-        // design runs one thread per cell (threads beyond n_cells return), the block designs
-        // a grid-stride loop over cells with the block size and dynamic shared memory of
-        // design.rs (checked by the kernel) and, for block_global, `launch.scratch` =
-        // grid * n (nl + 1) values of scratch (allocated above).
+        // checked above); the thread design runs one thread per cell (threads beyond n_cells
+        // return), the block designs a grid-stride loop over cells with the block size and
+        // dynamic shared memory of design.rs (checked by the kernel) and, for block_global,
+        // `launch.scratch` = grid * n (nl + 1) values of scratch (allocated above).
         unsafe {
             prep.kernels.launch(&launch.name, launch.grid, launch.threads, launch.shared, &args)
         }
