@@ -50,8 +50,9 @@
 // (`scratch`, grid x G x OUT values): written and read back by the same block within a few
 // microseconds, it stays in L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
-// Launched with any multiple of 32 threads (up to the launch bound: 512 in f32, 256 in f64;
-// when RW does not divide the warps, one group); checks its dynamic shared memory.
+// Launched with any multiple of 32 threads (up to the launch bound: 512 in f32 and for the
+// f64 tetrahedron at k = 7, else 256 in f64; when RW does not divide the warps, one group);
+// checks its dynamic shared memory.
 //
 // Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
 // f64 tetrahedron at k = 8 needs 348 KB and cannot run on an H100 or H200: src/design.rs falls
@@ -633,7 +634,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #ifndef HDG_EMULATION
 // Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task,
 // the launch bounds (max threads: 512 in f32, 256 in f64, whose register tiles are twice as
-// large; and where given, the minimum of resident blocks, which caps the registers), G elements
+// large, but for the tetrahedron at k = 7; and where given, the minimum of resident blocks,
+// which caps the registers), G elements
 // per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory, and
 // the factorisation: right-looking (RIGHT) or, in f64 where the GPU has tensor cores,
 // left-looking on them (LEFT).
@@ -660,6 +662,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 // are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores. Left-looking at
 // f64 k = 5 and 7 (1.15x and 1.10x over right-looking; 0.8x to 0.95x at k = 2, 3, 4 and on
 // triangles; at k = 6 from 0.9x to 1.03x from call to call, so right-looking there).
+// The f64 tetrahedron at k = 7 (one block per SM: 197 KB of shared memory) runs 16 warps: its
+// time was latency (8 warps, 0.26 eligible per scheduler, ncu); 512 threads under (512)
+// bounds (128 registers, 4 bytes spilled) are 1.26x over 256 (146.6 against 185.3 ms, 1e5
+// cells, H200, twice); 640 and 768 threads spill (1.08x slower), one group beats two or four
+// (156, 165 ms), and f64 k = 6 gains nothing from it (75 to 89 ms against 68).
+// The f32 tetrahedron at k = 8: TR = 4 is 1.03x over 8 (308.8 against 317.4 ms, twice); 640
+// to 1024 threads are slower with every RW and TR tried (338 to 510 ms).
 #define BORDERED_TRI(T, TR, BOUNDS)                                                                \
     BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
     BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
@@ -678,7 +687,7 @@ BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 8, 8, 2, 8, (512), 1, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 8, 8, 2, 4, (512), 1, SMEM, RIGHT)
 BORDERED_TRI(f64, 4, (256))
 BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
 BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
@@ -686,6 +695,6 @@ BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
 BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 7, 8, 1, 4, (256), 1, SMEM, LEFT)
+BORDERED(f64, Tet, tet, 7, 8, 1, 4, (512), 1, SMEM, LEFT)
 BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM, RIGHT)
 #endif  // HDG_EMULATION

@@ -70,11 +70,19 @@ pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
 /// bordered condensation ([`max_threads`]).
 pub const MAX_BLOCK_THREADS: u32 = 256;
 
-/// Most threads per block of a block-design kernel: 512 for the f32 bordered condensation
-/// (`__launch_bounds__(512)`: its register tiles are half the size of f64's), else
-/// [`MAX_BLOCK_THREADS`].
-pub fn max_threads(stage: Stage, design: Design, precision: Precision) -> u32 {
-    if stage == Stage::Condense && design == Design::Bordered && precision == Precision::F32 {
+/// Most threads per block of a block-design kernel, its `__launch_bounds__`: 512 for the f32
+/// bordered condensation (its register tiles are half the size of f64's) and for the f64 one
+/// of tetrahedra at k = 7 (measured, [`bordered_threads`]), else [`MAX_BLOCK_THREADS`]. The
+/// launch checks the loaded kernel's own bound as well.
+pub fn max_threads(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> u32 {
+    let bordered = stage == Stage::Condense && design == Design::Bordered;
+    if bordered && (precision == Precision::F32 || (cell, k) == (CellType::Tetrahedron, 7)) {
         512
     } else {
         MAX_BLOCK_THREADS
@@ -317,6 +325,11 @@ pub fn block_threads(
 /// (2 to 32) on an NVIDIA H200, 2026-11-21, together with the kernels' NB, warp groups,
 /// register caps and output groups per order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
 ///
+/// The f64 tetrahedron at k = 7 holds one element per multiprocessor (197 KB of shared
+/// memory) and runs 512 threads under its own launch bound: 1.26x over 256, whose 8 warps left
+/// the schedulers idle (146.6 against 185.3 ms for 1e5 cells on an NVIDIA H200, 2026-11-22;
+/// 640 to 1024 threads spill and are slower).
+///
 /// No order caps its resident blocks any more. A cap helped (1.2x to 2.0x at tetrahedra k = 3,
 /// 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
 /// L2 sector is complete only once its 8 (f32) or 4 (f64) neighbouring elements are written,
@@ -332,6 +345,7 @@ pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
         (CellType::Tetrahedron, 4) if f32 => 64,
         (CellType::Tetrahedron, 4) => 128,
         (CellType::Tetrahedron, 5) if f32 => 128,
+        (CellType::Tetrahedron, 7) if !f32 => 512,
         (CellType::Tetrahedron, 5..=7) => 256,
         (CellType::Tetrahedron, 8) if f32 => 512,
         (CellType::Tetrahedron, 8) => 256,
@@ -655,7 +669,7 @@ mod tests {
                         let d = default_design(stage, cell, k, p);
                         assert!(compiled(stage, cell, k, d), "{stage} {cell:?} {k} {d}");
                         let t = block_threads(stage, d, cell, k, p);
-                        let most = max_threads(stage, d, p);
+                        let most = max_threads(stage, d, cell, k, p);
                         assert!((32..=most).contains(&t) && t.is_multiple_of(32), "{t}");
                     }
                 }

@@ -148,6 +148,17 @@ impl ElementKernels {
         Ok(self.max_shared_optin.saturating_sub(fixed.max(0) as usize))
     }
 
+    /// Most threads per block kernel `name` can be launched with (its compiled launch bound,
+    /// less where its registers do not allow that many).
+    pub(crate) fn max_block_threads(&self, name: &str) -> Result<u32> {
+        self.backend.gpu.bind()?;
+        let f = self.function(name)?;
+        let most = f
+            .get_attribute(FunctionAttribute::MaxThreadsPerBlock)
+            .map_err(|e| cuda_error(format!("attribute query of {name} failed"), e))?;
+        Ok(most.max(32) as u32)
+    }
+
     /// Blocks of `threads` threads and `shared` bytes of dynamic shared memory of kernel `name`
     /// resident per multiprocessor (at least 1).
     pub(crate) fn blocks_per_sm(&self, name: &str, threads: u32, shared: usize) -> Result<u32> {
@@ -209,8 +220,8 @@ impl ElementKernels {
         let shared_u32 = u32::try_from(shared).map_err(|_| {
             CoreError::Backend(format!("{name}: {shared} bytes of shared memory asked"))
         })?;
-        // SAFETY: the caller guarantees the arguments (see above); grid >= 1 and
-        // threads within the kernel's launch bound (design::max_threads) by the callers' checks; the
+        // SAFETY: the caller guarantees the arguments (see above); grid >= 1, and threads
+        // within the kernel's launch bound by the callers' checks (max_block_threads); the
         // shared memory limit was raised above.
         unsafe { gpu.stream.launch(&f, grid.max(1), threads, shared_u32, args) }.map_err(|e| {
             cuda_error(

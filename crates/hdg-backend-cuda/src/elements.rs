@@ -79,7 +79,7 @@ use rayon::prelude::*;
 use crate::dbf::DeviceDbf;
 use crate::design::{
     block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
-    max_threads, shared_bytes, Design, Precision, Stage,
+    shared_bytes, Design, Precision, Stage,
 };
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
@@ -300,10 +300,20 @@ impl<T: DeviceReal> DevicePrepared<T> {
                 scratch: 0,
             });
         }
+        // The kernel's own launch bound: a kernel image built with other bounds than
+        // design::max_threads assumes (HDG_CUDA_KERNEL_DIR) is an error here, not a failed launch.
+        let most = self.kernels.max_block_threads(&name)?;
         let threads = match (stage, condense_threads_override()) {
-            (Stage::Condense, Some(t)) => t.min(max_threads(stage, design, p)),
+            (Stage::Condense, Some(t)) => t.min(most),
             _ => block_threads(stage, design, cell, k, p),
         };
+        if threads > most {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage} ({design} design, {cell:?}, k = {k}, {}): {threads} threads per \
+                 block, but kernel {name} was built for at most {most}",
+                p.name()
+            )));
+        }
         let shared = shared_bytes(stage, design, cell, k, p);
         let max = self.kernels.max_dynamic_shared(&name)?;
         if shared > max {
@@ -1065,12 +1075,13 @@ impl<T: DeviceReal> Backend<T> for CudaBackend {
 }
 
 /// Threads per block of the block condensation forced by the environment variable
-/// `HDG_CUDA_CONDENSE_THREADS` (32..=512, a multiple of 32; capped at the kernel's launch
-/// bound, [`max_threads`]), for sweeps with condense-bench; None (the size of
-/// [`block_threads`]) when unset or invalid. The kernels take any block size.
+/// `HDG_CUDA_CONDENSE_THREADS` (32..=1024, a multiple of 32; capped at the loaded kernel's
+/// own launch bound, so that kernels built with other bounds, `HDG_CUDA_KERNEL_DIR`, can be
+/// swept too), for sweeps with condense-bench; None (the size of [`block_threads`]) when
+/// unset or invalid. The kernels take any block size.
 fn condense_threads_override() -> Option<u32> {
     let t: u32 = std::env::var("HDG_CUDA_CONDENSE_THREADS").ok()?.trim().parse().ok()?;
-    ((32..=512).contains(&t) && t.is_multiple_of(32)).then_some(t)
+    ((32..=1024).contains(&t) && t.is_multiple_of(32)).then_some(t)
 }
 
 /// At most this many resident blocks per multiprocessor for the block condensations, from the
