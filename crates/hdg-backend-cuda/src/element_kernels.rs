@@ -140,23 +140,22 @@ impl ElementKernels {
     /// Dynamic shared memory a block of kernel `name` may use at most (the opt-in limit less
     /// the kernel's static shared memory).
     pub(crate) fn max_dynamic_shared(&self, name: &str) -> Result<usize> {
-        self.backend.gpu.bind()?;
-        let f = self.function(name)?;
-        let fixed = f
-            .get_attribute(FunctionAttribute::SharedMemorySizeBytes)
-            .map_err(|e| cuda_error(format!("attribute query of {name} failed"), e))?;
+        let fixed = self.attribute(name, FunctionAttribute::SharedMemorySizeBytes)?;
         Ok(self.max_shared_optin.saturating_sub(fixed.max(0) as usize))
     }
 
     /// Most threads per block kernel `name` can be launched with (its compiled launch bound,
     /// less where its registers do not allow that many).
     pub(crate) fn max_block_threads(&self, name: &str) -> Result<u32> {
-        self.backend.gpu.bind()?;
-        let f = self.function(name)?;
-        let most = f
-            .get_attribute(FunctionAttribute::MaxThreadsPerBlock)
-            .map_err(|e| cuda_error(format!("attribute query of {name} failed"), e))?;
+        let most = self.attribute(name, FunctionAttribute::MaxThreadsPerBlock)?;
         Ok(most.max(32) as u32)
+    }
+
+    fn attribute(&self, name: &str, attribute: FunctionAttribute) -> Result<i32> {
+        self.backend.gpu.bind()?;
+        self.function(name)?
+            .get_attribute(attribute)
+            .map_err(|e| cuda_error(format!("attribute query of {name} failed"), e))
     }
 
     /// Blocks of `threads` threads and `shared` bytes of dynamic shared memory of kernel `name`
