@@ -59,8 +59,6 @@
 // back to the block design's global panel there).
 #include "block_common.cuh"
 
-// Values of one element's outputs in the staging area: K_e (nl x nl), b_e (nl), Z (n x nl),
-// u0 (n), in that order, each in its plane order.
 // The f64 tensor-core product (sm_80 and later; the host emulation supplies its own): one
 // warp-wide D = A B + C of an 8 x 4 A, a 4 x 8 B and an 8 x 8 C, every lane holding
 // a = A(lane / 4, lane % 4), b = B(lane % 4, lane / 4) and c0, c1 = C(lane / 4, 2 (lane % 4)
@@ -92,6 +90,8 @@ __device__ __forceinline__ void packed_col_row(int r, int t, int& i, int& j) {
     i = t - col_start(r, j) + j;
 }
 
+// Values of one element's outputs in the staging area: K_e (nl x nl), b_e (nl), Z (n x nl),
+// u0 (n), in that order, each in its plane order.
 template <int N, int NL>
 __host__ __device__ constexpr int bordered_outputs() {
     return NL * NL + NL + N * NL + N;

@@ -830,23 +830,22 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
 // for b < count, v < per (element-contiguous copies of a few elements of the condensation's
 // outputs; benchmarks and exports).
 template <typename T>
-__device__ void gather_elements(const T* __restrict__ src, u64 n_cells, u64 per, u64 first,
-                                u64 count, T* __restrict__ out) {
+__device__ void gather_elements(const T* __restrict__ src, u64 per, u64 first, u64 count,
+                                T* __restrict__ out) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= per * count) return;
     const u64 b = t / per, v = t - b * per;
-    (void)n_cells;  // the layout needs no cell count; kept in the launch signature
     out[t] = src[condensed_at<T>(per, v, first + b)];
 }
 
 #ifndef HDG_EMULATION  // the host emulation instantiates what it checks itself
-extern "C" __global__ void gather_elements_f32(const f32* src, u64 n_cells, u64 per, u64 first,
-                                               u64 count, f32* out) {
-    gather_elements<f32>(src, n_cells, per, first, count, out);
+extern "C" __global__ void gather_elements_f32(const f32* src, u64 per, u64 first, u64 count,
+                                               f32* out) {
+    gather_elements<f32>(src, per, first, count, out);
 }
-extern "C" __global__ void gather_elements_f64(const f64* src, u64 n_cells, u64 per, u64 first,
-                                               u64 count, f64* out) {
-    gather_elements<f64>(src, n_cells, per, first, count, out);
+extern "C" __global__ void gather_elements_f64(const f64* src, u64 per, u64 first, u64 count,
+                                               f64* out) {
+    gather_elements<f64>(src, per, first, count, out);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -512,11 +512,10 @@ impl<T: DeviceReal> DeviceCondensed<T> {
         // SAFETY: the gather below writes all `total` entries.
         let out = unsafe { uninitialized::<T>(&self.backend, total)? };
         let (src, dst) = (address(buffer), address(&out));
-        let (nc, per_u, first_u, count_u) =
-            (self.n_cells as u64, per as u64, first as u64, count as u64);
+        let (per_u, first_u, count_u) = (per as u64, first as u64, count as u64);
         let name = format!("gather_elements_{}", T::SUFFIX);
-        // SAFETY: gather_elements_T(const T* src, u64 n_cells, u64 per, u64 first, u64 count,
-        // T* out): src holds per values of condensed_cells(n_cells) cells (sector-blocked),
+        // SAFETY: gather_elements_T(const T* src, u64 per, u64 first, u64 count, T* out): src
+        // holds per values of condensed_cells(n_cells) cells (sector-blocked),
         // first + count <= n_cells (checked), out per * count entries; one thread per output
         // entry.
         unsafe {
@@ -525,7 +524,7 @@ impl<T: DeviceReal> DeviceCondensed<T> {
                 grid(total)?,
                 THREADS,
                 0,
-                &[arg(&src), arg(&nc), arg(&per_u), arg(&first_u), arg(&count_u), arg(&dst)],
+                &[arg(&src), arg(&per_u), arg(&first_u), arg(&count_u), arg(&dst)],
             )?
         };
         self.backend.gpu.download(&out)

@@ -423,7 +423,7 @@ int run(int nc) {
     // Gather.
     {
         std::vector<double> out(NL * 2, NAN);
-        launch((NL * 2 + 63) / 64, 64, 0, [&] { gather_elements<double>(b[0].data(), nc, NL, 1, 2, out.data()); });
+        launch((NL * 2 + 63) / 64, 64, 0, [&] { gather_elements<double>(b[0].data(), NL, 1, 2, out.data()); });
         for (int bb = 0; bb < 2; ++bb)
             for (int v = 0; v < NL; ++v)
                 // Cell 1 + bb of the sector-blocked b_e, written out: block (1 + bb) / 4,
