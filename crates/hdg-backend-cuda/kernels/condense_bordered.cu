@@ -22,17 +22,20 @@
 //      the warps in RW groups; group g takes the chunks g, g + RW, ..., its warps the columns
 //      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
 //      bank conflict; the panel values of the thread's rows stay in registers for all its
-//      columns); barrier. Or (LEFT, f64 on sm_80 and later, where measured faster: tetrahedra
-//      at k = 5 and 7) left-looking on the tensor cores, 8 columns per step: the block column
-//      takes the updates of all the columns left of it at once (8 x 8 mma tiles, the sums in
-//      registers, each entry read and written once per step instead of once per step of
-//      every column left of it), warp 0 factors the diagonal block, one thread per row the
-//      panel below it; three barriers per step.
-//   3. K_e = A - Y Y^T and b_e (row nl). In f64 on sm_80 and later, on the tensor cores: warp
-//      tasks of 8 x 8 tiles at or below the diagonal, k-steps of 4 columns of Y (mma.m8n8k4,
-//      every fragment one shared-memory read per lane); 1.2x to 1.3x over the CUDA-core
-//      path below at k = 2..5 on an H200, where that path's broadcast reads of Y were a fifth
-//      of all instructions. Elsewhere (f32, older GPUs): warp w takes TR rows at a time, lane
+//      columns); barrier. Or (LEFT, on sm_80 and later, where measured faster: tetrahedra at
+//      k = 5..7 in f64, 6..8 in f32) left-looking on the tensor cores (MmaTile: f64, or f32
+//      as 3xTF32), 8 columns per step: the block column takes the updates of all the columns
+//      left of it at once (M x 8 mma tiles, the sums in registers, each entry read and
+//      written once per step instead of once per step of every column left of it), warp 0
+//      factors the diagonal block, one thread per row the panel below it; three barriers per
+//      step.
+//   3. K_e = A - Y Y^T and b_e (row nl). On sm_80 and later, in f64 and in f32 where the
+//      factorisation is LEFT, on the tensor cores: warp tasks of M x 8 tiles at or below the
+//      diagonal, k-steps of K columns of Y (every fragment value one shared-memory read, the
+//      A fragment split once for all the task's tiles); in f64 1.2x to 1.3x over the
+//      CUDA-core path below at k = 2..5 on an H200, where that path's broadcast reads of Y
+//      were a fifth of all instructions. Elsewhere (older GPUs; f32 right-looking): warp w
+//      takes TR rows at a time, lane
 //      l the columns l, l + 32, ... at or below the diagonal, the sums in registers over j < n
 //      (broadcast reads of the rows, consecutive reads of the columns). Both: A formed on the
 //      fly from the tables; K_e written to both triangles, so it is exactly symmetric.
@@ -40,7 +43,10 @@
 //      32-column chunks, group g takes the chunks g, g + RW, ...; every warp of the group
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
 //      each), writes its share of the NB rows out, and updates its rows above the block,
-//      rank NB; one barrier per block.
+//      rank NB; one barrier per block. Or (LEFT, on the tensor cores) left-looking, with no
+//      barriers: warp w owns M-row tiles of the panel columns and takes them through all the
+//      blocks from the bottom up, a tile product with the rows of Z below the block, then
+//      the 8 x 8 diagonal solve one lane per column (see there).
 // Outputs (sector-blocked, condensed_at in condensed_layout.cuh): written straight from the
 // registers (G = 1; a warp's 32 values of one element fall in 8 cache lines), or, with G > 1,
 // staged for G = 32 / sizeof(T) consecutive elements (one block of the layout), condensed one
@@ -59,25 +65,150 @@
 // back to the block design's global panel there).
 #include "block_common.cuh"
 
-// The f64 tensor-core product (sm_80 and later; the host emulation supplies its own): one
-// warp-wide D = A B + C of an 8 x 4 A, a 4 x 8 B and an 8 x 8 C, every lane holding
-// a = A(lane / 4, lane % 4), b = B(lane % 4, lane / 4) and c0, c1 = C(lane / 4, 2 (lane % 4)
-// + {0, 1}). Exact f64 products and sums (the order of the four-term sums is the unit's).
-// HDG_NO_DMMA takes the CUDA-core path everywhere (the host emulation checks both paths).
-#if !defined(HDG_NO_DMMA) && (defined(HDG_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800))
-#define HDG_HAS_DMMA 1
+// Tensor-core tiles (sm_80 and later; the host emulation supplies the products): one warp-wide
+// D = A B + C of an M x K tile A, a K x 8 tile B and an M x 8 tile C, every lane holding AV
+// values of A, BV of B and CV of C at the positions below.
+//   f64: mma.m8n8k4, exact f64 products and sums (the order of the four-term sums is the
+//        unit's).
+//   f32: mma.m16n8k8 on TF32 inputs (11 significant bits), three products per tile
+//        ("3xTF32"): each input x = hi + lo with hi = tf32(x), lo = tf32(x - hi), and
+//        A B = hi_a hi_b + (hi_a lo_b + lo_a hi_b), the dropped lo_a lo_b 2^-22 relative; the
+//        products of TF32 values are exact in f32 and the sums are f32 ones, so this agrees
+//        with the CUDA-core f32 path to a few units of rounding (cuBLAS's 3xTF32 argument). The
+//        two parts accumulate in separate registers (two independent chains), on the CUDA
+//        cores (see mma).
+// HDG_NO_MMA takes the CUDA-core paths everywhere (the host emulation checks both paths).
+#if !defined(HDG_NO_MMA) && (defined(HDG_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800))
+#define HDG_HAS_MMA 1
 #ifdef HDG_EMULATION
 #define dmma_8x8x4 hdg_emulated_dmma_8x8x4
+#define mma_tf32_16x8x8 hdg_emulated_mma_tf32_16x8x8
 #else
 __device__ __forceinline__ void dmma_8x8x4(f64& c0, f64& c1, f64 a, f64 b) {
     asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
         : "+d"(c0), "+d"(c1)
         : "d"(a), "d"(b));
 }
+__device__ __forceinline__ void mma_tf32_16x8x8(f32 (&c)[4], const f32 (&a)[4], const f32 (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+          "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+}
 #endif
 #else
-#define HDG_HAS_DMMA 0
+#define HDG_HAS_MMA 0
 #endif
+
+template <typename T>
+struct MmaTile;
+
+template <>
+struct MmaTile<f64> {
+    static constexpr int M = 8, K = 4, AV = 1, BV = 1, CV = 2;
+    struct Acc {
+        f64 c[2];
+    };
+    __device__ static int a_row(int lane, int) { return lane >> 2; }
+    __device__ static int a_col(int lane, int) { return lane & 3; }
+    __device__ static int b_k(int lane, int) { return lane & 3; }
+    __device__ static int b_n(int lane, int) { return lane >> 2; }
+    __device__ static int c_row(int lane, int) { return lane >> 2; }
+    __device__ static int c_col(int lane, int v) { return 2 * (lane & 3) + v; }
+    __device__ static void set(Acc& acc, int v, f64 x) { acc.c[v] = x; }
+    __device__ static f64 get(const Acc& acc, int v) { return acc.c[v]; }
+    // Fragments as the unit takes them (f64: the values themselves).
+    struct FragA {
+        f64 x;
+    };
+    struct FragB {
+        f64 x;
+    };
+    __device__ static FragA frag_a(const f64 (&x)[AV]) { return {x[0]}; }
+    __device__ static FragB frag_b(const f64 (&x)[BV]) { return {x[0]}; }
+#if HDG_HAS_MMA
+    __device__ static void mma(Acc& acc, const FragA& a, const FragB& b) {
+        dmma_8x8x4(acc.c[0], acc.c[1], a.x, b.x);
+    }
+#endif
+};
+
+// The TF32 part of x (round to nearest, ties away from zero, as cvt.rna.tf32.f32; in integer
+// operations, so that the host emulation rounds the same), as an f32 with its low 13 bits zero.
+__host__ __device__ __forceinline__ f32 tf32_hi(f32 x) {
+#ifdef HDG_EMULATION
+    unsigned u;
+    std::memcpy(&u, &x, 4);
+    u = (u + 0x1000u) & 0xffffe000u;
+    std::memcpy(&x, &u, 4);
+    return x;
+#else
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+#endif
+}
+
+template <>
+struct MmaTile<f32> {
+    static constexpr int M = 16, K = 8, AV = 4, BV = 2, CV = 4;
+    struct Acc {
+        f32 hi[4], lo[4];
+    };
+    __device__ static int a_row(int lane, int v) { return (lane >> 2) + 8 * (v & 1); }
+    __device__ static int a_col(int lane, int v) { return (lane & 3) + 4 * (v >> 1); }
+    __device__ static int b_k(int lane, int v) { return (lane & 3) + 4 * v; }
+    __device__ static int b_n(int lane, int) { return lane >> 2; }
+    __device__ static int c_row(int lane, int v) { return (lane >> 2) + 8 * (v >> 1); }
+    __device__ static int c_col(int lane, int v) { return 2 * (lane & 3) + (v & 1); }
+    __device__ static void set(Acc& acc, int v, f32 x) {
+        acc.hi[v] = x;
+        acc.lo[v] = 0.0f;
+    }
+    __device__ static f32 get(const Acc& acc, int v) { return acc.hi[v] + acc.lo[v]; }
+    // Fragments split once into their TF32 parts (a fragment used in several products is
+    // split once: the split is most of the instructions per product).
+    struct FragA {
+        f32 hi[AV], lo[AV];
+    };
+    struct FragB {
+        f32 hi[BV], lo[BV];
+    };
+    __device__ static FragA frag_a(const f32 (&x)[AV]) {
+        FragA f;
+#pragma unroll
+        for (int v = 0; v < AV; ++v) {
+            f.hi[v] = tf32_hi(x[v]);
+            f.lo[v] = tf32_hi(x[v] - f.hi[v]);
+        }
+        return f;
+    }
+    __device__ static FragB frag_b(const f32 (&x)[BV]) {
+        FragB f;
+#pragma unroll
+        for (int v = 0; v < BV; ++v) {
+            f.hi[v] = tf32_hi(x[v]);
+            f.lo[v] = tf32_hi(x[v] - f.hi[v]);
+        }
+        return f;
+    }
+#if HDG_HAS_MMA
+    // Each k-step's products start from zero and are added to the sums on the CUDA cores
+    // (rounded to nearest): the tensor cores' own f32 accumulation truncates, and summed there
+    // over all the k-steps of a column its bias showed (f32 property tests, tetrahedra at
+    // k = 6: q_h 2.2e-4 from the CPU's, against at most 9.1e-5 on the CUDA cores).
+    __device__ static void mma(Acc& acc, const FragA& a, const FragB& b) {
+        f32 lo[CV] = {0.0f, 0.0f, 0.0f, 0.0f}, hi[CV] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_tf32_16x8x8(lo, a.lo, b.hi);
+        mma_tf32_16x8x8(lo, a.hi, b.lo);
+        mma_tf32_16x8x8(hi, a.hi, b.hi);
+#pragma unroll
+        for (int v = 0; v < CV; ++v) {
+            acc.hi[v] += hi[v];
+            acc.lo[v] += lo[v];
+        }
+    }
+#endif
+};
 
 // (row i, column j) of entry t of a column-major packed lower triangle of order r:
 // t = col_start(r, j) + i - j, i >= j.
@@ -97,13 +228,18 @@ __host__ __device__ constexpr int bordered_outputs() {
     return NL * NL + NL + N * NL + N;
 }
 
+// Values of slack at the end of the shared memory: the tensor-core tiles read whole tiles of
+// rows (up to 15 past the last row of the last column), whose extra rows only reach entries
+// that are not written back; the slack keeps those reads inside the allocation.
+constexpr int BORDERED_SLACK = 16;
+
 // Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
-// the trapezoid (n columns of order R = n + nl + 1), dinv (n), and with G > 1 the staged
-// outputs of G elements.
+// the trapezoid (n columns of order R = n + nl + 1), dinv (n), with G > 1 the staged outputs
+// of G elements, and the slack.
 template <typename T, int N, int NL, int G>
 __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
     return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N +
-                             (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0));
+                             (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
 }
 
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
@@ -182,49 +318,59 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time.
         int bad = 0;
         T bad_value = T(0);
-        if constexpr (LEFT && sizeof(T) == 8 && HDG_HAS_DMMA) {
-            // Left-looking, LB = 8 columns per step, in f64 on the tensor cores: (1) the block
-            // column takes the updates of all the columns left of it at once, one 8 x 8 tile of
-            // rows per warp task, its sums in registers over k < jb (each entry read and
-            // written once per step, where the right-looking update below reads and writes the
-            // whole trailing matrix every step); (2) warp 0 factors the diagonal block, one
-            // lane per row; (3) the panel rows below it, one thread per row.
-            constexpr int LB = 8;
-            const int fr = lane >> 2, fc = lane & 3;
+        if constexpr (LEFT && HDG_HAS_MMA) {
+            // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
+            // as 3xTF32): (1) the block column takes the updates of all the columns left of it
+            // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
+            // (each entry read and written once per step, where the right-looking update below
+            // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
+            // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
+            using Mma = MmaTile<T>;
+            constexpr int LB = 8, TM = Mma::M, TK = Mma::K;
             __shared__ int bad_shared;
             __shared__ T bad_value_shared;
             for (int jb = 0; jb < N; jb += LB) {
                 const int nb = N - jb < LB ? N - jb : LB;
                 // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
-                // L(c, k); 8 x 8 tiles (rows jb + 8 I.., the block's columns), k-steps of 4 in
-                // two chains of accumulators (A = -L(i, k), B = L(c, k)^T).
+                // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
+                // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
                 if (jb > 0) {
-                    const int tiles = (R - jb + 7) / 8;
+                    const int tiles = (R - jb + TM - 1) / TM;
                     for (int I = warp; I < tiles; I += warps) {
-                        const int i = jb + 8 * I + fr;
-                        T acc[2][2];
+                        const int i0 = jb + TM * I;
+                        typename Mma::Acc acc[2];
 #pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int c = jb + 2 * fc + h;
+                        for (int v = 0; v < Mma::CV; ++v) {
+                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
                             const bool mine = c < jb + nb && i >= c && i < R;
-                            acc[0][h] = mine ? a[col_start(R, c) + i - c] : T(0);
-                            acc[1][h] = T(0);
+                            Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
+                            Mma::set(acc[1], v, T(0));
                         }
-                        for (int k0 = 0; k0 < jb; k0 += 8) {
+                        for (int k0 = 0; k0 < jb; k0 += 2 * TK) {
 #pragma unroll
                             for (int u = 0; u < 2; ++u) {
-                                const int k = k0 + 4 * u + fc;
-                                const T* lk = a + col_start(R, k) - k;  // lk[r] = L(r, k), r >= k
-                                const T fa = (i < R) ? -lk[i] : T(0);
-                                const T fb = lk[jb + fr];
-                                dmma_8x8x4(acc[u][0], acc[u][1], fa, fb);
+                                if (k0 + TK * u >= jb) break;  // the same in every lane
+                                // Rows past R read on into the next columns (k < jb < n):
+                                // they only reach rows of C that are not written back.
+                                T fa[Mma::AV], fb[Mma::BV];
+#pragma unroll
+                                for (int v = 0; v < Mma::AV; ++v) {
+                                    const int k = k0 + TK * u + Mma::a_col(lane, v);
+                                    fa[v] = a[col_start(R, k) - k + i0 + Mma::a_row(lane, v)];
+                                }
+#pragma unroll
+                                for (int v = 0; v < Mma::BV; ++v) {
+                                    const int k = k0 + TK * u + Mma::b_k(lane, v);
+                                    fb[v] = -a[col_start(R, k) - k + jb + Mma::b_n(lane, v)];
+                                }
+                                Mma::mma(acc[u], Mma::frag_a(fa), Mma::frag_b(fb));
                             }
                         }
 #pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            const int c = jb + 2 * fc + h;
+                        for (int v = 0; v < Mma::CV; ++v) {
+                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
                             if (c < jb + nb && i >= c && i < R)
-                                a[col_start(R, c) + i - c] = acc[0][h] + acc[1][h];
+                                a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
                         }
                     }
                     __syncthreads();
@@ -427,49 +573,73 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
         };
-        if constexpr (sizeof(T) == 8 && HDG_HAS_DMMA) {
-            // f64 on tensor cores: 8 x 8 tiles (I, J), J <= I, of Y Y^T, k-steps of 4 columns
-            // of Y (zeros past n and past row nl). A warp task: tile row I, up to JC of its
-            // column tiles (2 JC accumulators). Lane l reads Y(8 I + l / 4, j0 + l % 4) as the
-            // A fragment and Y(8 J + l / 4, j0 + l % 4) as the B fragment (B = Y^T).
-            constexpr int TM = (LD + 7) / 8;
-            constexpr int JC = TM < 8 ? TM : 8;
-            const int fr = lane >> 2, fc = lane & 3;
+        if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
+            // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
+            // M x 8 tiles (I, J) of Y Y^T at or below the diagonal (8 J < M (I + 1)), k-steps of
+            // K columns of Y (zeros past n and past row nl). A warp task: tile row I, up to JC
+            // of its column tiles (JC accumulators). Lane l reads its A fragment from rows
+            // M I.. of Y, its B fragments (B = Y^T) from rows 8 J.. (every value one
+            // shared-memory read).
+            using Mma = MmaTile<T>;
+            constexpr int TM = Mma::M, TK = Mma::K;
+            constexpr int TROWS = (LD + TM - 1) / TM, TCOLS = (LD + 7) / 8;
+            constexpr int JC = TCOLS < 8 ? TCOLS : 8;
+            // Column tiles of tile row I: those at or below the diagonal, within the matrix.
+            auto row_tiles = [](int I) {
+                const int c = (TM * (I + 1) - 1) / 8 + 1;
+                return c < TCOLS ? c : TCOLS;
+            };
             int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
             for (int skip = warp; skip > 0; --skip) {
                 J0 += JC;
-                if (J0 > I) { ++I; J0 = 0; }
+                if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
             }
-            while (I < TM) {
-                T acc[JC][2];
+            while (I < TROWS) {
+                const int jend = row_tiles(I);
+                typename Mma::Acc acc[JC];
 #pragma unroll
-                for (int t = 0; t < JC; ++t) acc[t][0] = acc[t][1] = T(0);
-                for (int j0 = 0; j0 < N; j0 += 4) {
-                    const int j = j0 + fc;
-                    const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) for j < n
-                    const int ra = 8 * I + fr;
-                    const T fa = (j < N && ra < LD) ? y[ra] : T(0);
+                for (int t = 0; t < JC; ++t)
+#pragma unroll
+                    for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
+                for (int j0 = 0; j0 < N; j0 += TK) {
+                    // Columns j >= n (the last k-step) read column n - 1 and are zero in A.
+                    // Rows past nl read on past the column (into the next one, dinv, or the
+                    // slack at the end): they only reach entries of C that are not written.
+                    T fa[Mma::AV];
+#pragma unroll
+                    for (int v = 0; v < Mma::AV; ++v) {
+                        const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
+                        const T x = a[col_start(R, jc) + N - jc + TM * I + Mma::a_row(lane, v)];
+                        fa[v] = j < N ? x : T(0);
+                    }
+                    const typename Mma::FragA fra = Mma::frag_a(fa);
 #pragma unroll
                     for (int t = 0; t < JC; ++t) {
                         const int J = J0 + t;
-                        if (J <= I) {  // the same in every lane
-                            const int rb = 8 * J + fr;
-                            const T fb = (j < N && rb < LD) ? y[rb] : T(0);
-                            dmma_8x8x4(acc[t][0], acc[t][1], fa, fb);
+                        if (J < jend) {  // the same in every lane
+                            T fb[Mma::BV];
+#pragma unroll
+                            for (int v = 0; v < Mma::BV; ++v) {
+                                const int j = j0 + Mma::b_k(lane, v), jc = j < N ? j : N - 1;
+                                fb[v] = a[col_start(R, jc) + N - jc + 8 * J + Mma::b_n(lane, v)];
+                            }
+                            Mma::mma(acc[t], fra, Mma::frag_b(fb));
                         }
                     }
                 }
 #pragma unroll
                 for (int t = 0; t < JC; ++t) {
                     const int J = J0 + t;
-                    if (J <= I) {
-                        gram_out(8 * I + fr, 8 * J + 2 * fc, acc[t][0]);
-                        gram_out(8 * I + fr, 8 * J + 2 * fc + 1, acc[t][1]);
+                    if (J < jend) {
+#pragma unroll
+                        for (int v = 0; v < Mma::CV; ++v)
+                            gram_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
+                                     Mma::get(acc[t], v));
                     }
                 }
                 for (int skip = warps; skip > 0; --skip) {
                     J0 += JC;
-                    if (J0 > I) { ++I; J0 = 0; }
+                    if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
                 }
             }
         } else {
@@ -509,83 +679,169 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         }
         __syncthreads();
 
-        // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
-        // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
-        // l column l of each), its warps the rows above the block.
-        {
-            constexpr int NBLK = (N + NB - 1) / NB;
-            for (int blk = NBLK - 1; blk >= 0; --blk) {
-                const int jb = blk * NB;
-                const int nb = N - jb < NB ? N - jb : NB;
-                for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
-                    T z[QAW][NB];
+        // Z(row, col) (col < nl) and u0(row) (col = nl) out: staged (G > 1) or straight.
+        auto z_write = [&](int row, int col, T v) {
+            if constexpr (G > 1) {
+                if (col < NL)
+                    st[OFF_Z + row * NL + col] = v;
+                else if (col == NL)
+                    st[OFF_U0 + row] = v;
+            } else if (col < NL) {
+                z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
+            } else if (col == NL) {
+                u0_out[condensed_at<T>(N, row, e)] = v;
+            }
+        };
+        if constexpr (LEFT && HDG_HAS_MMA) {
+            // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
+            // transposed form Z^T L^T... = Y: warp w owns the M-row tiles w, w + warps, ... of
+            // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
+            // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
+            // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
+            // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
+            // c of its tile, from the last row up, in place and out. A warp reads only its own
+            // columns of Y and Z and the finished L: no barriers (the right-looking path below
+            // needs one per block).
+            using Mma = MmaTile<T>;
+            constexpr int LB = 8, TM = Mma::M, TK = Mma::K;
+            constexpr int TILES = (LD + TM - 1) / TM;
+            for (int I = warp; I < TILES; I += warps) {
+                const int c0 = TM * I;
+                for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
+                    const int nb = N - jb < LB ? N - jb : LB;
+                    typename Mma::Acc acc[2];
 #pragma unroll
-                    for (int q = 0; q < QAW; ++q) {
-                        const int col = 32 * (group + groups * (u0 + q)) + lane;
-#pragma unroll
-                        for (int s = 0; s < NB; ++s)
-                            z[q][s] = (col < LD && s < nb)
-                                          ? a[col_start(R, jb + s) + N + col - jb - s]
-                                          : T(0);
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int col = c0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        const int at = col_start(R, jb + s) + N - jb - s + col;
+                        Mma::set(acc[0], v, (col < LD && s < nb) ? a[at] : T(0));
+                        Mma::set(acc[1], v, T(0));
                     }
-                    // The diagonal block: L_d^T z = y, from its last row up.
+                    // Every block with rows below it has nb = LB. ls[r] = L(r, jb + s) for
+                    // the lane's column s of B.
+                    const T* ls = a + col_start(R, jb + Mma::b_n(lane, 0)) - jb - Mma::b_n(lane, 0);
+                    for (int k0 = jb + nb; k0 < N; k0 += 2 * TK) {
 #pragma unroll
-                    for (int s = NB - 1; s >= 0; --s) {
-                        if (s < nb) {
-                            const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
-                            const T ds = dinv[jb + s];
+                        for (int u = 0; u < 2; ++u) {
+                            const int kb = k0 + TK * u;
+                            if (kb >= N) break;  // the same in every lane
+                            // Rows r >= n (the last k-step) read row n - 1 of Z^T and are
+                            // zero in A (B reads on into W^T there: finite). Columns past nl
+                            // read on past the column: only rows of C that are not written.
+                            T fa[Mma::AV], fb[Mma::BV];
 #pragma unroll
-                            for (int t = s + 1; t < NB; ++t) {
-                                if (t < nb) {
-                                    const T lts = a[cs + t];
-#pragma unroll
-                                    for (int q = 0; q < QAW; ++q)
-                                        z[q][s] = fmad(-lts, z[q][t], z[q][s]);
-                                }
+                            for (int v = 0; v < Mma::AV; ++v) {
+                                const int r = kb + Mma::a_col(lane, v), rc = r < N ? r : N - 1;
+                                const T x = a[col_start(R, rc) + N - rc + c0 + Mma::a_row(lane, v)];
+                                fa[v] = r < N ? x : T(0);
                             }
 #pragma unroll
-                            for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                            for (int v = 0; v < Mma::BV; ++v)
+                                fb[v] = -ls[kb + Mma::b_k(lane, v)];
+                            Mma::mma(acc[u], Mma::frag_a(fa), Mma::frag_b(fb));
                         }
                     }
-                    // Out: row jb + s by the group's member s % members.
 #pragma unroll
-                    for (int s = 0; s < NB; ++s) {
-                        if (s < nb && s % members == member) {
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int col = c0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        if (col < LD && s < nb)
+                            a[col_start(R, jb + s) + N - jb - s + col] =
+                                Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                    }
+                    __syncwarp();
+                    const int col = c0 + lane;
+                    if (lane < TM && col < LD) {
+                        T z[LB];
 #pragma unroll
-                            for (int q = 0; q < QAW; ++q) {
-                                const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                if constexpr (G > 1) {
-                                    if (col < NL)
-                                        st[OFF_Z + (jb + s) * NL + col] = z[q][s];
-                                    else if (col == NL)
-                                        st[OFF_U0 + jb + s] = z[q][s];
-                                } else if (col < NL) {
-                                    z_out[condensed_at<T>(N * NL, (jb + s) * NL + col, e)] = z[q][s];
-                                } else if (col == NL) {
-                                    u0_out[condensed_at<T>(N, jb + s, e)] = z[q][s];
-                                }
+                        for (int s = 0; s < LB; ++s)
+                            z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
+#pragma unroll
+                        for (int s = LB - 1; s >= 0; --s) {
+                            if (s < nb) {
+                                const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
+#pragma unroll
+                                for (int t = s + 1; t < LB; ++t)
+                                    if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
+                                z[s] *= dinv[jb + s];
+                                a[col_start(R, jb + s) + N - jb - s + col] = z[s];
+                                z_write(jb + s, col, z[s]);
                             }
                         }
                     }
-                    // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
-                    for (int cc = member; cc < jb; cc += members) {
-                        const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
-                        T lc[NB];
-#pragma unroll
-                        for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
-#pragma unroll
+                    __syncwarp();
+                }
+            }
+            __syncthreads();
+        } else {
+            // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
+            // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
+            // l column l of each), its warps the rows above the block.
+            {
+                constexpr int NBLK = (N + NB - 1) / NB;
+                for (int blk = NBLK - 1; blk >= 0; --blk) {
+                    const int jb = blk * NB;
+                    const int nb = N - jb < NB ? N - jb : NB;
+                    for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
+                        T z[QAW][NB];
+    #pragma unroll
                         for (int q = 0; q < QAW; ++q) {
                             const int col = 32 * (group + groups * (u0 + q)) + lane;
-                            if (col < LD) {
-                                T v = a[base + N + col];
-#pragma unroll
-                                for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
-                                a[base + N + col] = v;
+    #pragma unroll
+                            for (int s = 0; s < NB; ++s)
+                                z[q][s] = (col < LD && s < nb)
+                                              ? a[col_start(R, jb + s) + N + col - jb - s]
+                                              : T(0);
+                        }
+                        // The diagonal block: L_d^T z = y, from its last row up.
+    #pragma unroll
+                        for (int s = NB - 1; s >= 0; --s) {
+                            if (s < nb) {
+                                const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
+                                const T ds = dinv[jb + s];
+    #pragma unroll
+                                for (int t = s + 1; t < NB; ++t) {
+                                    if (t < nb) {
+                                        const T lts = a[cs + t];
+    #pragma unroll
+                                        for (int q = 0; q < QAW; ++q)
+                                            z[q][s] = fmad(-lts, z[q][t], z[q][s]);
+                                    }
+                                }
+    #pragma unroll
+                                for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                            }
+                        }
+                        // Out: row jb + s by the group's member s % members.
+    #pragma unroll
+                        for (int s = 0; s < NB; ++s) {
+                            if (s < nb && s % members == member) {
+    #pragma unroll
+                                for (int q = 0; q < QAW; ++q) {
+                                    const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                    z_write(jb + s, col, z[q][s]);
+                                }
+                            }
+                        }
+                        // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
+                        for (int cc = member; cc < jb; cc += members) {
+                            const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
+                            T lc[NB];
+    #pragma unroll
+                            for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
+    #pragma unroll
+                            for (int q = 0; q < QAW; ++q) {
+                                const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                if (col < LD) {
+                                    T v = a[base + N + col];
+    #pragma unroll
+                                    for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
+                                    a[base + N + col] = v;
+                                }
                             }
                         }
                     }
+                    __syncthreads();
                 }
-                __syncthreads();
             }
         }
         if (tid == 0) info[e] = 0;
@@ -659,16 +915,21 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 // elements staged in shared memory;
 // at k = 3..5 (and 6 in f32) staged in a global scratch per block, with the registers capped
 // (the bounds' minimum of resident blocks; some spill, and still win) so that more blocks
-// are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores. Left-looking at
-// f64 k = 5 and 7 (1.15x and 1.10x over right-looking; 0.8x to 0.95x at k = 2, 3, 4 and on
-// triangles; at k = 6 from 0.9x to 1.03x from call to call, so right-looking there).
+// are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
+// LEFT (the factorisation, K_e and, with it, the back substitution on the tensor cores)
+// where it measured faster (1e5 cells, H200, twice, against right-looking): f64 k = 5 (1.15x
+// with the factorisation alone; the back substitution's turn was 0.97x to 1.0x), 6 (1.16x: 58.2 against 67.9 ms), 7 (1.10x);
+// f32 k = 6 (1.03x: 51.4 against 53.2 ms), 7 (1.26x: 87.6 against 110.7), 8 (1.54x: 200.2
+// against 308.6). Not at f64 k = 4 (0.83x), f32 k = 4, 5 (0.77x, 0.86x), nor (measured with
+// the factorisation alone) at k = 2, 3 or on triangles. With LEFT, NB, RW and TR set only
+// the CUDA-core paths, which those kernels do not take on sm_80 and later.
 // The f64 tetrahedron at k = 7 (one block per SM: 197 KB of shared memory) runs 16 warps: its
 // time was latency (8 warps, 0.26 eligible per scheduler, ncu); 512 threads under (512)
 // bounds (128 registers, 4 bytes spilled) are 1.26x over 256 (146.6 against 185.3 ms, 1e5
 // cells, H200, twice); 640 and 768 threads spill (1.08x slower), one group beats two or four
 // (156, 165 ms), and f64 k = 6 gains nothing from it (75 to 89 ms against 68).
-// The f32 tetrahedron at k = 8: TR = 4 is 1.03x over 8 (308.8 against 317.4 ms, twice); 640
-// to 1024 threads are slower with every RW and TR tried (338 to 510 ms).
+// The f32 tetrahedron at k = 8 (right-looking): TR = 4 was 1.03x over 8 (308.8 against
+// 317.4 ms, twice); 640 to 1024 threads were slower with every RW and TR tried (338 to 510).
 #define BORDERED_TRI(T, TR, BOUNDS)                                                                \
     BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
     BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
@@ -685,16 +946,16 @@ BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM, RIGHT)
 BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
 BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 8, 8, 2, 4, (512), 1, SMEM, RIGHT)
+BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, LEFT)
+BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, LEFT)
+BORDERED(f32, Tet, tet, 8, 8, 2, 4, (512), 1, SMEM, LEFT)
 BORDERED_TRI(f64, 4, (256))
 BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
 BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
 BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, RIGHT)
+BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, LEFT)
 BORDERED(f64, Tet, tet, 7, 8, 1, 4, (512), 1, SMEM, LEFT)
 BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM, RIGHT)
 #endif  // HDG_EMULATION

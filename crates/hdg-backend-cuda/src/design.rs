@@ -25,8 +25,11 @@
 //!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
 //!   from register tiles, and a blocked back substitution for [Z | u0]. In f64 on GPUs with
 //!   tensor cores (sm_80 on), K_e = A - Y Y^T runs on them (mma.m8n8k4), and for tetrahedra
-//!   at k = 5 and 7 so does the factorisation, left-looking (each block column takes all its
-//!   updates at once, its sums in registers); for tetrahedra at
+//!   at k = 5..7 (f64) and 6..8 (f32, as 3xTF32: mma.m16n8k8 on the TF32 parts of each
+//!   value, three products per tile, f32 accuracy) so do the factorisation, left-looking
+//!   (each block column takes all its updates at once, its sums in registers), K_e and the
+//!   back substitution (each warp takes its columns through all blocks, with no barrier):
+//!   f32 k = 8 1.54x over the CUDA cores; for tetrahedra at
 //!   k = 2..5 it condenses a sector's worth of consecutive elements in turn, stages their
 //!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
 //!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).
@@ -399,6 +402,11 @@ pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> 
     OutputGroup { elements, staging }
 }
 
+/// Values of slack at the end of the bordered condensation's shared memory
+/// (`BORDERED_SLACK` in kernels/condense_bordered.cu): its tensor-core tiles read up to 15
+/// values past the last column, into rows whose results are not kept.
+const BORDERED_SLACK: usize = 16;
+
 /// Values of one element's outputs of the condensation: K_e, b_e, Z and u0.
 fn condensation_outputs(s: &ElementSizes) -> usize {
     s.nl * s.nl + s.nl + s.n * s.nl + s.n
@@ -417,15 +425,16 @@ pub fn shared_bytes(
         (_, Design::Thread) => 0,
         (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
-        // The first n columns of the bordered matrix of order n + nl + 1, 1 / L(j, j), and
-        // the outputs of a group of elements where they are staged in shared memory.
+        // The first n columns of the bordered matrix of order n + nl + 1, 1 / L(j, j), the
+        // outputs of a group of elements where they are staged in shared memory, and the slack
+        // that the tensor-core tiles read into (BORDERED_SLACK).
         (Stage::Condense, Design::Bordered) => {
             let group = bordered_output_group(cell, k, precision);
             let staged = match group.staging {
                 OutputStaging::Shared => group.elements * condensation_outputs(&s),
                 OutputStaging::Direct | OutputStaging::Global => 0,
             };
-            s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n + staged
+            s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n + staged + BORDERED_SLACK
         }
         (Stage::Recover, _) => s.nl + s.n,
         (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
@@ -574,17 +583,18 @@ mod tests {
         let bordered = |k, p| shared_bytes(Stage::Condense, Design::Bordered, tet, k, p);
         let scratch = |k, p| global_scratch_per_block(Stage::Condense, Design::Bordered, tet, k, p);
         // k = 2: (n, nl) = (10, 24), outputs 24^2 + 24 + 240 + 10 = 850 per element, a group
-        // of one sector (4 in f64) staged after the 10 columns of order 35 and dinv.
+        // of one sector (4 in f64) staged after the 10 columns of order 35 and dinv, then the
+        // 16 values of slack.
         let group = bordered_output_group(tet, 2, f64);
         assert_eq!(group, OutputGroup { elements: 4, staging: OutputStaging::Shared });
-        assert_eq!(bordered(2, f64), 8 * (10 * 35 - 45 + 10 + 4 * 850));
+        assert_eq!(bordered(2, f64), 8 * (10 * 35 - 45 + 10 + 4 * 850 + 16));
         assert_eq!(scratch(2, f64), 0);
         // k = 3: (20, 40), outputs 1600 + 40 + 800 + 20 = 2460, staged in global memory: no
         // shared memory for them, 4 (f64) or 8 (f32) elements' worth of scratch per block.
         for (p, elements) in [(f64, 4), (f32, 8)] {
             let group = bordered_output_group(tet, 3, p);
             assert_eq!(group, OutputGroup { elements, staging: OutputStaging::Global });
-            assert_eq!(bordered(3, p), p.bytes() * (20 * 61 - 190 + 20));
+            assert_eq!(bordered(3, p), p.bytes() * (20 * 61 - 190 + 20 + 16));
             assert_eq!(scratch(3, p), elements * 2460);
         }
         // Direct stores: neither.
@@ -622,8 +632,9 @@ mod tests {
         );
         assert_eq!(d, Design::BlockGlobal);
         assert!(shared_bytes(Stage::Condense, d, CellType::Tetrahedron, 8, Precision::F64) <= max);
-        // The bordered condensation: n columns of the order n + nl + 1 matrix and 1 / L(j, j)
-        // (349800 B at k = 8 in f64, as condense_bordered.cu computes it): the same fallback.
+        // The bordered condensation: n columns of the order n + nl + 1 matrix, 1 / L(j, j)
+        // and 16 values of slack (349928 B at k = 8 in f64, as condense_bordered.cu computes
+        // it): the same fallback.
         let bordered = shared_bytes(
             Stage::Condense,
             Design::Bordered,
@@ -631,8 +642,8 @@ mod tests {
             8,
             Precision::F64,
         );
-        assert_eq!(bordered, 8 * (165 * 346 - 165 * 164 / 2 + 165));
-        assert_eq!(bordered, 349_800);
+        assert_eq!(bordered, 8 * (165 * 346 - 165 * 164 / 2 + 165 + 16));
+        assert_eq!(bordered, 349_928);
         let d = fallback(
             Stage::Condense,
             Design::Bordered,

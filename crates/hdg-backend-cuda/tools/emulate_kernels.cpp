@@ -3,10 +3,10 @@
 //
 //     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
 //         crates/hdg-backend-cuda/tools/emulate_kernels.cpp -o /tmp/emulate && /tmp/emulate
-//     (-DBIG adds tetrahedra at k = 5 and 8; -DHDG_NO_DMMA checks the bordered condensation's
-//     CUDA-core path in f64 instead of its tensor-core one, emulated warp by warp; EMU_NT=7 runs
+//     (-DBIG adds tetrahedra at k = 5 and 8; -DHDG_NO_MMA checks the bordered condensation's
+//     CUDA-core paths instead of its tensor-core ones, emulated warp by warp; EMU_NT=7 runs
 //     the block kernels with 7 threads, EMU_BAD=1 makes one element indefinite and prints the
-//     pivot flags of every design. .ci/run builds and runs it with and without -DHDG_NO_DMMA.)
+//     pivot flags of every design. .ci/run builds and runs it with and without -DHDG_NO_MMA.)
 //
 // Every CUDA thread of a block is an OS thread, __syncthreads is a std::barrier, __shared__ is
 // static, the round-to-nearest intrinsics are plain operations (with -ffp-contract=off the
@@ -61,6 +61,7 @@ inline float rsqrt(float a) { return 1.0f / std::sqrt(a); }
 // D = A B + C (four fused multiply-adds in k order), then meet again before the buffer is reused.
 struct WarpFragments {
     double a[32], b[32];
+    float fa[32][4], fb[32][2];
 };
 std::vector<WarpFragments> g_warp_fragments;
 std::vector<std::unique_ptr<std::barrier<>>> g_warp_barriers;
@@ -82,6 +83,30 @@ inline void hdg_emulated_dmma_8x8x4(double& c0, double& c1, double a, double b) 
         double s = *c[i];
         for (unsigned k = 0; k < 4; ++k) s = std::fma(f.a[row * 4 + k], f.b[col * 4 + k], s);
         *c[i] = s;
+    }
+    g_warp_barriers[warp]->arrive_and_wait();
+}
+
+// The warp-wide TF32 tensor-core product (mma.m16n8k8, see condense_bordered.cu): lane l holds
+// A(l / 4 + 8 (v % 2), l % 4 + 4 (v / 2)), B(l % 4 + 4 v, l / 4) and C(l / 4 + 8 (v / 2),
+// 2 (l % 4) + v % 2); the inputs are already TF32 values, so the products are exact in f32.
+inline void hdg_emulated_mma_tf32_16x8x8(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (warp >= g_warp_barriers.size() || (blockDim.x & 31) != 0) {
+        std::fprintf(stderr, "mma in a block of %u threads: needs whole warps\n", blockDim.x);
+        std::abort();
+    }
+    WarpFragments& f = g_warp_fragments[warp];
+    for (int v = 0; v < 4; ++v) f.fa[lane][v] = a[v];
+    for (int v = 0; v < 2; ++v) f.fb[lane][v] = b[v];
+    g_warp_barriers[warp]->arrive_and_wait();
+    for (unsigned v = 0; v < 4; ++v) {
+        const unsigned row = (lane >> 2) + 8 * (v >> 1), col = 2 * (lane & 3) + (v & 1);
+        float s = c[v];
+        for (unsigned k = 0; k < 8; ++k)
+            s = std::fma(f.fa[4 * (row % 8) + k % 4][(row >= 8) + 2 * (k >= 4)],
+                         f.fb[4 * col + k % 4][k >= 4], s);
+        c[v] = s;
     }
     g_warp_barriers[warp]->arrive_and_wait();
 }
@@ -352,6 +377,81 @@ int run(int nc) {
                     }
     }
     if (getenv("EMU_BAD")) return 0;
+    // The bordered condensation in f32 on the same data, right-looking on the CUDA cores and
+    // left-looking (with the Gram product) on the tensor cores as 3xTF32 (or, with
+    // -DHDG_NO_MMA, the CUDA-core path again), against the f64 thread design: both within f32
+    // rounding of it, the tensor-core one within a few times the CUDA-core one's error.
+    {
+        auto to_f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+        std::vector<float> f_deriv = to_f32(t_deriv), f_dprod = to_f32(t_dprod),
+                           f_fmass = to_f32(t_fmass), f_ftrace = to_f32(t_ftrace),
+                           f_dtrace = to_f32(t_dtrace), f_tprod = to_f32(t_tprod),
+                           f_pstiff = to_f32(t_pstiff), f_pderiv = to_f32(t_pderiv);
+        Tables tf{(u64)f_deriv.data(),  (u64)f_dprod.data(),  (u64)f_fmass.data(),
+                  (u64)f_ftrace.data(), (u64)f_dtrace.data(), (u64)f_tprod.data(),
+                  (u64)f_pstiff.data(), (u64)f_pderiv.data()};
+        std::vector<float> f_geo = to_f32(geo), f_kappa = to_f32(kappa),
+                           f_reaction = to_f32(reaction), f_tau = to_f32(tau), f_load = to_f32(load);
+        Cells cf32{(u64)nc, (u64)f_geo.data(), (u64)orient.data(), (u64)faces.data(),
+                   (u64)f_kappa.data(), (u64)f_reaction.data(), (u64)f_tau.data(), (u64)f_load.data()};
+        const int ncf = (nc + 7) / 8 * 8;  // the outputs' whole blocks of 8 cells (f32)
+        // Largest difference from the f64 thread design over all outputs, relative to each
+        // output's largest value.
+        auto f32_error = [&](const std::vector<float>& kf, const std::vector<float>& bf,
+                             const std::vector<float>& zf, const std::vector<float>& uf) {
+            double worst = 0;
+            auto one = [&](const std::vector<float>& f, const std::vector<double>& d, int planes) {
+                double e = 0, s = 0;
+                for (int c2 = 0; c2 < nc; ++c2)
+                    for (int v = 0; v < planes; ++v) {
+                        const double x = f[condensed_at<float>(planes, v, c2)];
+                        const double y = d[condensed_at<double>(planes, v, c2)];
+                        e = std::max(e, std::fabs(x - y));
+                        s = std::max(s, std::fabs(y));
+                        if (!(x == x)) e = 1e300;
+                    }
+                worst = std::max(worst, e / s);
+            };
+            one(kf, k[0], NL * NL);
+            one(bf, b[0], NL);
+            one(zf, z[0], N * NL);
+            one(uf, u0[0], N);
+            return worst;
+        };
+        double err[2];
+        for (int left = 0; left < 2; ++left) {
+            std::vector<float> kf((size_t)NL * NL * ncf, NAN), bf((size_t)NL * ncf, NAN),
+                zf((size_t)N * NL * ncf, NAN), uf((size_t)N * ncf, NAN), pvf(nc);
+            std::fill(info.begin(), info.end(), 7);
+            const int ntb = left ? 96 : 64;
+            launch(grid, ntb, condense_bordered_shared_bytes<float, N, NL, 1>(), [&] {
+                if (left)
+                    condense_bordered<C, float, N, NF, 8, 1, 4, 1, false, true>(
+                        tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
+                        pvf.data(), nullptr);
+                else
+                    condense_bordered<C, float, N, NF, 8, 2, 4, 1, false, false>(
+                        tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
+                        pvf.data(), nullptr);
+            });
+            for (int e = 0; e < nc; ++e)
+                if (info[e]) printf("  bordered f32 condense: info[%d] = %d\n", e, info[e]), ++fails;
+            err[left] = f32_error(kf, bf, zf, uf);
+            for (int e = 0; e < nc; ++e)
+                for (int a = 0; a < NL; ++a)
+                    for (int b2 = 0; b2 < a; ++b2)
+                        if (kf[condensed_at<float>(NL * NL, a * NL + b2, e)] !=
+                            kf[condensed_at<float>(NL * NL, b2 * NL + a, e)]) {
+                            printf("  bordered f32 K not symmetric at %d %d %d\n", e, a, b2);
+                            ++fails;
+                            a = NL;
+                            break;
+                        }
+        }
+        printf("  condense bordered f32 against f64: right-looking %.2e, left-looking%s %.2e\n",
+               err[0], HDG_HAS_MMA ? " (3xTF32)" : "", err[1]);
+        if (!(err[0] < 1e-3 && err[1] < 1e-3 && err[1] < 8 * err[0] + 1e-6)) ++fails;
+    }
     // Symmetry of K from the block design.
     for (int e = 0; e < nc; ++e)
         for (int a = 0; a < NL; ++a)
