@@ -173,22 +173,22 @@ struct MmaTile<f32> {
     struct FragB {
         f32 hi[BV], lo[BV];
     };
+    template <int V>
+    __device__ static void split(const f32 (&x)[V], f32 (&hi)[V], f32 (&lo)[V]) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            hi[v] = tf32_hi(x[v]);
+            lo[v] = tf32_hi(x[v] - hi[v]);
+        }
+    }
     __device__ static FragA frag_a(const f32 (&x)[AV]) {
         FragA f;
-#pragma unroll
-        for (int v = 0; v < AV; ++v) {
-            f.hi[v] = tf32_hi(x[v]);
-            f.lo[v] = tf32_hi(x[v] - f.hi[v]);
-        }
+        split(x, f.hi, f.lo);
         return f;
     }
     __device__ static FragB frag_b(const f32 (&x)[BV]) {
         FragB f;
-#pragma unroll
-        for (int v = 0; v < BV; ++v) {
-            f.hi[v] = tf32_hi(x[v]);
-            f.lo[v] = tf32_hi(x[v] - f.hi[v]);
-        }
+        split(x, f.hi, f.lo);
         return f;
     }
 #if HDG_HAS_MMA
@@ -694,7 +694,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         };
         if constexpr (LEFT && HDG_HAS_MMA) {
             // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
-            // transposed form Z^T L^T... = Y: warp w owns the M-row tiles w, w + warps, ... of
+            // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
             // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
             // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
             // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
