@@ -576,7 +576,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
             // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
             // M x 8 tiles (I, J) of Y Y^T at or below the diagonal (8 J < M (I + 1)), k-steps of
-            // K columns of Y (zeros past n and past row nl). A warp task: tile row I, up to JC
+            // K columns of Y (A zero past n). A warp task: tile row I, up to JC
             // of its column tiles (JC accumulators). Lane l reads its A fragment from rows
             // M I.. of Y, its B fragments (B = Y^T) from rows 8 J.. (every value one
             // shared-memory read).

@@ -186,6 +186,23 @@ void append(std::vector<double>& to, const std::vector<double>& m) {
     to.insert(to.end(), m.begin(), m.end());
 }
 
+// Cells whose K_e (planes a nl + b of the sector-blocked outputs) is not exactly symmetric;
+// prints the first offending entry of each.
+template <typename T>
+int asymmetric_cells(const std::vector<T>& k, int nl, int nc, const char* what) {
+    int bad = 0;
+    for (int e = 0; e < nc; ++e)
+        for (int a = 0, found = 0; a < nl && !found; ++a)
+            for (int b = 0; b < a && !found; ++b)
+                if (k[condensed_at<T>(nl * nl, a * nl + b, e)] !=
+                    k[condensed_at<T>(nl * nl, b * nl + a, e)]) {
+                    printf("  %s K not symmetric at %d %d %d\n", what, e, a, b);
+                    found = 1;
+                    ++bad;
+                }
+    return bad;
+}
+
 double rel(const std::vector<double>& a, const std::vector<double>& b) {
     double e = 0, s = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -365,16 +382,7 @@ int run(int nc) {
                wide ? 8 : 4, g, global_stage ? " global" : "", left ? " left" : "", ntb, bytes, ek,
                eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
-        for (int e = 0; e < nc; ++e)
-            for (int a = 0; a < NL; ++a)
-                for (int b2 = 0; b2 < NL; ++b2)
-                    if (kb[condensed_at<double>(NL * NL, a * NL + b2, e)] !=
-                        kb[condensed_at<double>(NL * NL, b2 * NL + a, e)]) {
-                        printf("  bordered K not symmetric at %d %d %d\n", e, a, b2);
-                        ++fails;
-                        a = NL;
-                        break;
-                    }
+        fails += asymmetric_cells(kb, NL, nc, "bordered");
     }
     if (getenv("EMU_BAD")) return 0;
     // The bordered condensation in f32 on the same data, right-looking on the CUDA cores and
@@ -437,32 +445,14 @@ int run(int nc) {
             for (int e = 0; e < nc; ++e)
                 if (info[e]) printf("  bordered f32 condense: info[%d] = %d\n", e, info[e]), ++fails;
             err[left] = f32_error(kf, bf, zf, uf);
-            for (int e = 0; e < nc; ++e)
-                for (int a = 0; a < NL; ++a)
-                    for (int b2 = 0; b2 < a; ++b2)
-                        if (kf[condensed_at<float>(NL * NL, a * NL + b2, e)] !=
-                            kf[condensed_at<float>(NL * NL, b2 * NL + a, e)]) {
-                            printf("  bordered f32 K not symmetric at %d %d %d\n", e, a, b2);
-                            ++fails;
-                            a = NL;
-                            break;
-                        }
+            fails += asymmetric_cells(kf, NL, nc, "bordered f32");
         }
         printf("  condense bordered f32 against f64: right-looking %.2e, left-looking%s %.2e\n",
                err[0], HDG_HAS_MMA ? " (3xTF32)" : "", err[1]);
         if (!(err[0] < 1e-3 && err[1] < 1e-3 && err[1] < 8 * err[0] + 1e-6)) ++fails;
     }
     // Symmetry of K from the block design.
-    for (int e = 0; e < nc; ++e)
-        for (int a = 0; a < NL; ++a)
-            for (int bb = 0; bb < NL; ++bb)
-                if (k[1][condensed_at<double>(NL * NL, a * NL + bb, e)] !=
-                    k[1][condensed_at<double>(NL * NL, bb * NL + a, e)]) {
-                    printf("  K not symmetric at %d %d %d\n", e, a, bb);
-                    ++fails;
-                    a = NL;
-                    break;
-                }
+    fails += asymmetric_cells(k[1], NL, nc, "block");
     // Recovery: thread vs block.
     const int n_faces = F * nc;
     std::vector<unsigned> free_index(n_faces);
