@@ -203,13 +203,15 @@ int asymmetric_cells(const std::vector<T>& k, int nl, int nc, const char* what) 
     return bad;
 }
 
+// Largest difference of a from b relative to b's largest value; a value of a left unwritten
+// (NaN, the poison of the outputs) where b has one counts as 1e300 (std::max drops a NaN).
 double rel(const std::vector<double>& a, const std::vector<double>& b) {
     double e = 0, s = 0;
     for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] != a[i] && b[i] == b[i]) return 1e300;
         e = std::max(e, std::fabs(a[i] - b[i]));
         s = std::max(s, std::fabs(b[i]));
     }
-    if (!(e == e)) return 1e300;
     return s > 0 ? e / s : e;
 }
 
