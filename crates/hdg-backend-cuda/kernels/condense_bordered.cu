@@ -13,6 +13,15 @@
 // Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
 // j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
 // rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+//
+// Passes (PW < nl + 1; the f64 tetrahedron at k = 8, whose whole trapezoid, 349928 B, does not
+// fit the 227 KB of a block): the panel rows hold PW columns of W at a time (R = n + PW; two
+// passes of 91 columns: 231128 B), and steps 1 to 4 run once per pass. The first pass factors
+// S as above; the later ones keep L and solve only their panel rows (the same left-looking or
+// right-looking steps, restricted to the rows n..). Step 3 takes the pass's rows of Y with
+// themselves and with the rows of every earlier pass, which each pass before the last leaves
+// in the block's own part of the global scratch (n x PW values per pass, read back within
+// microseconds: from L2). Flops as in one pass, plus the scratch's traffic.
 //   1. S and W formed from the tables (parallel over the entries of S's lower triangle, then
 //      over those of W).
 //   2. Blocked right-looking Cholesky, NB columns per step: (a) every thread factors the
@@ -61,8 +70,8 @@
 // checks its dynamic shared memory.
 //
 // Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
-// f64 tetrahedron at k = 8 needs 348 KB and cannot run on an H100 or H200: src/design.rs falls
-// back to the block design's global panel there).
+// f64 tetrahedron at k = 8 in two passes; src/design.rs falls back to the block design's global
+// panel where even that does not fit, as on an A100's 163 KB).
 #include "block_common.cuh"
 
 // Tensor-core tiles (sm_80 and later; the host emulation supplies the products): one warp-wide
@@ -236,14 +245,14 @@ constexpr int BORDERED_SLACK = 16;
 // Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
 // the trapezoid (n columns of order R = n + nl + 1), dinv (n), with G > 1 the staged outputs
 // of G elements, and the slack.
-template <typename T, int N, int NL, int G>
+template <typename T, int N, int NL, int G, int PW = NL + 1>
 __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
-    return (u64)sizeof(T) * ((u64)N * (N + NL + 1) - (u64)N * (N - 1) / 2 + N +
+    return (u64)sizeof(T) * ((u64)N * (N + PW) - (u64)N * (N - 1) / 2 + N +
                              (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
 }
 
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT>
+          bool LEFT, int CH = 0>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
@@ -251,21 +260,29 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     constexpr int F = C::NFACES;
     constexpr int NL = F * NF;
     constexpr int LD = NL + 1;  // columns of W: P (NL), then F
-    constexpr int R = N + LD;   // order of the bordered matrix
+    // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
+    constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    constexpr int PASSES = (LD + PW - 1) / PW;
+    static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
+    constexpr int R = N + PW;   // order of the bordered matrix (of one pass)
     constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
     constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
-    constexpr int QA = (LD + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
+    constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
     constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
     constexpr int OUT = bordered_outputs<N, NL>();
     constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
     constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G>(), info)) return;
+    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G, PW>(), info)) return;
     HDG_DYNAMIC_SHARED(smem_raw);
     T* a = reinterpret_cast<T*>(smem_raw);
     T* dinv = a + (N * R - N * (N - 1) / 2);
     // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
     // or in the block's own G OUT values of the global scratch.
     T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
+    // PASSES > 1: Y of the passes before the last, in the block's own part of the global
+    // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
+    // j PW + r), read back by the Gram products of the later passes while still in L2.
+    T* y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
     __shared__ CondenseCoefficients<C, T> cf;
 
     const int tid = threadIdx.x;
@@ -291,12 +308,17 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         T* st = stage + gi * OUT;
         if (tid == 0) cf.load(c, e);
         __syncthreads();
+        int bad = 0;
+        T bad_value = T(0);
+    // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1 of W.
+    for (int pass = 0; pass < PASSES; ++pass) {
+        const int c0 = pass * PW;
 
-        // 1. S (rows i >= j of column j) and W^T (rows n + a of column j).
+        // 1. S (rows i >= j of column j; the first pass) and W^T (rows n + r of column j).
         // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
         // (every lane busy, where a warp per column leaves the lanes past the diagonal idle);
         // two entries per pass, so that the reads of both are in flight at once.
-        {
+        if (pass == 0) {
             constexpr int NS = N * (N + 1) / 2;
 #pragma unroll 2
             for (int t = tid; t < NS; t += nt) {
@@ -305,19 +327,28 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 a[col_start(R, j) + i - j] = cf.template volume<N>(tb, i, j);
             }
         }
-        // W^T: consecutive threads take consecutive entries of a row of W^T.
+        // W^T, the pass's columns: those of P (consecutive threads take consecutive entries of
+        // a row of W^T; one loop for P alone measured 1.01x to 1.02x over one for all of W at
+        // k = 6..8), then F, and zero past it.
+        {
+            const int np = NL - c0 < PW ? NL - c0 : PW;  // columns of P in this pass
 #pragma unroll 2
-        for (int t = tid; t < N * NL; t += nt) {
-            const int j = t / NL;
-            const int col = t - j * NL;
-            a[col_start(R, j) + N + col - j] = cf.template panel<N, NF>(tb, j, col);
+            for (int t = tid; t < N * np; t += nt) {
+                const int j = t / np;
+                const int r = t - j * np;
+                a[col_start(R, j) + N + r - j] = cf.template panel<N, NF>(tb, j, c0 + r);
+            }
+            const int rest = PW - np;
+            for (int t = tid; t < N * rest; t += nt) {
+                const int j = t / rest;
+                const int r = np + t - j * rest;
+                a[col_start(R, j) + N + r - j] = c0 + r == NL ? fk[(u64)j * nc + e] : T(0);
+            }
         }
-        for (int j = tid; j < N; j += nt) a[col_start(R, j) + N + NL - j] = fk[(u64)j * nc + e];
         __syncthreads();
 
-        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time.
-        int bad = 0;
-        T bad_value = T(0);
+        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time; in
+        // the later passes L is known and only the panel's rows are solved (Y = W^T L^-T).
         if constexpr (LEFT && HDG_HAS_MMA) {
             // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
             // as 3xTF32): (1) the block column takes the updates of all the columns left of it
@@ -334,10 +365,12 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
                 // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
                 // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
+                // Later passes: the panel's rows only.
                 if (jb > 0) {
-                    const int tiles = (R - jb + TM - 1) / TM;
+                    const int first_row = pass > 0 ? N : jb;
+                    const int tiles = (R - first_row + TM - 1) / TM;
                     for (int I = warp; I < tiles; I += warps) {
-                        const int i0 = jb + TM * I;
+                        const int i0 = first_row + TM * I;
                         typename Mma::Acc acc[2];
 #pragma unroll
                         for (int v = 0; v < Mma::CV; ++v) {
@@ -375,9 +408,9 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     }
                     __syncthreads();
                 }
-                // (2) The diagonal block, by warp 0: column s scaled by lane, the rank-1 update of
-                // the rest of the block one entry per lane.
-                if (warp == 0) {
+                // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
+                // rank-1 update of the rest of the block one entry per lane.
+                if (warp == 0 && pass == 0) {
                     int wbad = 0;
                     T wbad_value = T(0);
                     for (int s = 0; s < nb; ++s) {
@@ -414,11 +447,14 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     }
                 }
                 __syncthreads();
-                bad = bad_shared;
-                bad_value = bad_value_shared;
+                if (pass == 0) {
+                    bad = bad_shared;
+                    bad_value = bad_value_shared;
+                }
                 if (bad) break;  // the same decision in every thread
-                // (3) The panel rows below the block: x L_d^T = a(i, jb..jb+nb-1).
-                for (int i = jb + nb + tid; i < R; i += nt) {
+                // (3) The rows below the block (later passes: the panel's): x L_d^T =
+                // a(i, jb..jb+nb-1).
+                for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
                     T x[LB];
 #pragma unroll
                     for (int s = 0; s < LB; ++s) {
@@ -442,7 +478,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         for (int jb = 0; jb < N; jb += NB) {
             const int nb = N - jb < NB ? N - jb : NB;
             const int r0 = jb + nb;  // first row (and column) below the block
-            // (a) The diagonal block, factored by every thread: dl = L_d, dv = 1 / diag(L_d).
+            // (a) The diagonal block, factored by every thread (later passes: read back): dl =
+            // L_d, dv = 1 / diag(L_d).
             T dl[NB][NB], dv[NB];
 #pragma unroll
             for (int r = 0; r < NB; ++r)
@@ -451,7 +488,9 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     dl[r][s] = (r < nb) ? a[col_start(R, jb + s) + r - s] : T(1);
 #pragma unroll
             for (int s = 0; s < NB; ++s) {
-                if (s < nb) {
+                if (pass > 0) {
+                    dv[s] = (s < nb) ? dinv[jb + s] : T(1);
+                } else if (s < nb) {
                     const T d = dl[s][s];
                     if (!(d > T(0)) && bad == 0) {
                         bad = jb + s + 1;
@@ -478,8 +517,9 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
             if (bad) break;  // the same decision in every thread
-            // (b) The panel rows below the block: x L_d^T = a(i, jb..jb+nb).
-            for (int i = r0 + tid; i < R; i += nt) {
+            // (b) The rows below the block (later passes: the panel's): x L_d^T = a(i, jb..jb+nb).
+            const int row0 = pass > 0 ? N : r0;
+            for (int i = row0 + tid; i < R; i += nt) {
                 T x[NB];
 #pragma unroll
                 for (int s = 0; s < NB; ++s) {
@@ -498,12 +538,12 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             // the block come in 32-row chunks; row group g takes chunks g, g + groups, ...
             // (PMW at a time, their panel values in registers), its warps the columns.
             if (r0 < N) {
-                const int chunks = (R - r0 + 31) / 32;
+                const int chunks = (R - row0 + 31) / 32;
                 for (int u0 = 0; group + groups * u0 < chunks; u0 += PMW) {
                     T li[PMW][NB];
 #pragma unroll
                     for (int p = 0; p < PMW; ++p) {
-                        const int i = r0 + 32 * (group + groups * (u0 + p)) + lane;
+                        const int i = row0 + 32 * (group + groups * (u0 + p)) + lane;
 #pragma unroll
                         for (int s = 0; s < NB; ++s)
                             li[p][s] =
@@ -517,7 +557,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         T* col = a + col_start(R, cc) - cc;  // col[i] = entry (i, cc)
 #pragma unroll
                         for (int p = 0; p < PMW; ++p) {
-                            const int first = r0 + 32 * (group + groups * (u0 + p));
+                            const int first = row0 + 32 * (group + groups * (u0 + p));
                             if (first + 31 < cc || first >= R) continue;  // the whole warp
                             const int i = first + lane;
                             if (i >= cc && i < R) {
@@ -531,7 +571,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
             // The factored diagonal block and its inverse pivots: nothing reads them in (c).
-            if (tid == 0) {
+            if (tid == 0 && pass == 0) {
 #pragma unroll
                 for (int r = 0; r < NB; ++r) {
                     if (r < nb) {
@@ -549,10 +589,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 pivot_value[e] = bad_value;
             }
             __syncthreads();
-            continue;
+            break;
         }
 
-        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl).
+        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
+        // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
+        // earlier pass (read back from y_saved; this pass's go there first, if a later one
+        // needs them).
         // The entry (a, b) of the result, sum = (Y Y^T)(a, b), goes out here: K_e(a, b) =
         // A(a, b) - sum to both triangles, b_e(b) = sum on row nl.
         auto gram_out = [&](int ar, int b, T sum) {
@@ -573,21 +616,62 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
         };
+        if (pass + 1 < PASSES) {
+            T* ys = y_saved + (u64)pass * PW * N;
+            for (int t = tid; t < N * PW; t += nt) {
+                const int j = t / PW;
+                const int r = t - j * PW;
+                ys[t] = a[col_start(R, j) + N + r - j];
+            }
+        }
+        // The block of rows r of pass rp (this one: here) with the columns s of this pass.
+        for (int rp = 0; rp <= pass; ++rp) {
+        const bool here = rp == pass;
+        const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
+        // The block's (r, s) out: at or below the diagonal of this pass's own block (the
+        // entries of K_e at or above it come with the row), as (c0 + s, rp PW + r) with an
+        // earlier pass's rows (which come first).
+        auto block_out = [&](int r, int s, T sum) {
+            if (r >= PW || s >= PW) return;
+            if (here)
+                gram_out(c0 + r, c0 + s, sum);
+            else
+                gram_out(c0 + s, rp * PW + r, sum);
+        };
         if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
             // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
-            // M x 8 tiles (I, J) of Y Y^T at or below the diagonal (8 J < M (I + 1)), k-steps of
-            // K columns of Y (A zero past n). A warp task: tile row I, up to JC
-            // of its column tiles (JC accumulators). Lane l reads its A fragment from rows
-            // M I.. of Y, its B fragments (B = Y^T) from rows 8 J.. (every value one
-            // shared-memory read).
+            // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
+            // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
+            // row I, up to JC of its column tiles (JC accumulators). Lane l reads its A
+            // fragment from rows M I.. of the rows' Y (from global memory for an earlier
+            // pass's rows; reading the next k-step's ahead measured no faster there, and 1.02x
+            // to 1.08x slower from shared memory), its B fragments (B = Y^T) from rows 8 J..
+            // (every value one read).
             using Mma = MmaTile<T>;
             constexpr int TM = Mma::M, TK = Mma::K;
-            constexpr int TROWS = (LD + TM - 1) / TM, TCOLS = (LD + 7) / 8;
+            constexpr int TROWS = (PW + TM - 1) / TM, TCOLS = (PW + 7) / 8;
             constexpr int JC = TCOLS < 8 ? TCOLS : 8;
             // Column tiles of tile row I: those at or below the diagonal, within the matrix.
-            auto row_tiles = [](int I) {
+            auto row_tiles = [&](int I) {
                 const int c = (TM * (I + 1) - 1) / 8 + 1;
-                return c < TCOLS ? c : TCOLS;
+                return c < TCOLS && here ? c : TCOLS;
+            };
+            // A(r, j), j < k-step end: Y(r, j), zero for j >= n (the last k-step reads column
+            // n - 1). This pass's rows past PW read on past the column (into the next one,
+            // dinv, or the slack at the end): they only reach entries that are not written;
+            // an earlier pass's are zero.
+            auto load_a = [&](T (&fa)[Mma::AV], int j0, int I) {
+#pragma unroll
+                for (int v = 0; v < Mma::AV; ++v) {
+                    const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
+                    const int r = TM * I + Mma::a_row(lane, v);
+                    T x;
+                    if (here)
+                        x = a[col_start(R, jc) + N - jc + r];
+                    else
+                        x = r < PW ? ys[jc * PW + r] : T(0);
+                    fa[v] = j < N ? x : T(0);
+                }
             };
             int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
             for (int skip = warp; skip > 0; --skip) {
@@ -602,16 +686,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #pragma unroll
                     for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
                 for (int j0 = 0; j0 < N; j0 += TK) {
-                    // Columns j >= n (the last k-step) read column n - 1 and are zero in A.
-                    // Rows past nl read on past the column (into the next one, dinv, or the
-                    // slack at the end): they only reach entries of C that are not written.
                     T fa[Mma::AV];
-#pragma unroll
-                    for (int v = 0; v < Mma::AV; ++v) {
-                        const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
-                        const T x = a[col_start(R, jc) + N - jc + TM * I + Mma::a_row(lane, v)];
-                        fa[v] = j < N ? x : T(0);
-                    }
+                    load_a(fa, j0, I);
                     const typename Mma::FragA fra = Mma::frag_a(fa);
 #pragma unroll
                     for (int t = 0; t < JC; ++t) {
@@ -633,8 +709,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     if (J < jend) {
 #pragma unroll
                         for (int v = 0; v < Mma::CV; ++v)
-                            gram_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
-                                     Mma::get(acc[t], v));
+                            block_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
+                                      Mma::get(acc[t], v));
                     }
                 }
                 for (int skip = warps; skip > 0; --skip) {
@@ -644,10 +720,13 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             }
         } else {
             // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
-            constexpr int NRB = (LD + TR - 1) / TR;
+            constexpr int NRB = (PW + TR - 1) / TR;
             for (int rb = warp; rb < NRB; rb += warps) {
                 const int a0 = rb * TR;
-                const int bmax = a0 + TR < NL ? a0 + TR : NL;  // columns b < bmax
+                // Columns b < bmax: in this pass's own block those of P at or below the
+                // diagonal; with an earlier pass's rows all (they are the rows of K_e and b_e).
+                const int smax = NL - c0 < PW ? NL - c0 : PW;
+                const int bmax = !here ? PW : a0 + TR < smax ? a0 + TR : smax;
                 const int qmax = (bmax + 31) / 32;
                 T acc[TR][QA];
 #pragma unroll
@@ -656,15 +735,16 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
 #pragma unroll 2
                 for (int j = 0; j < N; ++j) {
-                    const T* y = a + col_start(R, j) + N - j;  // y[a] = Y(a, j)
+                    const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) of this pass
                     T ya[TR];
 #pragma unroll
-                    for (int r = 0; r < TR; ++r) ya[r] = (a0 + r < LD) ? y[a0 + r] : T(0);
+                    for (int r = 0; r < TR; ++r)
+                        ya[r] = a0 + r >= PW ? T(0) : here ? y[a0 + r] : ys[j * PW + a0 + r];
 #pragma unroll
                     for (int q = 0; q < QA; ++q) {
                         const int b = lane + 32 * q;
                         if (q < qmax) {
-                            const T yb = (b < LD) ? y[b] : T(0);
+                            const T yb = (b < PW) ? y[b] : T(0);
 #pragma unroll
                             for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
                         }
@@ -674,13 +754,17 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 for (int r = 0; r < TR; ++r)
 #pragma unroll
                     for (int q = 0; q < QA; ++q)
-                        if (q < qmax) gram_out(a0 + r, lane + 32 * q, acc[r][q]);
+                        if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
             }
         }
+        }  // rp
         __syncthreads();
 
-        // Z(row, col) (col < nl) and u0(row) (col = nl) out: staged (G > 1) or straight.
-        auto z_write = [&](int row, int col, T v) {
+        // Z(row, col) (col < nl) and u0(row) (col = nl) out, for the pass's column r (col =
+        // c0 + r): staged (G > 1) or straight.
+        auto z_write = [&](int row, int r, T v) {
+            const int col = c0 + r;
+            if (r >= PW) return;
             if constexpr (G > 1) {
                 if (col < NL)
                     st[OFF_Z + row * NL + col] = v;
@@ -699,22 +783,23 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
             // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
             // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
-            // c of its tile, from the last row up, in place and out. A warp reads only its own
+            // c of its tile, from the last row up, in place and out (col: the pass's panel
+            // columns). A warp reads only its own
             // columns of Y and Z and the finished L: no barriers (the right-looking path below
             // needs one per block).
             using Mma = MmaTile<T>;
             constexpr int LB = 8, TM = Mma::M, TK = Mma::K;
-            constexpr int TILES = (LD + TM - 1) / TM;
+            constexpr int TILES = (PW + TM - 1) / TM;
             for (int I = warp; I < TILES; I += warps) {
-                const int c0 = TM * I;
+                const int t0 = TM * I;
                 for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
                     const int nb = N - jb < LB ? N - jb : LB;
                     typename Mma::Acc acc[2];
 #pragma unroll
                     for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = c0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
                         const int at = col_start(R, jb + s) + N - jb - s + col;
-                        Mma::set(acc[0], v, (col < LD && s < nb) ? a[at] : T(0));
+                        Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
                         Mma::set(acc[1], v, T(0));
                     }
                     // Every block with rows below it has nb = LB. ls[r] = L(r, jb + s) for
@@ -732,7 +817,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #pragma unroll
                             for (int v = 0; v < Mma::AV; ++v) {
                                 const int r = kb + Mma::a_col(lane, v), rc = r < N ? r : N - 1;
-                                const T x = a[col_start(R, rc) + N - rc + c0 + Mma::a_row(lane, v)];
+                                const T x = a[col_start(R, rc) + N - rc + t0 + Mma::a_row(lane, v)];
                                 fa[v] = r < N ? x : T(0);
                             }
 #pragma unroll
@@ -743,14 +828,14 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                     }
 #pragma unroll
                     for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = c0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                        if (col < LD && s < nb)
+                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        if (col < PW && s < nb)
                             a[col_start(R, jb + s) + N - jb - s + col] =
                                 Mma::get(acc[0], v) + Mma::get(acc[1], v);
                     }
                     __syncwarp();
-                    const int col = c0 + lane;
-                    if (lane < TM && col < LD) {
+                    const int col = t0 + lane;
+                    if (lane < TM && col < PW) {
                         T z[LB];
 #pragma unroll
                         for (int s = 0; s < LB; ++s)
@@ -788,7 +873,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                             const int col = 32 * (group + groups * (u0 + q)) + lane;
     #pragma unroll
                             for (int s = 0; s < NB; ++s)
-                                z[q][s] = (col < LD && s < nb)
+                                z[q][s] = (col < PW && s < nb)
                                               ? a[col_start(R, jb + s) + N + col - jb - s]
                                               : T(0);
                         }
@@ -831,7 +916,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
     #pragma unroll
                             for (int q = 0; q < QAW; ++q) {
                                 const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                if (col < LD) {
+                                if (col < PW) {
                                     T v = a[base + N + col];
     #pragma unroll
                                     for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
@@ -844,7 +929,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
         }
-        if (tid == 0) info[e] = 0;
+    }  // pass
+        if (tid == 0 && !bad) info[e] = 0;
     }
     if constexpr (G > 1) {
         // The group's outputs, value by value, its G elements side by side: with G = 32 /
@@ -899,13 +985,15 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #define GMEM true
 #define RIGHT false
 #define LEFT true
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR)                           \
+#define BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, PW)              \
     extern "C" __global__ void __launch_bounds__ BOUNDS                                            \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,        \
                                           T* u0_out, int* info, T* pv, T* scratch) {               \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE, FACTOR>(         \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE, FACTOR, PW>(     \
             tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                                \
     }
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR)                           \
+    BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, 0)
 
 // Per order: (NB, RW, TR, bounds, G, staging, factorisation), measured on an H200
 // (src/design.rs mirrors the launch: bordered_threads, bordered_output_group). Triangles:
@@ -930,6 +1018,10 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 // (156, 165 ms), and f64 k = 6 gains nothing from it (75 to 89 ms against 68).
 // The f32 tetrahedron at k = 8 (right-looking): TR = 4 was 1.03x over 8 (308.8 against
 // 317.4 ms, twice); 640 to 1024 threads were slower with every RW and TR tried (338 to 510).
+// The f64 tetrahedron at k = 8 (BORDERED_PASSES, PW the panel columns per pass): two passes of
+// 91 columns, LEFT, 512 threads (28 bytes spilled): 333.6 ms for 1e5 cells on an H200, against
+// 360.1 with 384 threads, 477.9 with 256, and 871.4 for the block design's global panel it
+// replaces.
 #define BORDERED_TRI(T, TR, BOUNDS)                                                                \
     BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
     BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
@@ -957,5 +1049,5 @@ BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
 BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
 BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, LEFT)
 BORDERED(f64, Tet, tet, 7, 8, 1, 4, (512), 1, SMEM, LEFT)
-BORDERED(f64, Tet, tet, 8, 8, 2, 4, (256), 1, SMEM, RIGHT)
+BORDERED_PASSES(f64, Tet, tet, 8, 8, 1, 4, (512), 1, SMEM, LEFT, 91)
 #endif  // HDG_EMULATION

@@ -14,8 +14,9 @@
 //!   (`kernels/element_kernels.cu` describes them). For the condensation, `BlockShared` keeps
 //!   the n x (nl + 1) panel [P | F] in shared memory too, `BlockGlobal` keeps it in a global
 //!   scratch (n (nl + 1) values per resident block) and only L in shared memory: it is the
-//!   fallback for elements whose panel does not fit (f64 tetrahedra at k = 8: 350 KB; an H100
-//!   or H200 block gets at most 227 KB). Recovery and postprocessing have one block variant,
+//!   fallback for elements whose panel does not fit (f64 tetrahedra at k = 8: 350 KB, on a
+//!   device whose blocks get less than the 226 KB that the bordered design's two passes need;
+//!   an H100 or H200 block gets at most 227 KB). Recovery and postprocessing have one block variant,
 //!   [`Design::BlockShared`] (postprocessing at k = 8 in 3D: the bordered 220 x 220 matrix,
 //!   packed, 194 KB in f64). Compiled for triangles and tetrahedra, k = 1..=8. Agrees with the
 //!   CPU to rounding, not to the bit.
@@ -34,8 +35,10 @@
 //!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
 //!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).
 //!   The shared memory of `BlockShared` (plus the outputs staged there); agrees with the CPU
-//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8 (the f64
-//!   tetrahedron at k = 8 does not fit and falls back to `BlockGlobal`).
+//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8. The f64 tetrahedron at
+//!   k = 8, whose whole bordered matrix (350 KB) does not fit, takes W in two passes of 91
+//!   columns ([`bordered_panel_columns`]: 226 KB of shared memory, the first pass's Y in a
+//!   global scratch; 2.6x over `BlockGlobal` on an H200).
 //!
 //! # Dispatch
 //!
@@ -75,8 +78,8 @@ pub const MAX_BLOCK_THREADS: u32 = 256;
 
 /// Most threads per block of a block-design kernel, its `__launch_bounds__`: 512 for the f32
 /// bordered condensation (its register tiles are half the size of f64's) and for the f64 one
-/// of tetrahedra at k = 7 (measured, [`bordered_threads`]), else [`MAX_BLOCK_THREADS`]. The
-/// launch checks the loaded kernel's own bound as well.
+/// of tetrahedra at k = 7 and 8 (measured, [`bordered_threads`]), else [`MAX_BLOCK_THREADS`].
+/// The launch checks the loaded kernel's own bound as well.
 pub fn max_threads(
     stage: Stage,
     design: Design,
@@ -85,7 +88,8 @@ pub fn max_threads(
     precision: Precision,
 ) -> u32 {
     let bordered = stage == Stage::Condense && design == Design::Bordered;
-    if bordered && (precision == Precision::F32 || (cell, k) == (CellType::Tetrahedron, 7)) {
+    let f64_wide = cell == CellType::Tetrahedron && k >= 7;
+    if bordered && (precision == Precision::F32 || f64_wide) {
         512
     } else {
         MAX_BLOCK_THREADS
@@ -348,10 +352,9 @@ pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
         (CellType::Tetrahedron, 4) if f32 => 64,
         (CellType::Tetrahedron, 4) => 128,
         (CellType::Tetrahedron, 5) if f32 => 128,
-        (CellType::Tetrahedron, 7) if !f32 => 512,
+        (CellType::Tetrahedron, 7 | 8) if !f32 => 512,
         (CellType::Tetrahedron, 5..=7) => 256,
-        (CellType::Tetrahedron, 8) if f32 => 512,
-        (CellType::Tetrahedron, 8) => 256,
+        (CellType::Tetrahedron, 8) => 512,
         _ => threads_for(ElementSizes::new(cell, k).nl + 1),
     }
 }
@@ -407,6 +410,18 @@ pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> 
 /// values past the last column, into rows whose results are not kept.
 const BORDERED_SLACK: usize = 16;
 
+/// Columns of W = [P | F] per pass of the bordered condensation (`PW` in
+/// kernels/condense_bordered.cu): all nl + 1 at once, but for the f64 tetrahedron at k = 8,
+/// whose whole bordered matrix (349928 B) does not fit a block's shared memory (227 KB on an
+/// H100 or H200): two passes of 91 columns (231128 B), L kept from the first, the first
+/// pass's Y kept in the global scratch for the second pass's Gram product.
+pub fn bordered_panel_columns(cell: CellType, k: usize, precision: Precision) -> usize {
+    match (cell, k, precision) {
+        (CellType::Tetrahedron, 8, Precision::F64) => 91,
+        _ => ElementSizes::new(cell, k).nl + 1,
+    }
+}
+
 /// Values of one element's outputs of the condensation: K_e, b_e, Z and u0.
 fn condensation_outputs(s: &ElementSizes) -> usize {
     s.nl * s.nl + s.nl + s.n * s.nl + s.n
@@ -425,16 +440,18 @@ pub fn shared_bytes(
         (_, Design::Thread) => 0,
         (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
-        // The first n columns of the bordered matrix of order n + nl + 1, 1 / L(j, j), the
-        // outputs of a group of elements where they are staged in shared memory, and the slack
-        // that the tensor-core tiles read into (BORDERED_SLACK).
+        // The first n columns of the bordered matrix of order n + pw (pw columns of W per
+        // pass, bordered_panel_columns), 1 / L(j, j), the outputs of a group of elements where
+        // they are staged in shared memory, and the slack that the tensor-core tiles read into
+        // (BORDERED_SLACK).
         (Stage::Condense, Design::Bordered) => {
+            let pw = bordered_panel_columns(cell, k, precision);
             let group = bordered_output_group(cell, k, precision);
             let staged = match group.staging {
                 OutputStaging::Shared => group.elements * condensation_outputs(&s),
                 OutputStaging::Direct | OutputStaging::Global => 0,
             };
-            s.n * (s.n + s.nl + 1) - s.n * (s.n - 1) / 2 + s.n + staged + BORDERED_SLACK
+            s.n * (s.n + pw) - s.n * (s.n - 1) / 2 + s.n + staged + BORDERED_SLACK
         }
         (Stage::Recover, _) => s.nl + s.n,
         (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
@@ -444,7 +461,8 @@ pub fn shared_bytes(
 
 /// Values of T in the global scratch per resident block: the condensation's panel of
 /// `BlockGlobal`, the staged outputs of a group of the bordered condensation
-/// ([`OutputStaging::Global`]), 0 otherwise.
+/// ([`OutputStaging::Global`]) or, where it takes its panel in passes, Y of the passes before
+/// the last (n x pw each, [`bordered_panel_columns`]), 0 otherwise.
 pub fn global_scratch_per_block(
     stage: Stage,
     design: Design,
@@ -457,10 +475,13 @@ pub fn global_scratch_per_block(
         (Stage::Condense, Design::BlockGlobal) => s.n * (s.nl + 1),
         (Stage::Condense, Design::Bordered) => {
             let group = bordered_output_group(cell, k, precision);
-            match group.staging {
+            let pw = bordered_panel_columns(cell, k, precision);
+            let earlier_passes = (s.nl + 1).div_ceil(pw) - 1;
+            let staged = match group.staging {
                 OutputStaging::Global => group.elements * condensation_outputs(&s),
                 OutputStaging::Direct | OutputStaging::Shared => 0,
-            }
+            };
+            staged + earlier_passes * pw * s.n
         }
         _ => 0,
     }
@@ -472,9 +493,10 @@ pub fn global_scratch_per_block(
 /// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
 /// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design; at k = 5 in f32 only since its
 /// outputs are staged in global scratch: 1.6x over the block design) and for triangles in f64
-/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. Where the shared
-/// memory does not suffice (tetrahedra k = 8 in f64) both block designs fall back to the
-/// global panel.
+/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. The f64 tetrahedron at
+/// k = 8 runs the bordered design in two passes (2.6x over the global panel, 2026-11-22).
+/// Where the shared memory does not suffice (`BlockShared` for tetrahedra at k = 8 in f64; on
+/// smaller devices the bordered design too) they fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
     match cell {
@@ -632,27 +654,27 @@ mod tests {
         );
         assert_eq!(d, Design::BlockGlobal);
         assert!(shared_bytes(Stage::Condense, d, CellType::Tetrahedron, 8, Precision::F64) <= max);
-        // The bordered condensation: n columns of the order n + nl + 1 matrix, 1 / L(j, j)
-        // and 16 values of slack (349928 B at k = 8 in f64, as condense_bordered.cu computes
-        // it): the same fallback.
-        let bordered = shared_bytes(
-            Stage::Condense,
-            Design::Bordered,
-            CellType::Tetrahedron,
-            8,
-            Precision::F64,
-        );
-        assert_eq!(bordered, 8 * (165 * 346 - 165 * 164 / 2 + 165 + 16));
-        assert_eq!(bordered, 349_928);
-        let d = fallback(
-            Stage::Condense,
-            Design::Bordered,
-            CellType::Tetrahedron,
-            8,
-            Precision::F64,
-            max,
-        );
+        // The bordered condensation: n columns of the order n + pw matrix, 1 / L(j, j) and 16
+        // values of slack. All of W at once (pw = nl + 1 = 181) would take 349928 B at k = 8
+        // in f64; two passes of pw = 91 take 231128 B (as condense_bordered.cu computes it),
+        // which fits, with the first pass's Y (165 x 91) in the global scratch.
+        assert_eq!(8 * (165 * 346 - 165 * 164 / 2 + 165 + 16), 349_928);
+        let tet8 = (CellType::Tetrahedron, 8, Precision::F64);
+        assert_eq!(bordered_panel_columns(tet8.0, tet8.1, tet8.2), 91);
+        let bordered = shared_bytes(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2);
+        assert_eq!(bordered, 8 * (165 * 256 - 165 * 164 / 2 + 165 + 16));
+        assert_eq!(bordered, 231_128);
+        let scratch =
+            global_scratch_per_block(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2);
+        assert_eq!(scratch, 165 * 91);
+        let d = fallback(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, max);
+        assert_eq!(d, Design::Bordered);
+        // A device with less shared memory (an A100: 163 KB) still falls back.
+        let d = fallback(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, 163 * 1024);
         assert_eq!(d, Design::BlockGlobal);
+        // Everywhere else W comes in one pass.
+        assert_eq!(bordered_panel_columns(CellType::Tetrahedron, 8, Precision::F32), 181);
+        assert_eq!(bordered_panel_columns(CellType::Tetrahedron, 7, Precision::F64), 145);
         let f32_fits = fallback(
             Stage::Condense,
             Design::Bordered,

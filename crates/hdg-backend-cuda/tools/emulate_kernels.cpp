@@ -334,21 +334,37 @@ int run(int nc) {
     // the last group partial when the cell count is not a multiple of 4), 1, 2, 3 and 4 warps
     // (1 and 3: the groups fall back to one).
     // Then the left-looking factorisation (f64 on the tensor cores) in the configurations that
-    // use it: NB = 8 with direct stores, NB = 4 staged in the global scratch.
-    for (int cfg = 0; cfg < 24; ++cfg) {
+    // use it: NB = 8 with direct stores, NB = 4 staged in the global scratch. Last, the panel
+    // in passes of PW = (nl + 1) / 3 + 1 columns (three passes, the last one partial),
+    // left-looking and right-looking (NB = 8), its earlier passes' Y in the global scratch.
+    constexpr int PW = (NL + 1) / 3 + 1;
+    for (int cfg = 0; cfg < 32; ++cfg) {
         const int ntb = 32 * (1 + cfg % 4);
-        const bool left = cfg >= 16;
-        const bool wide = (cfg >= 4 && cfg < 8) || (cfg >= 16 && cfg < 20);
-        const int g = (cfg >= 8 && cfg < 16) || cfg >= 20 ? 4 : 1;
-        const bool global_stage = cfg >= 12 && !(cfg >= 16 && cfg < 20);
+        const bool passes = cfg >= 24;
+        const bool left = cfg >= 16 && cfg < 28;
+        const bool wide = (cfg >= 4 && cfg < 8) || (cfg >= 16 && cfg < 20) || passes;
+        const int g = (cfg >= 8 && cfg < 16) || (cfg >= 20 && cfg < 24) ? 4 : 1;
+        const bool global_stage = cfg >= 12 && cfg < 24 && !(cfg >= 16 && cfg < 20);
         std::vector<double> kb((size_t)NL * NL * ncb, NAN), bb((size_t)NL * ncb, NAN),
             zb((size_t)N * NL * ncb, NAN), ub((size_t)N * ncb, NAN);
-        std::vector<double> stage_scratch(global_stage ? (size_t)grid * 4 * bordered_outputs<N, NL>() : 1, NAN);
+        const size_t scratch_values = global_stage ? (size_t)grid * 4 * bordered_outputs<N, NL>()
+                                      : passes     ? (size_t)grid * ((NL + PW) / PW - 1) * PW * N
+                                                   : 1;
+        std::vector<double> stage_scratch(scratch_values, NAN);
         std::fill(info.begin(), info.end(), 7);
         size_t bytes = g == 4 && !global_stage ? condense_bordered_shared_bytes<double, N, NL, 4>()
-                                               : condense_bordered_shared_bytes<double, N, NL, 1>();
+                       : passes ? condense_bordered_shared_bytes<double, N, NL, 1, PW>()
+                                : condense_bordered_shared_bytes<double, N, NL, 1>();
         launch(grid, ntb, bytes, [&] {
-            if (left && global_stage)
+            if (passes && left)
+                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, true, PW>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    stage_scratch.data());
+            else if (passes)
+                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, false, PW>(
+                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
+                    stage_scratch.data());
+            else if (left && global_stage)
                 condense_bordered<C, double, N, NF, 4, 2, 2, 4, true, true>(
                     tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
                     stage_scratch.data());
@@ -374,15 +390,15 @@ int run(int nc) {
                     nullptr);
         });
         if (getenv("EMU_BAD")) {
-            for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d%s) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, left ? " left" : "", e, info[e], info[e] ? pv[e] : 0.0);
+            for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d%s%s) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, left ? " left" : "", passes ? " passes" : "", e, info[e], info[e] ? pv[e] : 0.0);
             continue;
         }
         for (int e = 0; e < nc; ++e)
             if (info[e]) printf("  bordered condense: info[%d] = %d\n", e, info[e]), ++fails;
         double ek = rel(kb, k[0]), eb = rel(bb, b[0]), ez = rel(zb, z[0]), eu = rel(ub, u0[0]);
-        printf("  condense bordered NB %d G %d%s%s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
-               wide ? 8 : 4, g, global_stage ? " global" : "", left ? " left" : "", ntb, bytes, ek,
-               eb, ez, eu);
+        printf("  condense bordered NB %d G %d%s%s%s (%d threads, %zu B): K %.2e b %.2e Z %.2e u0 %.2e\n",
+               wide ? 8 : 4, g, global_stage ? " global" : "", left ? " left" : "",
+               passes ? " passes" : "", ntb, bytes, ek, eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
         fails += asymmetric_cells(kb, NL, nc, "bordered");
     }
