@@ -66,7 +66,7 @@
 // microseconds, it stays in L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
 // Launched with any multiple of 32 threads (up to the launch bound: 512 in f32 and for the
-// f64 tetrahedron at k = 7, else 256 in f64; when RW does not divide the warps, one group);
+// f64 tetrahedron at k = 7 and 8, else 256 in f64; when RW does not divide the warps, one group);
 // checks its dynamic shared memory.
 //
 // Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
@@ -517,7 +517,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                 }
             }
             if (bad) break;  // the same decision in every thread
-            // (b) The rows below the block (later passes: the panel's): x L_d^T = a(i, jb..jb+nb).
+            // (b) The rows below the block (later passes: the panel's): x L_d^T =
+            // a(i, jb..jb+nb).
             const int row0 = pass > 0 ? N : r0;
             for (int i = row0 + tid; i < R; i += nt) {
                 T x[NB];

@@ -335,7 +335,8 @@ pub fn block_threads(
 /// The f64 tetrahedron at k = 7 holds one element per multiprocessor (197 KB of shared
 /// memory) and runs 512 threads under its own launch bound: 1.26x over 256, whose 8 warps left
 /// the schedulers idle (146.6 against 185.3 ms for 1e5 cells on an NVIDIA H200, 2026-11-22;
-/// 640 to 1024 threads spill and are slower).
+/// 640 to 1024 threads spill and are slower). So does the one at k = 8 (two passes, 226 KB):
+/// 334.0 ms against 360.1 with 384 threads and 477.9 with 256.
 ///
 /// No order caps its resident blocks any more. A cap helped (1.2x to 2.0x at tetrahedra k = 3,
 /// 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
