@@ -219,6 +219,33 @@ struct MmaTile<f32> {
 #endif
 };
 
+// C += A B over the k-steps from k_begin to k_end (K values each, the last one possibly
+// partial: the loaders give finite values past k_end, zeros where they would reach kept
+// entries), in two chains of accumulators (acc[0] the even steps, acc[1] the odd ones: two
+// independent products in flight); a_at(k, row) and b_at(k, col) give the lane's values of
+// the step's A (M x K) and B (K x 8). The left-looking factorisation and back substitution
+// (instantiated only where HDG_HAS_MMA: MmaTile::mma exists only there).
+template <typename T, class AAt, class BAt>
+__device__ __forceinline__ void mma_steps(typename MmaTile<T>::Acc (&acc)[2], int lane,
+                                          int k_begin, int k_end, AAt a_at, BAt b_at) {
+    using Mma = MmaTile<T>;
+    for (int k0 = k_begin; k0 < k_end; k0 += 2 * Mma::K) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int kb = k0 + Mma::K * u;
+            if (kb >= k_end) break;  // the same in every lane
+            T fa[Mma::AV], fb[Mma::BV];
+#pragma unroll
+            for (int v = 0; v < Mma::AV; ++v)
+                fa[v] = a_at(kb + Mma::a_col(lane, v), Mma::a_row(lane, v));
+#pragma unroll
+            for (int v = 0; v < Mma::BV; ++v)
+                fb[v] = b_at(kb + Mma::b_k(lane, v), Mma::b_n(lane, v));
+            Mma::mma(acc[u], Mma::frag_a(fa), Mma::frag_b(fb));
+        }
+    }
+}
+
 // (row i, column j) of entry t of a column-major packed lower triangle of order r:
 // t = col_start(r, j) + i - j, i >= j.
 __device__ __forceinline__ void packed_col_row(int r, int t, int& i, int& j) {
@@ -357,7 +384,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
             // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
             using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M, TK = Mma::K;
+            constexpr int LB = 8, TM = Mma::M;
             __shared__ int bad_shared;
             __shared__ T bad_value_shared;
             for (int jb = 0; jb < N; jb += LB) {
@@ -379,26 +406,12 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                             Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
                             Mma::set(acc[1], v, T(0));
                         }
-                        for (int k0 = 0; k0 < jb; k0 += 2 * TK) {
-#pragma unroll
-                            for (int u = 0; u < 2; ++u) {
-                                if (k0 + TK * u >= jb) break;  // the same in every lane
-                                // Rows past R read on into the next columns (k < jb < n):
-                                // they only reach rows of C that are not written back.
-                                T fa[Mma::AV], fb[Mma::BV];
-#pragma unroll
-                                for (int v = 0; v < Mma::AV; ++v) {
-                                    const int k = k0 + TK * u + Mma::a_col(lane, v);
-                                    fa[v] = a[col_start(R, k) - k + i0 + Mma::a_row(lane, v)];
-                                }
-#pragma unroll
-                                for (int v = 0; v < Mma::BV; ++v) {
-                                    const int k = k0 + TK * u + Mma::b_k(lane, v);
-                                    fb[v] = -a[col_start(R, k) - k + jb + Mma::b_n(lane, v)];
-                                }
-                                Mma::mma(acc[u], Mma::frag_a(fa), Mma::frag_b(fb));
-                            }
-                        }
+                        // Rows past R read on into the next columns (k < jb < n): they only
+                        // reach rows of C that are not written back.
+                        mma_steps<T>(
+                            acc, lane, 0, jb,
+                            [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
+                            [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
 #pragma unroll
                         for (int v = 0; v < Mma::CV; ++v) {
                             const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
@@ -789,7 +802,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             // columns of Y and Z and the finished L: no barriers (the right-looking path below
             // needs one per block).
             using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M, TK = Mma::K;
+            constexpr int LB = 8, TM = Mma::M;
             constexpr int TILES = (PW + TM - 1) / TM;
             for (int I = warp; I < TILES; I += warps) {
                 const int t0 = TM * I;
@@ -803,30 +816,18 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
                         Mma::set(acc[1], v, T(0));
                     }
-                    // Every block with rows below it has nb = LB. ls[r] = L(r, jb + s) for
-                    // the lane's column s of B.
-                    const T* ls = a + col_start(R, jb + Mma::b_n(lane, 0)) - jb - Mma::b_n(lane, 0);
-                    for (int k0 = jb + nb; k0 < N; k0 += 2 * TK) {
-#pragma unroll
-                        for (int u = 0; u < 2; ++u) {
-                            const int kb = k0 + TK * u;
-                            if (kb >= N) break;  // the same in every lane
-                            // Rows r >= n (the last k-step) read row n - 1 of Z^T and are
-                            // zero in A (B reads on into W^T there: finite). Columns past nl
-                            // read on past the column: only rows of C that are not written.
-                            T fa[Mma::AV], fb[Mma::BV];
-#pragma unroll
-                            for (int v = 0; v < Mma::AV; ++v) {
-                                const int r = kb + Mma::a_col(lane, v), rc = r < N ? r : N - 1;
-                                const T x = a[col_start(R, rc) + N - rc + t0 + Mma::a_row(lane, v)];
-                                fa[v] = r < N ? x : T(0);
-                            }
-#pragma unroll
-                            for (int v = 0; v < Mma::BV; ++v)
-                                fb[v] = -ls[kb + Mma::b_k(lane, v)];
-                            Mma::mma(acc[u], Mma::frag_a(fa), Mma::frag_b(fb));
-                        }
-                    }
+                    // Every block with rows below it has nb = LB. Rows r >= n (the last
+                    // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
+                    // there: finite). Columns past the pass's read on past the column: only
+                    // rows of C that are not written.
+                    mma_steps<T>(
+                        acc, lane, jb + nb, N,
+                        [&](int r, int col) {
+                            const int rc = r < N ? r : N - 1;
+                            const T x = a[col_start(R, rc) + N - rc + t0 + col];
+                            return r < N ? x : T(0);
+                        },
+                        [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
 #pragma unroll
                     for (int v = 0; v < Mma::CV; ++v) {
                         const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);

@@ -625,17 +625,19 @@ pub fn condensed_cells<T>(n_cells: usize) -> usize {
     n_cells.div_ceil(condensed_block::<T>()) * condensed_block::<T>()
 }
 
-/// A sector-blocked array of the condensation (`planes` values per cell, `data.len()` =
-/// planes x [`condensed_cells`]) to element-contiguous `[e * planes + v]`, `n_cells` cells.
-fn condensed_to_element_contiguous<T: Copy + Default + Send + Sync>(
+/// A blocked array (`cells` cells, a multiple of `block`, in blocks of `block` cells, each
+/// block's values element-fastest: value v of cell e at `[((e / block) planes + v) block +
+/// e % block]`, planes = data.len() / cells) to element-contiguous `[e * planes + v]` for the
+/// first `n_cells` cells.
+fn blocked_to_element_contiguous<T: Copy + Default + Send + Sync>(
     data: &[T],
     n_cells: usize,
+    cells: usize,
+    block: usize,
 ) -> Vec<T> {
-    let cells = condensed_cells::<T>(n_cells);
     if cells == 0 {
         return Vec::new();
     }
-    let block = condensed_block::<T>();
     let planes = data.len() / cells;
     let mut out = vec![T::default(); n_cells * planes];
     out.par_chunks_mut(planes.max(1)).enumerate().for_each(|(e, record)| {
@@ -647,19 +649,24 @@ fn condensed_to_element_contiguous<T: Copy + Default + Send + Sync>(
     out
 }
 
-/// The inverse of [`to_element_fastest`].
+/// A sector-blocked array of the condensation (`data.len()` = planes x [`condensed_cells`])
+/// to element-contiguous `[e * planes + v]`, `n_cells` cells.
+fn condensed_to_element_contiguous<T: Copy + Default + Send + Sync>(
+    data: &[T],
+    n_cells: usize,
+) -> Vec<T> {
+    blocked_to_element_contiguous(
+        data,
+        n_cells,
+        condensed_cells::<T>(n_cells),
+        condensed_block::<T>(),
+    )
+}
+
+/// The inverse of [`to_element_fastest`]: element-fastest planes are one block of all the
+/// cells.
 fn to_element_contiguous<T: Copy + Default + Send + Sync>(data: &[T], n_cells: usize) -> Vec<T> {
-    if n_cells == 0 {
-        return Vec::new();
-    }
-    let per = data.len() / n_cells;
-    let mut out = vec![T::default(); data.len()];
-    out.par_chunks_mut(per.max(1)).enumerate().for_each(|(e, record)| {
-        for (f, v) in record.iter_mut().enumerate() {
-            *v = data[f * n_cells + e];
-        }
-    });
-    out
+    blocked_to_element_contiguous(data, n_cells, n_cells, n_cells)
 }
 
 /// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the
@@ -1455,5 +1462,11 @@ mod tests {
         let expected: Vec<f32> =
             (0..9).flat_map(|e| (0..2).map(move |v| (10 * e + v) as f32)).collect();
         assert_eq!(condensed_to_element_contiguous(&f32_blocked, 9), expected);
+        // Element-fastest planes (one block of all the cells), and back.
+        let fastest = vec![0.0, 10.0, 20.0, 1.0, 11.0, 21.0];
+        let contiguous = vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
+        assert_eq!(to_element_contiguous(&fastest, 3), contiguous);
+        assert_eq!(to_element_fastest(&contiguous, 3), fastest);
+        assert!(to_element_contiguous::<f64>(&[], 0).is_empty());
     }
 }
