@@ -1,7 +1,7 @@
 //! Every solver of the suite, run as the pipeline's trace solver, reaches 1e-10 on 2D HDG trace
 //! systems for k = 1..4 and agrees with the sparse direct solve to 1e-8.
 use hdg_backend_cpu::CpuBackend;
-use hdg_core::{solve, Krylov, Manufactured, PipelineOptions, Problem, Silent, TraceSolver};
+use hdg_core::{solve, Manufactured, PipelineOptions, Problem, Silent, TraceSolver};
 use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal};
 
@@ -14,9 +14,8 @@ fn every_solver_matches_the_direct_solve() {
         let run = |choice: SolverChoice| {
             let suite = Suite { choice, tolerance: 1e-10, max_iterations: 50_000 };
             let mixed = MixedPrecisionRefinement { tolerance: 1e-10, ..Default::default() };
-            let krylov = Krylov(&suite);
             let solver: &dyn TraceSolver<f64, CpuBackend> =
-                if choice == SolverChoice::Mixed { &mixed } else { &krylov };
+                if choice == SolverChoice::Mixed { &mixed } else { &suite };
             solve::<f64, CpuBackend>(
                 &CpuBackend,
                 &mesh,

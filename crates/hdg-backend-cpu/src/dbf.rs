@@ -319,11 +319,52 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
         let csr = self.to_csr();
         Ok(HostCsr {
             n: csr.rows(),
+            n_cols: csr.cols(),
             indptr: csr.indptr().raw_storage().to_vec(),
             indices: csr.indices().to_vec(),
             values: csr.data().iter().map(|v| v.as_f64()).collect(),
         })
     }
+    fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
+        let (nf, slots) = (self.n_f, self.slots);
+        check_basis(nf, basis, rows, m)?;
+        let mut out = vec![0.0; self.n_rows() * slots * m * m];
+        out.par_chunks_mut(slots * m * m).enumerate().with_min_len(ROWS_PER_TASK).for_each_init(
+            || vec![0.0; rows * m],
+            |ab, (row, projected)| {
+                for a in (0..slots).filter(|&a| self.is_active(row, a)) {
+                    let block = &self.blocks[(row * slots + a) * nf * nf..][..nf * nf];
+                    // (A B) on the leading rows, then B^T (A B).
+                    for r in 0..rows {
+                        for j in 0..m {
+                            ab[r * m + j] = (0..rows)
+                                .map(|l| block[r * nf + l].as_f64() * basis[l * m + j])
+                                .sum();
+                        }
+                    }
+                    let target = &mut projected[a * m * m..(a + 1) * m * m];
+                    for i in 0..m {
+                        for j in 0..m {
+                            target[i * m + j] =
+                                (0..rows).map(|r| basis[r * m + i] * ab[r * m + j]).sum();
+                        }
+                    }
+                }
+            },
+        );
+        Ok(out)
+    }
+}
+
+/// Checks that `basis` holds the first `rows` (<= n_f) rows of an n_f x m matrix.
+fn check_basis(n_f: usize, basis: &[f64], rows: usize, m: usize) -> Result<()> {
+    if m == 0 || rows == 0 || rows > n_f || basis.len() != rows * m {
+        return Err(hdg_core::CoreError::InvalidParameter {
+            name: "projection basis",
+            reason: format!("{} values for {rows} rows of an {n_f} x {m} basis", basis.len()),
+        });
+    }
+    Ok(())
 }
 
 impl DemoteOperator<crate::CpuBackend> for DbfMatrix<f64> {

@@ -117,6 +117,18 @@ pub fn add_times<T: Real>(n: usize, m: usize, alpha: T, a: &[T], x: &[T], y: &mu
     }
 }
 
+/// Replaces the factor L of [`cholesky`] (lower triangle of `a`) by the inverse of A = L L^T:
+/// A^-1 = L^-T L^-1, column by column of the identity, then stored whole (symmetric).
+pub fn invert_from_cholesky<T: Real>(n: usize, a: &mut [T]) {
+    let mut inverse = vec![T::zero(); n * n];
+    for i in 0..n {
+        inverse[i * n + i] = T::one();
+    }
+    forward_substitution(n, n, a, &mut inverse);
+    backward_substitution(n, n, a, &mut inverse);
+    a.copy_from_slice(&inverse);
+}
+
 /// Flop count of [`cholesky`] of size n.
 pub fn cholesky_flops(n: usize) -> f64 {
     let n = n as f64;

@@ -7,6 +7,7 @@ pub mod condense;
 pub mod dbf;
 pub mod dense;
 pub mod local;
+pub mod multigrid;
 mod vector;
 
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};

@@ -125,7 +125,9 @@ impl<T: Real> VectorOps<T> for CpuBackend {
                     "block Jacobi: diagonal block {b} is not positive definite (pivot {pivot} = {:e})",
                     value.as_f64()
                 ))
-            })
+            })?;
+            dense::invert_from_cholesky(block_size, block);
+            Ok(())
         })
     }
     fn solve_blocks(
@@ -140,10 +142,10 @@ impl<T: Real> VectorOps<T> for CpuBackend {
             .zip(r.par_chunks(block_size))
             .zip(factors.par_chunks(bsz))
             .with_min_len(256)
-            .for_each(|((zb, rb), l)| {
-                zb.copy_from_slice(rb);
-                dense::forward_substitution(block_size, 1, l, zb);
-                dense::backward_substitution(block_size, 1, l, zb);
+            .for_each(|((zb, rb), inverse)| {
+                for (zi, row) in zb.iter_mut().zip(inverse.chunks_exact(block_size)) {
+                    *zi = row.iter().zip(rb).map(|(&a, &b)| a * b).sum();
+                }
             });
         Ok(())
     }

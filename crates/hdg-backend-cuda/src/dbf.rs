@@ -403,7 +403,8 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
         let columns = self.backend.gpu.download(&self.columns)?;
         let (nf, slots, pitch) = (self.n_f, self.slots, self.pitch);
         let n = self.n_rows * nf;
-        let mut csr = HostCsr { n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
+        let mut csr =
+            HostCsr { n, n_cols: n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
         csr.indptr.push(0);
         for row in 0..self.n_rows {
             // Active slots sorted by column, as the CPU export does.

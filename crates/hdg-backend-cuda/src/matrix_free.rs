@@ -581,7 +581,8 @@ impl<T: Real> HostView<T> {
     fn csr(&self, slots: usize) -> HostCsr {
         let nf = self.n_f;
         let n = self.n_rows * nf;
-        let mut csr = HostCsr { n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
+        let mut csr =
+            HostCsr { n, n_cols: n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
         csr.indptr.push(0);
         for row in 0..self.n_rows {
             let mut cols: Vec<(u32, usize)> =

@@ -5,8 +5,9 @@
 //! trace operator and the Krylov vectors on the device between stages; host round trips happen
 //! only where a method says `to_host`. Host-side setup (reference tables, the trace topology,
 //! Dirichlet data) is built once in [`crate::Discretization`] and handed to every backend.
+use crate::auxiliary::VertexSpace;
 use crate::discretization::Discretization;
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::problem::ExactSolution;
 use crate::real::Real;
 
@@ -64,9 +65,11 @@ pub trait VectorOps<T: Real>: Sync {
         self.dot(r, r)
     }
     /// Factorises in place a batch of SPD blocks (`blocks` holds n_blocks dense b x b blocks,
-    /// row-major, b = `block_size`) for [`VectorOps::solve_blocks`] (block Jacobi).
+    /// row-major, b = `block_size`) for [`VectorOps::solve_blocks`] (block Jacobi): a Cholesky
+    /// factorisation (a block that is not SPD is an error), then each block is replaced by its
+    /// inverse, so that a solve is one small matrix-vector product with no division.
     fn factor_blocks(&self, blocks: &mut Self::Vector, block_size: usize) -> Result<()>;
-    /// z = blockdiag(B)^-1 r with the factors of [`VectorOps::factor_blocks`].
+    /// z = blockdiag(B)^-1 r with the inverses of [`VectorOps::factor_blocks`].
     fn solve_blocks(
         &self,
         factors: &Self::Vector,
@@ -90,14 +93,26 @@ pub trait MixedPrecisionOps: VectorOps<f64> + VectorOps<f32> {
         x: &<Self as VectorOps<f32>>::Vector,
         y: &mut <Self as VectorOps<f64>>::Vector,
     ) -> Result<()>;
+    /// y = x widened to f64 (the default clears y, then adds).
+    fn promote(
+        &self,
+        x: &<Self as VectorOps<f32>>::Vector,
+        y: &mut <Self as VectorOps<f64>>::Vector,
+    ) -> Result<()> {
+        VectorOps::<f64>::scale(self, 0.0, y)?;
+        self.promote_add(x, y)
+    }
 }
 
 /// A sparse matrix on the host in compressed sparse row form (values in f64): the export of a
-/// trace operator, for direct solvers and checks.
+/// trace operator (for direct solvers and checks), and the multigrid's matrices and transfers
+/// before they go to a backend ([`MultigridOps::upload_csr`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HostCsr {
-    /// Rows (= columns).
+    /// Rows.
     pub n: usize,
+    /// Columns (= `n` for the trace matrix and every operator; transfers are rectangular).
+    pub n_cols: usize,
     /// Row pointers, n + 1 entries.
     pub indptr: Vec<usize>,
     /// Column of each entry, sorted within each row.
@@ -126,6 +141,56 @@ pub trait TraceOperator<T: Real>: Sync {
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)>;
     /// The matrix on the host (for direct solvers and checks).
     fn to_host_csr(&self) -> Result<HostCsr>;
+    /// Every block of the matrix projected onto a small basis: for block row `row` and slot `a`
+    /// (the DBF slots of [`crate::TraceTopology`]), the m x m matrix B^T A_{row,a} B, in f64,
+    /// at `[((row * slots) + a) * m * m + i * m + j]`; zero for padding and Dirichlet slots.
+    /// B is n_f x m with only its first `rows` rows nonzero, given as those rows (`basis`,
+    /// rows x m, row-major), so only the leading rows x rows corner of each block is read.
+    /// The multigrid builds its coarse operator (a Galerkin product) from it
+    /// ([`crate::auxiliary`]). An operator without stored blocks says so (the default).
+    fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
+        let _ = (basis, rows, m);
+        Err(CoreError::InvalidParameter {
+            name: "trace operator",
+            reason: "this operator has no stored blocks to project (the multigrid \
+                     preconditioner needs the assembled DBF operator)"
+                .into(),
+        })
+    }
+}
+
+/// What the multigrid preconditioner (`hdg-linalg`) needs from a backend beyond vector
+/// operations: sparse matrices in compressed sparse row form (its coarse levels and their
+/// transfers; any shape, values in the working precision), and the face-by-face transfer E
+/// between the trace space and the P1 vertex space ([`crate::auxiliary`]).
+pub trait MultigridOps<T: Real>: VectorOps<T> {
+    /// A CSR matrix resident on the backend.
+    type Csr: Send + Sync;
+    /// The transfer E of a [`VertexSpace`] resident on the backend.
+    type FaceTransfer: Send + Sync;
+    /// Uploads a host matrix (values rounded to T).
+    fn upload_csr(&self, matrix: &HostCsr) -> Result<Self::Csr>;
+    /// Rows and columns.
+    fn csr_shape(&self, matrix: &Self::Csr) -> (usize, usize);
+    /// y = A x.
+    fn csr_apply(&self, matrix: &Self::Csr, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
+    /// Uploads what E needs: the reference block E^, each face's vertices, and the incidence
+    /// of vertices in faces.
+    fn upload_face_transfer(&self, space: &VertexSpace) -> Result<Self::FaceTransfer>;
+    /// trace += E coarse: each face's first d coefficients gain E^ times its vertex values.
+    fn prolong_add(
+        &self,
+        transfer: &Self::FaceTransfer,
+        coarse: &Self::Vector,
+        trace: &mut Self::Vector,
+    ) -> Result<()>;
+    /// coarse = E^T trace: each vertex gathers from the faces that contain it.
+    fn restrict(
+        &self,
+        transfer: &Self::FaceTransfer,
+        trace: &Self::Vector,
+        coarse: &mut Self::Vector,
+    ) -> Result<()>;
 }
 
 /// An operator that can give a copy of itself in f32 on the same backend (mixed precision).
@@ -268,10 +333,12 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B> + ?Sized> Preconditioner<
 pub trait TraceSolver<T: Real, B: Assembler<T>> {
     /// Name for reports.
     fn name(&self) -> String;
-    /// Solves A x = b from the initial guess in `x`.
+    /// Solves A x = b from the initial guess in `x`; `disc` is the discretization `operator`
+    /// was assembled from (a multigrid preconditioner builds its coarse space from it).
     fn solve(
         &self,
         backend: &B,
+        disc: &Discretization<'_, T>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,
@@ -288,6 +355,7 @@ impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for Krylov<'_, T, B> {
     fn solve(
         &self,
         backend: &B,
+        _disc: &Discretization<'_, T>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,

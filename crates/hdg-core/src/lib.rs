@@ -15,6 +15,7 @@
 //! | postprocess, errors | | [`Postprocessor`] |
 //!
 //! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
+pub mod auxiliary;
 pub mod backend;
 pub mod diagnostics;
 pub mod discretization;
@@ -27,10 +28,11 @@ pub mod reference;
 pub mod tables;
 pub mod topology;
 
+pub use auxiliary::VertexSpace;
 pub use backend::{
     Assembler, Backend, DemoteOperator, ErrorNorms, HostCsr, HostFields, Krylov, KrylovSolver,
-    LocalSolver, MixedPrecisionOps, Postprocessor, Preconditioner, SolveReport, TraceOperator,
-    TraceSolver, VectorOps,
+    LocalSolver, MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner, SolveReport,
+    TraceOperator, TraceSolver, VectorOps,
 };
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};

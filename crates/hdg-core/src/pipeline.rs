@@ -154,7 +154,7 @@ pub fn solve<T: Real, B: Backend<T>>(
         timed(progress, Stage::Assemble, &mut t.assemble, || backend.assemble(&disc, &condensed))?;
     let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
         let mut x = backend.zeros(disc.trace_dofs())?;
-        let report = solver.solve(backend, &operator, &rhs, &mut x)?;
+        let report = solver.solve(backend, &disc, &operator, &rhs, &mut x)?;
         Ok((x, report))
     })?;
     let operator = options.keep_operator.then_some((operator, rhs));

@@ -3,7 +3,7 @@ use std::time::Instant;
 
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    Assembler, CoreError, Discretization, Krylov, LocalSolver, Postprocessor, Problem, SolveReport,
+    Assembler, CoreError, Discretization, LocalSolver, Postprocessor, Problem, SolveReport,
     TraceSolver,
 };
 use hdg_linalg::{SolverChoice, Suite};
@@ -62,13 +62,12 @@ pub fn compare(
             tolerance,
             ..hdg_linalg::MixedPrecisionRefinement::default()
         };
-        let krylov = Krylov(&suite);
         let solver: &dyn TraceSolver<f64, CpuBackend> =
-            if choice == SolverChoice::Mixed { &mixed } else { &krylov };
+            if choice == SolverChoice::Mixed { &mixed } else { &suite };
         let mut x = vec![0.0; disc.trace_dofs()];
         let start = Instant::now();
         let outcome: Result<SolveReport, CoreError> =
-            solver.solve(&backend, &operator, &rhs, &mut x);
+            solver.solve(&backend, &disc, &operator, &rhs, &mut x);
         let seconds = start.elapsed().as_secs_f64();
         let row = match outcome {
             Ok(report) => {

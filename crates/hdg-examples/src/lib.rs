@@ -9,8 +9,8 @@ use std::str::FromStr;
 use hdg_backend_cpu::CpuBackend;
 pub use hdg_backend_cuda::TraceOperatorKind;
 use hdg_core::{
-    solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Krylov, Manufactured,
-    MixedPrecisionOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
+    solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Manufactured, MixedPrecisionOps,
+    MultigridOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
     TraceOperator,
 };
 use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
@@ -291,7 +291,7 @@ fn run_all<B>(
     progress: &mut dyn Progress,
 ) -> Result<PipelineReport, CoreError>
 where
-    B: Backend<f64> + Backend<f32> + MixedPrecisionOps,
+    B: Backend<f64> + Backend<f32> + MixedPrecisionOps + MultigridOps<f64> + MultigridOps<f32>,
     <B as Assembler<f64>>::Operator: DemoteOperator<B>,
 {
     let options = PipelineOptions { keep_operator: export_matrix.is_some() };
@@ -319,11 +319,11 @@ where
             reason: "mixed precision refines an f64 solution: use --precision f64".into(),
         }),
         (Precision::F64, _) => finish(
-            solve::<f64, B>(backend, mesh, problem, order, &Krylov(&suite), options, progress)?,
+            solve::<f64, B>(backend, mesh, problem, order, &suite, options, progress)?,
             export_matrix,
         ),
         (Precision::F32, _) => finish(
-            solve::<f32, B>(backend, mesh, problem, order, &Krylov(&suite), options, progress)?,
+            solve::<f32, B>(backend, mesh, problem, order, &suite, options, progress)?,
             export_matrix,
         ),
     }

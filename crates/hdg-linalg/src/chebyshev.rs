@@ -347,25 +347,12 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> Preconditioner<T, B>
             _ => [backend.zeros(n)?, backend.zeros(n)?, backend.zeros(n)?, backend.zeros(n)?],
         };
         let [res, w, p, ap] = &mut work;
-        let mut coefficients = Coefficients::new(self.lambda_min, self.lambda_max);
-        backend.copy(r, res)?;
-        for k in 1..=self.degree {
-            self.inner.apply(backend, res, w)?;
-            let (alpha, beta) = coefficients.next();
-            if k == 1 {
-                backend.copy(w, p)?;
-                // z = alpha_1 p (z starts at 0).
-                backend.copy(p, z)?;
-                backend.scale(T::from_f64_lossy(alpha), z)?;
-            } else {
-                backend.xpby(w, T::from_f64_lossy(beta), p)?;
-                backend.axpy(T::from_f64_lossy(alpha), p, z)?;
-            }
-            if k < self.degree {
-                self.operator.apply(p, ap)?;
-                backend.axpy(T::from_f64_lossy(-alpha), ap, res)?;
-            }
-        }
+        let polynomial = SmoothingPolynomial {
+            degree: self.degree,
+            lambda_min: self.lambda_min,
+            lambda_max: self.lambda_max,
+        };
+        polynomial.apply(backend, self.operator, &self.inner, [res, w, p, ap], r, z)?;
         if let Ok(mut slot) = self.workspace.lock() {
             *slot = Some(work);
         }
@@ -378,5 +365,57 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> Preconditioner<T, B>
 
     fn reductions(&self) -> usize {
         self.degree * self.inner.reductions()
+    }
+}
+
+/// The fixed Chebyshev polynomial z = s(M^-1 A) M^-1 r of [`ChebyshevPreconditioner`], also
+/// the smoother of every multigrid level: `degree` steps of Chebyshev iteration on A z = r from
+/// z = 0 on [lambda_min, lambda_max], with no inner product.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SmoothingPolynomial {
+    /// Steps (>= 1).
+    pub degree: usize,
+    /// Lower end of the interval.
+    pub lambda_min: f64,
+    /// Upper end of the interval (a bound on the spectrum of M^-1 A).
+    pub lambda_max: f64,
+}
+
+impl SmoothingPolynomial {
+    /// z = s(M^-1 A) M^-1 r, with `work` four vectors of r's length (overwritten). Costs
+    /// `degree` applications of `inner` and `degree - 1` of `operator`.
+    pub(crate) fn apply<T: Real, B: VectorOps<T>>(
+        &self,
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        inner: &dyn Preconditioner<T, B>,
+        work: [&mut B::Vector; 4],
+        r: &B::Vector,
+        z: &mut B::Vector,
+    ) -> Result<()> {
+        let [res, w, p, ap] = work;
+        let mut coefficients = Coefficients::new(self.lambda_min, self.lambda_max);
+        for k in 1..=self.degree {
+            // The first step's residual is r itself: no copy.
+            inner.apply(backend, if k == 1 { r } else { res }, w)?;
+            let (alpha, beta) = coefficients.next();
+            if k == 1 {
+                // z = alpha_1 p (z starts at 0), p = w.
+                backend.copy(w, p)?;
+                backend.copy(p, z)?;
+                backend.scale(T::from_f64_lossy(alpha), z)?;
+            } else {
+                backend.xpby(w, T::from_f64_lossy(beta), p)?;
+                backend.axpy(T::from_f64_lossy(alpha), p, z)?;
+            }
+            if k < self.degree {
+                operator.apply(p, ap)?;
+                if k == 1 {
+                    backend.copy(r, res)?;
+                }
+                backend.axpy(T::from_f64_lossy(-alpha), ap, res)?;
+            }
+        }
+        Ok(())
     }
 }

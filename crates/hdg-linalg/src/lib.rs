@@ -7,7 +7,7 @@ pub mod precond;
 pub use cg::{
     run_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg, Preconditioning,
 };
-pub use precond::{BlockJacobi, Identity, Jacobi};
+pub use precond::{BlockJacobi, Identity, Jacobi, SinglePrecision};
 mod direct;
 mod gmres;
 mod mixed;
@@ -27,5 +27,7 @@ pub use spectrum::{
     gershgorin_estimate, lanczos_estimate, lanczos_from_cg, power_iteration,
     symmetric_tridiagonal_eigenvalues, SpectrumEstimate,
 };
+mod multigrid;
+pub use multigrid::{Cycle, Multigrid, MultigridSettings};
 mod suite;
-pub use suite::{SolverChoice, Suite};
+pub use suite::{MultigridPrecision, SolverChoice, Suite};

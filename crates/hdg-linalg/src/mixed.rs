@@ -9,8 +9,8 @@
 use std::time::Instant;
 
 use hdg_core::{
-    Assembler, CoreError, DemoteOperator, MixedPrecisionOps, Result, SolveReport, TraceOperator,
-    TraceSolver, VectorOps,
+    Assembler, CoreError, DemoteOperator, Discretization, MixedPrecisionOps, Result, SolveReport,
+    TraceOperator, TraceSolver, VectorOps,
 };
 
 use crate::cg::{check_tolerance, rhs_norm, run_cg, true_residual, CgSettings, Flow};
@@ -177,6 +177,7 @@ where
     fn solve(
         &self,
         backend: &B,
+        _disc: &Discretization<'_, f64>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<f64>>::Vector,
         x: &mut <B as VectorOps<f64>>::Vector,

@@ -1,5 +1,10 @@
-//! Preconditioners: identity, Jacobi, block Jacobi on the DBF diagonal blocks.
-use hdg_core::{Preconditioner, Real, Result, TraceOperator, VectorOps};
+//! Preconditioners: identity, Jacobi, block Jacobi on the DBF diagonal blocks, and any f32
+//! preconditioner inside an f64 method.
+use std::sync::Mutex;
+
+use hdg_core::{
+    CoreError, MixedPrecisionOps, Preconditioner, Real, Result, TraceOperator, VectorOps,
+};
 
 /// No preconditioning: z = r.
 pub struct Identity;
@@ -65,5 +70,60 @@ impl<T: Real, B: VectorOps<T>> Preconditioner<T, B> for BlockJacobi<B::Vector> {
     }
     fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
         backend.solve_blocks(&self.factors, self.block_size, r, z)
+    }
+}
+
+/// An f32 preconditioner inside an f64 Krylov method: z = M32^-1 r with r rounded to f32 and
+/// the result widened back. Half the memory traffic of the preconditioner's own products; the
+/// rounding perturbs M^-1 by about the f32 unit round-off, which CG tolerates (the outer
+/// residual and the Krylov recurrences stay in f64).
+pub struct SinglePrecision<P, V> {
+    /// The f32 preconditioner.
+    pub inner: P,
+    work: Mutex<Option<(V, V)>>,
+}
+
+impl<P, V> SinglePrecision<P, V> {
+    /// Wraps an f32 preconditioner.
+    pub fn new(inner: P) -> Self {
+        SinglePrecision { inner, work: Mutex::new(None) }
+    }
+}
+
+impl<B, P> Preconditioner<f64, B> for SinglePrecision<P, <B as VectorOps<f32>>::Vector>
+where
+    B: MixedPrecisionOps,
+    P: Preconditioner<f32, B>,
+{
+    fn name(&self) -> String {
+        format!("{}-f32", self.inner.name())
+    }
+
+    fn apply(
+        &self,
+        backend: &B,
+        r: &<B as VectorOps<f64>>::Vector,
+        z: &mut <B as VectorOps<f64>>::Vector,
+    ) -> Result<()> {
+        let n = VectorOps::<f64>::len(backend, r);
+        let poisoned = || CoreError::Solver("single-precision workspace poisoned".into());
+        let taken = self.work.lock().map_err(|_| poisoned())?.take();
+        let (mut r32, mut z32) = match taken {
+            Some(w) if VectorOps::<f32>::len(backend, &w.0) == n => w,
+            _ => (VectorOps::<f32>::zeros(backend, n)?, VectorOps::<f32>::zeros(backend, n)?),
+        };
+        backend.demote(r, &mut r32)?;
+        self.inner.apply(backend, &r32, &mut z32)?;
+        backend.promote(&z32, z)?;
+        *self.work.lock().map_err(|_| poisoned())? = Some((r32, z32));
+        Ok(())
+    }
+
+    fn operator_applications(&self) -> usize {
+        self.inner.operator_applications()
+    }
+
+    fn reductions(&self) -> usize {
+        self.inner.reductions()
     }
 }

@@ -2,12 +2,18 @@
 //!
 //! Preconditioners and eigenvalue bounds depend on the operator, so [`Suite`] builds them at
 //! solve time and adds their cost (operator applications, reductions) to the report.
-use hdg_core::{CoreError, KrylovSolver, Real, Result, SolveReport, TraceOperator, VectorOps};
+use std::time::Instant;
+
+use hdg_core::{
+    Assembler, CoreError, DemoteOperator, Discretization, KrylovSolver, MixedPrecisionOps,
+    MultigridOps, Preconditioner, Real, Result, SolveReport, TraceOperator, TraceSolver, VectorOps,
+    VertexSpace,
+};
 
 use crate::{
     lanczos_estimate, BlockJacobi, CgSettings, CgThenChebyshev, Chebyshev, ChebyshevPreconditioner,
-    ChebyshevSolver, ConjugateGradient, DirectCholesky, Gmres, Jacobi, PipelinedCg,
-    PreconditionedCg, Preconditioning,
+    ChebyshevSolver, ConjugateGradient, DirectCholesky, Gmres, Jacobi, Multigrid,
+    MultigridSettings, PipelinedCg, PreconditionedCg, Preconditioning, SinglePrecision,
 };
 
 /// The solvers of the suite.
@@ -33,12 +39,16 @@ pub enum SolverChoice {
     Gmres,
     /// Iterative refinement: f64 residuals, Jacobi-PCG inner solves in f32.
     Mixed,
+    /// CG preconditioned by the auxiliary-space multigrid V-cycle ([`Multigrid`]): iteration
+    /// counts independent of the mesh size. Needs the discretization (a [`TraceSolver`]).
+    PcgMg,
 }
 
 impl SolverChoice {
     /// Every solver, in the order of the comparison table.
-    pub const ALL: [SolverChoice; 10] = [
+    pub const ALL: [SolverChoice; 11] = [
         SolverChoice::Direct,
+        SolverChoice::PcgMg,
         SolverChoice::Cg,
         SolverChoice::PcgJacobi,
         SolverChoice::PcgBlockJacobi,
@@ -63,6 +73,7 @@ impl SolverChoice {
             SolverChoice::CgChebyshev => "cg-chebyshev",
             SolverChoice::Gmres => "gmres",
             SolverChoice::Mixed => "mixed",
+            SolverChoice::PcgMg => "pcg-mg",
         }
     }
 }
@@ -186,6 +197,15 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for Suite {
             }
             SolverChoice::Gmres => Gmres::new(30, tol, max, Jacobi::new(backend, operator)?)
                 .solve(backend, operator, rhs, x)?,
+            SolverChoice::PcgMg => {
+                return Err(CoreError::InvalidParameter {
+                    name: "solver",
+                    reason:
+                        "pcg-mg builds its coarse space from the mesh: run it as the pipeline's \
+                         trace solver (TraceSolver), which is given the discretization"
+                            .into(),
+                })
+            }
             SolverChoice::Mixed => return Err(CoreError::InvalidParameter {
                 name: "solver",
                 reason:
@@ -195,5 +215,113 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for Suite {
             }),
         };
         Ok(add_cost(report, cost))
+    }
+}
+
+/// How `pcg-mg` runs in a precision: in f32 the hierarchy is built on the trace operator
+/// itself; in f64 on the operator rounded to f32 when [`MultigridSettings::single_precision`]
+/// says so (an f32 V-cycle inside f64 CG, [`SinglePrecision`]), else on the operator itself.
+pub trait MultigridPrecision<B: Assembler<Self> + MultigridOps<Self>>: Real {
+    /// CG with the multigrid preconditioner built for `disc`.
+    fn pcg_mg(
+        suite: &Suite,
+        backend: &B,
+        disc: &Discretization<'_, Self>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<Self>>::Vector,
+        x: &mut <B as VectorOps<Self>>::Vector,
+    ) -> Result<SolveReport>;
+}
+
+/// PCG with `preconditioner`, its setup notes first in the report.
+fn pcg_with<T: Real, B: VectorOps<T>>(
+    suite: &Suite,
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    preconditioner: &dyn Preconditioner<T, B>,
+    setup_notes: &[String],
+    rhs: &B::Vector,
+    x: &mut B::Vector,
+) -> Result<SolveReport> {
+    let mut report = PreconditionedCg { settings: cg_settings(suite), preconditioner }
+        .solve(backend, operator, rhs, x)?;
+    let mut notes = setup_notes.to_vec();
+    notes.append(&mut report.notes);
+    report.notes = notes;
+    Ok(report)
+}
+
+impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
+    fn pcg_mg(
+        suite: &Suite,
+        backend: &B,
+        disc: &Discretization<'_, f32>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<f32>>::Vector,
+        x: &mut <B as VectorOps<f32>>::Vector,
+    ) -> Result<SolveReport> {
+        let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
+        let space = VertexSpace::new(disc, settings.split_ratio)?;
+        let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
+        pcg_with(suite, backend, operator, &mg, mg.notes(), rhs, x)
+    }
+}
+
+impl<B> MultigridPrecision<B> for f64
+where
+    B: Assembler<f64> + MultigridOps<f64> + MultigridOps<f32> + MixedPrecisionOps,
+    B::Operator: DemoteOperator<B>,
+{
+    fn pcg_mg(
+        suite: &Suite,
+        backend: &B,
+        disc: &Discretization<'_, f64>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<f64>>::Vector,
+        x: &mut <B as VectorOps<f64>>::Vector,
+    ) -> Result<SolveReport> {
+        let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
+        let space = VertexSpace::new(disc, settings.split_ratio)?;
+        if !settings.single_precision {
+            let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
+            return pcg_with(suite, backend, operator, &mg, mg.notes(), rhs, x);
+        }
+        let started = Instant::now();
+        let low = operator.demote()?;
+        let demoted = format!(
+            "trace operator rounded to f32 for the V-cycle: {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        let mg = Multigrid::<f32, B>::new(backend, &low, &space, &disc.topology, &settings)?;
+        let mut notes = vec![demoted];
+        notes.extend_from_slice(mg.notes());
+        pcg_with(suite, backend, operator, &SinglePrecision::new(&mg), &notes, rhs, x)
+    }
+}
+
+impl<T, B> TraceSolver<T, B> for Suite
+where
+    T: MultigridPrecision<B>,
+    B: Assembler<T> + MultigridOps<T>,
+{
+    fn name(&self) -> String {
+        self.choice.name().into()
+    }
+
+    /// `pcg-mg` builds its hierarchy from `disc` (setup time and levels in the notes); every
+    /// other choice is the [`KrylovSolver`].
+    fn solve(
+        &self,
+        backend: &B,
+        disc: &Discretization<'_, T>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
+        if self.choice == SolverChoice::PcgMg {
+            T::pcg_mg(self, backend, disc, operator, rhs, x)
+        } else {
+            KrylovSolver::<T, B>::solve(self, backend, operator, rhs, x)
+        }
     }
 }

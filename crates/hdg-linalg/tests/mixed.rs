@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_core::{
-    CoreError, DemoteOperator, HostCsr, Real, Result, SolveReport, TraceOperator, TraceSolver,
+    CoreError, DemoteOperator, Discretization, HostCsr, Real, Result, SolveReport, TraceOperator,
+    TraceSolver,
 };
 use hdg_linalg::{refine, run_cg, CgSettings, Flow, Jacobi, MixedPrecisionRefinement};
-use support::hdg_system;
+use support::{assemble, hdg_inputs, hdg_system};
 
 /// Counts the applications of a wrapped operator (and optionally scales it, to build a wrong
 /// inner operator).
@@ -150,11 +151,14 @@ fn f32_cg_alone_stalls_far_above_the_refined_accuracy() {
 
 #[test]
 fn refinement_as_the_pipeline_trace_solver() {
-    let (op, rhs) = hdg_system(8, 2);
+    let (mesh, problem) = hdg_inputs(8);
+    let disc = Discretization::<f64>::new(&mesh, &problem, 2).unwrap();
+    let (op, rhs) = assemble(&disc);
     let solver = settings();
     let mut x = vec![0.0; rhs.len()];
     let report =
-        TraceSolver::<f64, CpuBackend>::solve(&solver, &CpuBackend, &op, &rhs, &mut x).unwrap();
+        TraceSolver::<f64, CpuBackend>::solve(&solver, &CpuBackend, &disc, &op, &rhs, &mut x)
+            .unwrap();
     assert!(report.converged && report.relative_residual <= 1e-12, "{report:?}");
     assert!(true_relative_residual(&op, &x, &rhs) <= 1e-12);
     assert!(report.notes.iter().any(|n| n.contains("demoted to f32")));
@@ -164,7 +168,9 @@ fn refinement_as_the_pipeline_trace_solver() {
 
 #[test]
 fn refinement_failure_modes() {
-    let (op, rhs) = hdg_system(6, 1);
+    let (mesh, problem) = hdg_inputs(6);
+    let disc = Discretization::<f64>::new(&mesh, &problem, 1).unwrap();
+    let (op, rhs) = assemble(&disc);
     let low = DemoteOperator::<CpuBackend>::demote(&op).unwrap();
 
     let mut nan = rhs.clone();
@@ -175,7 +181,7 @@ fn refinement_failure_modes() {
         Err(CoreError::Solver(_))
     ));
     assert!(matches!(
-        TraceSolver::<f64, CpuBackend>::solve(&settings(), &CpuBackend, &op, &nan, &mut x),
+        TraceSolver::<f64, CpuBackend>::solve(&settings(), &CpuBackend, &disc, &op, &nan, &mut x),
         Err(CoreError::Solver(_))
     ));
 

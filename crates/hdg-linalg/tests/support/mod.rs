@@ -4,7 +4,7 @@ use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_core::{
     Assembler, Discretization, HostCsr, LocalSolver, Manufactured, Problem, Result, TraceOperator,
 };
-use hdg_mesh::{generate, Diagonal};
+use hdg_mesh::{generate, Diagonal, Mesh};
 
 /// A dense symmetric matrix as a trace operator (row-major).
 pub struct Dense {
@@ -45,7 +45,7 @@ impl TraceOperator<f64> for Dense {
         Ok((lo, hi))
     }
     fn to_host_csr(&self) -> Result<HostCsr> {
-        let mut csr = HostCsr { n: self.n, indptr: vec![0], ..Default::default() };
+        let mut csr = HostCsr { n: self.n, n_cols: self.n, indptr: vec![0], ..Default::default() };
         for i in 0..self.n {
             for j in 0..self.n {
                 if self.a[i * self.n + j] != 0.0 {
@@ -75,14 +75,23 @@ pub fn scaled_laplacian(n: usize, scale: impl Fn(usize) -> f64) -> Dense {
 /// The assembled HDG trace system of u = sin(pi x) sin(pi y) on an n x n unit square at order
 /// k (perturbed mesh), with its right-hand side.
 pub fn hdg_system(n: usize, k: usize) -> (DbfMatrix<f64>, Vec<f64>) {
+    let (mesh, problem) = hdg_inputs(n);
+    assemble(&Discretization::<f64>::new(&mesh, &problem, k).unwrap())
+}
+
+/// The mesh and problem of [`hdg_system`] (for solvers that need the discretization).
+pub fn hdg_inputs(n: usize) -> (Mesh, Problem) {
     let mesh = generate::perturb(&generate::unit_square(n, Diagonal::Alternating).unwrap(), 0.2, 3)
         .unwrap();
-    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    let disc = Discretization::<f64>::new(&mesh, &problem, k).unwrap();
+    (mesh, Problem::manufactured(Manufactured::Sine, 1.0, 0.0))
+}
+
+/// The trace system of a discretization, assembled on the CPU.
+pub fn assemble(disc: &Discretization<'_, f64>) -> (DbfMatrix<f64>, Vec<f64>) {
     let backend = CpuBackend;
-    let prep = backend.prepare(&disc).unwrap();
-    let condensed = backend.condense(&disc, &prep).unwrap();
-    backend.assemble(&disc, &condensed).unwrap()
+    let prep = backend.prepare(disc).unwrap();
+    let condensed = backend.condense(disc, &prep).unwrap();
+    backend.assemble(disc, &condensed).unwrap()
 }
 
 /// All eigenvalues of a symmetric operator, ascending (dense, faer).

@@ -1,0 +1,559 @@
+//! The auxiliary space of the trace system: continuous piecewise linear functions (P1) on the
+//! vertices of the same mesh, and their embedding E into the trace space. The multigrid
+//! preconditioner of `hdg-linalg` corrects the trace solution through it.
+//!
+//! **The transfer E.** Every trace basis lives in its face's canonical parametrisation (the
+//! face's vertices sorted by global number) and is orthonormal there (H^ = I). The trace of a P1
+//! function on a face F is linear, so it lies in P_k(F) (k >= 1) and its L2 projection is the
+//! function itself: trace coefficient m is
+//!
+//! ```text
+//! (E x)_{F,m} = sum_i x_{v_i} E^[m][i],     E^[m][i] = int_{F^} lambda_i(s) mu_m(s) ds,
+//! ```
+//!
+//! with `v_i` the face's i-th vertex and `lambda_i` its barycentric coordinate. The projection
+//! is H_F^-1 times the mixed mass, and both carry the same factor |F| / |F^|, so E^ is one
+//! constant matrix for every face of the mesh: no geometry, no orientation. The trace bases
+//! are hierarchical (Legendre on edges, Dubiner on triangles: the first d functions span P1),
+//! so only E^'s first d rows are nonzero: E touches d of the n_f coefficients of a face, and
+//! E^ is stored as that d x d block ([`VertexSpace::new`] checks that the rest vanishes).
+//!
+//! **Coarse unknowns.** The vertices that lie on no Dirichlet face: P1 functions that vanish on
+//! the Dirichlet boundary, as the free trace unknowns do. A Dirichlet vertex contributes nothing
+//! to E (its value is zero).
+//!
+//! **The coarse operator.** A_1 = E^T A E, the Galerkin product, assembled from the trace
+//! matrix's blocks projected face by face ([`crate::TraceOperator::project_blocks`] with basis
+//! E^): block (row, slot) gives E^T A_{row,slot} E^, a d x d matrix that couples the row face's
+//! vertices to the slot face's; it reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the trace system's
+//! coefficients (per-cell kappa and c, tau) and its symmetry and definiteness.
+use rayon::prelude::*;
+
+use crate::backend::HostCsr;
+use crate::discretization::Discretization;
+use crate::error::{CoreError, Result};
+use crate::real::Real;
+use crate::reference::{face_parameter_barycentric, ReferenceElement};
+use crate::topology::{TraceTopology, NONE};
+use hdg_mesh::Mesh;
+
+/// The P1 vertex space of a mesh and its embedding into the trace space.
+#[derive(Clone, Debug)]
+pub struct VertexSpace {
+    /// Trace unknowns per face (n_f).
+    pub n_f: usize,
+    /// Vertices per face (d: 2 for edges, 3 for triangles).
+    pub vertices_per_face: usize,
+    /// The coarse unknowns of mesh vertex v are `vertex_unknowns[v]..vertex_unknowns[v + 1]`:
+    /// none on the Dirichlet boundary, one per coefficient region around the vertex elsewhere
+    /// (one for a smooth coefficient).
+    pub vertex_unknowns: Vec<usize>,
+    /// Number of coarse unknowns.
+    pub n_free_vertices: usize,
+    /// Coarse unknown of each vertex of each free face row (`[row * d + i]`, the face's
+    /// vertices in canonical order), [`NONE`] for a Dirichlet vertex.
+    pub row_vertices: Vec<u32>,
+    /// E^'s nonzero block, the reference transfer onto the first d trace modes:
+    /// `face_transfer[m * d + i]` = int lambda_i mu_m, m < d.
+    pub face_transfer: Vec<f64>,
+    /// For each coarse unknown, the (free row, local vertex) pairs of the faces that use it:
+    /// `vertex_rows[vertex_row_start[v]..vertex_row_start[v + 1]]`, as `row * d + i`, rows in
+    /// increasing order.
+    pub vertex_row_start: Vec<usize>,
+    /// See [`VertexSpace::vertex_row_start`].
+    pub vertex_rows: Vec<u32>,
+}
+
+/// Cells whose kappa differ by more than this factor are in different coefficient regions
+/// around a vertex (see [`VertexSpace::from_parts`]).
+pub const DEFAULT_SPLIT_RATIO: f64 = 10.0;
+
+impl VertexSpace {
+    /// The vertex space of a discretization (its mesh, Dirichlet faces, trace basis and
+    /// kappa), with coefficient regions split at kappa ratios above `split_ratio`.
+    pub fn new<T: Real>(disc: &Discretization<'_, T>, split_ratio: f64) -> Result<Self> {
+        let kappa: Vec<f64> = disc.kappa.iter().map(|k| k.as_f64()).collect();
+        Self::from_parts(disc.mesh, &disc.topology, disc.element.as_ref(), &kappa, split_ratio)
+    }
+
+    /// The vertex space of `mesh` with the free faces of `topology`, the trace basis of
+    /// `element` and kappa per cell.
+    ///
+    /// **Coefficient regions.** Around each vertex the cells are grouped: two cells that share
+    /// a face through the vertex are in one group when their kappa differ by at most
+    /// `split_ratio` (and groups are closed under that). Each group is one coarse unknown, and
+    /// a face takes the unknown of the group of its cell with the larger kappa. With a smooth
+    /// coefficient every vertex has one group (plain P1). Where regions of high kappa touch
+    /// only at a vertex (a checkerboard's cross points) the trace space holds functions that
+    /// are constant on each high region, at low energy, which continuous P1 cannot represent;
+    /// one unknown per region can.
+    pub fn from_parts(
+        mesh: &Mesh,
+        topology: &TraceTopology,
+        element: &dyn ReferenceElement,
+        kappa: &[f64],
+        split_ratio: f64,
+    ) -> Result<Self> {
+        if element.cell_type() != mesh.cell_type() {
+            return Err(CoreError::CellTypeMismatch(format!(
+                "vertex space: mesh of {:?}, reference element of {:?}",
+                mesh.cell_type(),
+                element.cell_type()
+            )));
+        }
+        if kappa.len() != mesh.n_cells() || split_ratio.is_nan() || split_ratio < 1.0 {
+            return Err(CoreError::InvalidParameter {
+                name: "vertex space",
+                reason: format!(
+                    "{} kappa values for {} cells, split ratio {split_ratio} (must be >= 1)",
+                    kappa.len(),
+                    mesh.n_cells()
+                ),
+            });
+        }
+        let d = mesh.dim();
+        let n_f = element.n_face();
+        let face_transfer = reference_transfer(element, d)?;
+        let regions = VertexRegions::new(mesh, kappa, split_ratio);
+
+        // Which (vertex, region) pairs a free face uses: the region of its cell of larger kappa.
+        let dirichlet_vertex = {
+            let mut marks = vec![false; mesh.n_vertices()];
+            for f in (0..mesh.n_faces()).filter(|&f| topology.is_dirichlet(f)) {
+                for &v in mesh.face_vertices(f) {
+                    marks[v] = true;
+                }
+            }
+            marks
+        };
+        let row_regions: Vec<u32> = topology
+            .free_faces
+            .par_iter()
+            .flat_map_iter(|&face| {
+                let cells = mesh.face_cells(face as usize);
+                let cell = match cells[1] {
+                    c if c != hdg_mesh::NO_CELL && kappa[c] > kappa[cells[0]] => c,
+                    _ => cells[0],
+                };
+                let regions = &regions;
+                mesh.face_vertices(face as usize).iter().map(move |&v| regions.slot(v, cell))
+            })
+            .collect();
+        // Number the used pairs vertex by vertex, regions in order: deterministic.
+        let mut used = vec![false; regions.cells.len()];
+        for (entry, &slot) in row_regions.iter().enumerate() {
+            let face = topology.free_faces[entry / d] as usize;
+            if !dirichlet_vertex[mesh.face_vertices(face)[entry % d]] {
+                used[slot as usize] = true;
+            }
+        }
+        let mut vertex_unknowns = vec![0usize; mesh.n_vertices() + 1];
+        let mut unknown_of_slot = vec![NONE; regions.cells.len()];
+        let mut n = 0usize;
+        for v in 0..mesh.n_vertices() {
+            let range = regions.start[v]..regions.start[v + 1];
+            let mut region_unknown: Vec<u32> = Vec::new();
+            for slot in range.clone() {
+                let region = regions.region[slot] as usize;
+                if used[slot] {
+                    if region_unknown.len() <= region {
+                        region_unknown.resize(region + 1, NONE);
+                    }
+                    if region_unknown[region] == NONE {
+                        region_unknown[region] = n as u32;
+                        n += 1;
+                    }
+                }
+            }
+            for slot in range {
+                let region = regions.region[slot] as usize;
+                unknown_of_slot[slot] = region_unknown.get(region).copied().unwrap_or(NONE);
+            }
+            vertex_unknowns[v + 1] = n;
+        }
+        let row_vertices: Vec<u32> = row_regions
+            .par_iter()
+            .enumerate()
+            .map(|(entry, &slot)| {
+                let face = topology.free_faces[entry / d] as usize;
+                if dirichlet_vertex[mesh.face_vertices(face)[entry % d]] {
+                    NONE
+                } else {
+                    unknown_of_slot[slot as usize]
+                }
+            })
+            .collect();
+
+        // Unknown -> (row, local vertex) incidence, by counting sort (rows in increasing order
+        // within each unknown: deterministic).
+        let mut vertex_row_start = vec![0usize; n + 1];
+        for &v in row_vertices.iter().filter(|&&v| v != NONE) {
+            vertex_row_start[v as usize + 1] += 1;
+        }
+        for v in 0..n {
+            vertex_row_start[v + 1] += vertex_row_start[v];
+        }
+        let mut next = vertex_row_start.clone();
+        let mut vertex_rows = vec![0u32; vertex_row_start[n]];
+        for (entry, &v) in row_vertices.iter().enumerate() {
+            if v != NONE {
+                vertex_rows[next[v as usize]] = entry as u32;
+                next[v as usize] += 1;
+            }
+        }
+        Ok(VertexSpace {
+            n_f,
+            vertices_per_face: d,
+            vertex_unknowns,
+            n_free_vertices: n,
+            row_vertices,
+            face_transfer,
+            vertex_row_start,
+            vertex_rows,
+        })
+    }
+
+    /// Free face rows.
+    pub fn n_rows(&self) -> usize {
+        self.row_vertices.len() / self.vertices_per_face
+    }
+
+    /// E as a host matrix: trace unknowns (`row * n_f + m`) x coarse vertices, d entries in
+    /// each of a face's first d rows, none in the others (Dirichlet vertices left out). For
+    /// checks: the backends apply E face by face ([`crate::MultigridOps::prolong_add`]).
+    pub fn prolongation(&self) -> HostCsr {
+        let (d, n_f) = (self.vertices_per_face, self.n_f);
+        let n = self.n_rows() * n_f;
+        let mut csr =
+            HostCsr { n, n_cols: self.n_free_vertices, indptr: vec![0], ..HostCsr::default() };
+        for row in 0..self.n_rows() {
+            let verts = &self.row_vertices[row * d..(row + 1) * d];
+            let mut order: Vec<usize> = (0..d).filter(|&i| verts[i] != NONE).collect();
+            order.sort_by_key(|&i| verts[i]);
+            for m in 0..n_f {
+                for &i in order.iter().filter(|_| m < d) {
+                    csr.indices.push(verts[i] as usize);
+                    csr.values.push(self.face_transfer[m * d + i]);
+                }
+                csr.indptr.push(csr.indices.len());
+            }
+        }
+        csr
+    }
+
+    /// A_1 = E^T A E from the trace matrix's blocks projected onto E^
+    /// ([`crate::TraceOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
+    /// `projected[((row * slots) + a) * d * d + i * d + j]`. Each coarse row gathers from the
+    /// faces that contain its vertex (parallel over vertices, no atomics, deterministic).
+    pub fn coarse_operator(&self, topology: &TraceTopology, projected: &[f64]) -> Result<HostCsr> {
+        let d = self.vertices_per_face;
+        let slots = topology.slots;
+        let dd = d * d;
+        if topology.n_rows() != self.n_rows() || projected.len() != self.n_rows() * slots * dd {
+            return Err(CoreError::InvalidParameter {
+                name: "projected blocks",
+                reason: format!(
+                    "{} values for {} rows of {slots} slots of {d} x {d} (topology: {} rows)",
+                    projected.len(),
+                    self.n_rows(),
+                    topology.n_rows()
+                ),
+            });
+        }
+        let rows: Vec<Vec<(u32, f64)>> = (0..self.n_free_vertices)
+            .into_par_iter()
+            .with_min_len(256)
+            .map_init(Vec::new, |entries: &mut Vec<(u32, f64)>, v| {
+                entries.clear();
+                for &entry in
+                    &self.vertex_rows[self.vertex_row_start[v]..self.vertex_row_start[v + 1]]
+                {
+                    let (row, i) = (entry as usize / d, entry as usize % d);
+                    for a in 0..slots {
+                        let column_row = topology.neighbours[row * slots + a];
+                        if column_row == NONE {
+                            continue;
+                        }
+                        let block = &projected[(row * slots + a) * dd..(row * slots + a + 1) * dd];
+                        let cols = &self.row_vertices
+                            [column_row as usize * d..(column_row as usize + 1) * d];
+                        for j in 0..d {
+                            if cols[j] != NONE {
+                                entries.push((cols[j], block[i * d + j]));
+                            }
+                        }
+                    }
+                }
+                // Stable: equal columns keep their order, so the sums below run in a fixed
+                // order (deterministic).
+                entries.sort_by_key(|&(c, _)| c);
+                let mut merged: Vec<(u32, f64)> = Vec::with_capacity(entries.len() / 4);
+                for &(c, value) in entries.iter() {
+                    match merged.last_mut() {
+                        Some(last) if last.0 == c => last.1 += value,
+                        _ => merged.push((c, value)),
+                    }
+                }
+                merged
+            })
+            .collect();
+        let nnz = rows.iter().map(Vec::len).sum();
+        let mut csr = HostCsr {
+            n: self.n_free_vertices,
+            n_cols: self.n_free_vertices,
+            indptr: Vec::with_capacity(self.n_free_vertices + 1),
+            indices: Vec::with_capacity(nnz),
+            values: Vec::with_capacity(nnz),
+        };
+        csr.indptr.push(0);
+        for row in rows {
+            for (c, value) in row {
+                csr.indices.push(c as usize);
+                csr.values.push(value);
+            }
+            csr.indptr.push(csr.indices.len());
+        }
+        Ok(csr)
+    }
+}
+
+/// The cells around every vertex and their coefficient region (see
+/// [`VertexSpace::from_parts`]): cell `cells[slot]` is in region `region[slot]` of its
+/// vertex, slots `start[v]..start[v + 1]` for vertex v, cells in increasing order, regions
+/// numbered from 0 in order of first appearance.
+struct VertexRegions {
+    start: Vec<usize>,
+    cells: Vec<u32>,
+    region: Vec<u32>,
+}
+
+impl VertexRegions {
+    fn new(mesh: &Mesh, kappa: &[f64], split_ratio: f64) -> Self {
+        let n_vertices = mesh.n_vertices();
+        let mut start = vec![0usize; n_vertices + 1];
+        for c in 0..mesh.n_cells() {
+            for &v in mesh.cell_vertices(c) {
+                start[v + 1] += 1;
+            }
+        }
+        for v in 0..n_vertices {
+            start[v + 1] += start[v];
+        }
+        let mut next = start.clone();
+        let mut cells = vec![0u32; start[n_vertices]];
+        for c in 0..mesh.n_cells() {
+            for &v in mesh.cell_vertices(c) {
+                cells[next[v]] = c as u32;
+                next[v] += 1;
+            }
+        }
+        let similar = |a: usize, b: usize| {
+            let (lo, hi) =
+                if kappa[a] < kappa[b] { (kappa[a], kappa[b]) } else { (kappa[b], kappa[a]) };
+            hi <= split_ratio * lo
+        };
+        let region: Vec<u32> = (0..n_vertices)
+            .into_par_iter()
+            .flat_map_iter(|v| {
+                let around = &cells[start[v]..start[v + 1]];
+                // Union-find over the cells around v, joined through the faces containing v.
+                let mut parent: Vec<usize> = (0..around.len()).collect();
+                fn root(parent: &mut [usize], mut i: usize) -> usize {
+                    while parent[i] != i {
+                        parent[i] = parent[parent[i]];
+                        i = parent[i];
+                    }
+                    i
+                }
+                for (i, &c) in around.iter().enumerate() {
+                    for &f in mesh.cell_faces(c as usize) {
+                        if !mesh.face_vertices(f).contains(&v) {
+                            continue;
+                        }
+                        let [a, b] = mesh.face_cells(f);
+                        let other = if a == c as usize { b } else { a };
+                        if other == hdg_mesh::NO_CELL || !similar(c as usize, other) {
+                            continue;
+                        }
+                        let j =
+                            around.binary_search(&(other as u32)).expect("the neighbour shares v");
+                        let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+                        parent[ri.max(rj)] = ri.min(rj);
+                    }
+                }
+                let mut number = vec![NONE; around.len()];
+                let mut count = 0u32;
+                (0..around.len())
+                    .map(|i| {
+                        let r = root(&mut parent, i);
+                        if number[r] == NONE {
+                            number[r] = count;
+                            count += 1;
+                        }
+                        number[r]
+                    })
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        VertexRegions { start, cells, region }
+    }
+
+    /// The slot of `cell` among the cells around `vertex`.
+    fn slot(&self, vertex: usize, cell: usize) -> u32 {
+        let range = self.start[vertex]..self.start[vertex + 1];
+        let offset = self.cells[range.clone()]
+            .binary_search(&(cell as u32))
+            .expect("a face's cell contains the face's vertices");
+        (range.start + offset) as u32
+    }
+}
+
+/// Largest |E^[m][i]| allowed for m >= d: the trace basis must be hierarchical.
+const HIERARCHY_TOLERANCE: f64 = 1e-12;
+
+/// E^[m][i] = int over the face parameter domain of lambda_i(s) mu_m(s) ds for m < d (d x d,
+/// row-major), by a rule exact for degree k + 1. Errors if a row m >= d does not vanish.
+fn reference_transfer(element: &dyn ReferenceElement, d: usize) -> Result<Vec<f64>> {
+    let n_f = element.n_face();
+    let rule = element.face_quadrature(element.order() + 1);
+    let mut mu = vec![0.0; n_f];
+    let mut lambda = vec![0.0; d];
+    let mut transfer = vec![0.0; n_f * d];
+    for q in 0..rule.n_points() {
+        let s = rule.point(q);
+        face_parameter_barycentric(s, &mut lambda);
+        element.eval_trace_basis(s, &mut mu);
+        for m in 0..n_f {
+            for i in 0..d {
+                transfer[m * d + i] += rule.weights[q] * lambda[i] * mu[m];
+            }
+        }
+    }
+    if let Some(bad) = transfer[d * d..].iter().find(|v| v.abs() > HIERARCHY_TOLERANCE) {
+        return Err(CoreError::InvalidParameter {
+            name: "trace basis",
+            reason: format!(
+                "the vertex space needs a hierarchical trace basis (P1 in the first {d} \
+                 functions); a higher mode has P1 component {bad:e}"
+            ),
+        });
+    }
+    transfer.truncate(d * d);
+    Ok(transfer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::reference_element;
+    use hdg_mesh::{generate, CellType, Diagonal};
+
+    fn space(mesh: &Mesh, order: usize) -> VertexSpace {
+        let element = reference_element(mesh.cell_type(), order).unwrap();
+        let kappa = vec![1.0; mesh.n_cells()];
+        VertexSpace::from_parts(mesh, &TraceTopology::new(mesh), element.as_ref(), &kappa, 10.0)
+            .unwrap()
+    }
+
+    /// Legendre, orthonormal on [-1, 1]: mu_0 = 1/sqrt(2), mu_1 = sqrt(3/2) s; the edge's
+    /// barycentric coordinates are (1 - s)/2 and (1 + s)/2.
+    #[test]
+    fn edge_transfer_is_the_projection_of_the_hat_functions() {
+        let mesh = generate::unit_square(3, Diagonal::Right).unwrap();
+        for order in [1, 4] {
+            let s = space(&mesh, order);
+            let (a, b) = (0.5f64.sqrt(), (1.5f64).sqrt() / 3.0);
+            let expected = [a, a, -b, b];
+            for (got, want) in s.face_transfer.iter().zip(expected) {
+                assert!((got - want).abs() < 1e-14, "{:?}", s.face_transfer);
+            }
+        }
+    }
+
+    #[test]
+    fn coarse_unknowns_are_the_interior_vertices() {
+        let mesh = generate::unit_square(4, Diagonal::Alternating).unwrap();
+        let s = space(&mesh, 2);
+        assert_eq!(s.n_free_vertices, 9);
+        for v in 0..mesh.n_vertices() {
+            let x = mesh.vertex(v);
+            let boundary = x.iter().any(|&c| c.abs() < 1e-12 || (c - 1.0).abs() < 1e-12);
+            let unknowns = s.vertex_unknowns[v + 1] - s.vertex_unknowns[v];
+            assert_eq!(unknowns, if boundary { 0 } else { 1 }, "vertex {v} at {x:?}");
+        }
+        let cube = generate::unit_cube(3).unwrap();
+        assert_eq!(space(&cube, 1).n_free_vertices, 8);
+        assert_eq!(space(&cube, 1).face_transfer.len(), 9);
+    }
+
+    /// E applied to the vertex values of a linear function gives, on every free face, the
+    /// coefficients of that function's trace: checked by evaluating the trace expansion at
+    /// quadrature points against the function itself (on faces whose vertices are all free).
+    #[test]
+    fn prolongation_reproduces_linear_functions() {
+        for (mesh, order) in [
+            (
+                generate::perturb(&generate::unit_square(5, Diagonal::Left).unwrap(), 0.3, 2)
+                    .unwrap(),
+                3,
+            ),
+            (generate::unit_cube(3).unwrap(), 2),
+        ] {
+            let d = mesh.dim();
+            let element = reference_element(mesh.cell_type(), order).unwrap();
+            let topology = TraceTopology::new(&mesh);
+            let kappa = vec![2.0; mesh.n_cells()];
+            let s =
+                VertexSpace::from_parts(&mesh, &topology, element.as_ref(), &kappa, 10.0).unwrap();
+            let g =
+                |x: &[f64]| 0.3 + 1.7 * x[0] - 0.4 * x[1] + if d == 3 { 2.0 * x[2] } else { 0.0 };
+            let mut coarse = vec![0.0; s.n_free_vertices];
+            for v in 0..mesh.n_vertices() {
+                for unknown in s.vertex_unknowns[v]..s.vertex_unknowns[v + 1] {
+                    coarse[unknown] = g(mesh.vertex(v));
+                }
+            }
+            let e = s.prolongation();
+            let n_f = s.n_f;
+            let rule = element.face_quadrature(order + 2);
+            let mut mu = vec![0.0; n_f];
+            let mut lambda = vec![0.0; d];
+            let mut checked = 0;
+            for row in 0..s.n_rows() {
+                let face = topology.free_faces[row] as usize;
+                let verts = mesh.face_vertices(face);
+                if verts.iter().any(|&v| s.vertex_unknowns[v] == s.vertex_unknowns[v + 1]) {
+                    continue;
+                }
+                let coefficient = |m: usize| -> f64 {
+                    let r = row * n_f + m;
+                    (e.indptr[r]..e.indptr[r + 1]).map(|p| e.values[p] * coarse[e.indices[p]]).sum()
+                };
+                for q in 0..rule.n_points() {
+                    let sq = rule.point(q);
+                    face_parameter_barycentric(sq, &mut lambda);
+                    element.eval_trace_basis(sq, &mut mu);
+                    let mut x = vec![0.0; d];
+                    for (i, &v) in verts.iter().enumerate() {
+                        for r in 0..d {
+                            x[r] += lambda[i] * mesh.vertex(v)[r];
+                        }
+                    }
+                    let value: f64 = (0..n_f).map(|m| coefficient(m) * mu[m]).sum();
+                    assert!((value - g(&x)).abs() < 1e-12, "face {face}: {value} vs {}", g(&x));
+                }
+                checked += 1;
+            }
+            assert!(checked > 0);
+            assert_eq!(mesh.cell_type() == CellType::Triangle, d == 2);
+        }
+    }
+
+    #[test]
+    fn rejects_projected_blocks_of_the_wrong_size() {
+        let mesh = generate::unit_square(3, Diagonal::Right).unwrap();
+        let topology = TraceTopology::new(&mesh);
+        let s = space(&mesh, 1);
+        assert!(s.coarse_operator(&topology, &[0.0; 7]).is_err());
+    }
+}

@@ -1,0 +1,225 @@
+//! Smoothed aggregation, the host half: which unknowns form an aggregate, and the prolongator
+//! that interpolates from the aggregates (Vanek, Mandel & Brezina, Computing 56, 1996).
+//!
+//! 1. Strength: j is a strong neighbour of i when |a_ij| >= theta sqrt(|a_ii a_jj|).
+//! 2. Aggregation, three passes over the unknowns in order (deterministic): an unknown whose
+//!    strong neighbours are all free starts an aggregate with them; a leftover unknown joins an
+//!    aggregate of the first pass that one of its strong neighbours is in; what is still left
+//!    starts an aggregate with its free strong neighbours.
+//! 3. The tentative prolongator T interpolates the near null space (the constants) exactly:
+//!    T[i][agg(i)] = 1 / sqrt(|agg(i)|) (orthonormal columns).
+//! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
+//!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
+//!    is the Galerkin product P^T A P.
+use hdg_core::{CoreError, HostCsr, Result};
+use sprs::CsMat;
+
+/// Marks an unknown without aggregate.
+const FREE: usize = usize::MAX;
+
+/// The strong neighbours of every unknown, as a CSR graph (no diagonal).
+pub(crate) fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
+    let diagonal = diagonal(a);
+    let mut start = Vec::with_capacity(a.n + 1);
+    let mut neighbours = Vec::with_capacity(a.indices.len());
+    start.push(0);
+    for i in 0..a.n {
+        for p in a.indptr[i]..a.indptr[i + 1] {
+            let j = a.indices[p];
+            if j != i && a.values[p].abs() >= theta * (diagonal[i] * diagonal[j]).abs().sqrt() {
+                neighbours.push(j);
+            }
+        }
+        start.push(neighbours.len());
+    }
+    (start, neighbours)
+}
+
+/// The diagonal of a square CSR matrix (zero where not stored).
+pub(crate) fn diagonal(a: &HostCsr) -> Vec<f64> {
+    (0..a.n)
+        .map(|i| {
+            let cols = &a.indices[a.indptr[i]..a.indptr[i + 1]];
+            cols.binary_search(&i).map_or(0.0, |p| a.values[a.indptr[i] + p])
+        })
+        .collect()
+}
+
+/// The aggregate of every unknown and the number of aggregates (standard aggregation).
+pub(crate) fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
+    let n = start.len() - 1;
+    let strong = |i: usize| &neighbours[start[i]..start[i + 1]];
+    let mut aggregate = vec![FREE; n];
+    let mut count = 0;
+    for i in 0..n {
+        if aggregate[i] == FREE && strong(i).iter().all(|&j| aggregate[j] == FREE) {
+            aggregate[i] = count;
+            for &j in strong(i) {
+                aggregate[j] = count;
+            }
+            count += 1;
+        }
+    }
+    let first_pass = aggregate.clone();
+    for i in 0..n {
+        if aggregate[i] == FREE {
+            if let Some(&j) = strong(i).iter().find(|&&j| first_pass[j] != FREE) {
+                aggregate[i] = first_pass[j];
+            }
+        }
+    }
+    for i in 0..n {
+        if aggregate[i] == FREE {
+            aggregate[i] = count;
+            for &j in strong(i) {
+                if aggregate[j] == FREE {
+                    aggregate[j] = count;
+                }
+            }
+            count += 1;
+        }
+    }
+    (aggregate, count)
+}
+
+/// T[i][agg(i)] = 1 / sqrt(|agg(i)|): n x count, one entry per row.
+pub(crate) fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
+    let mut size = vec![0usize; count];
+    for &g in aggregate {
+        size[g] += 1;
+    }
+    HostCsr {
+        n: aggregate.len(),
+        n_cols: count,
+        indptr: (0..=aggregate.len()).collect(),
+        indices: aggregate.to_vec(),
+        values: aggregate.iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
+    }
+}
+
+/// A HostCsr as an sprs matrix (indices sorted within rows, as HostCsr promises).
+pub(crate) fn to_sprs(a: &HostCsr) -> Result<CsMat<f64>> {
+    CsMat::try_new((a.n, a.n_cols), a.indptr.clone(), a.indices.clone(), a.values.clone()).map_err(
+        |(_, _, _, e)| CoreError::InvalidParameter {
+            name: "sparse matrix",
+            reason: format!("not a valid CSR matrix: {e}"),
+        },
+    )
+}
+
+/// An sprs matrix (any storage) as a HostCsr.
+pub(crate) fn from_sprs(a: &CsMat<f64>) -> HostCsr {
+    let a = if a.is_csr() { a.clone() } else { a.to_csr() };
+    HostCsr {
+        n: a.rows(),
+        n_cols: a.cols(),
+        indptr: a.indptr().raw_storage().to_vec(),
+        indices: a.indices().to_vec(),
+        values: a.data().to_vec(),
+    }
+}
+
+/// P = (I - omega / rho D^-1 A) T.
+pub(crate) fn smooth_prolongator(
+    a: &CsMat<f64>,
+    diagonal: &[f64],
+    tentative: &CsMat<f64>,
+    omega_over_rho: f64,
+) -> CsMat<f64> {
+    let at = a * tentative;
+    // Row i of D^-1 A T scaled by -omega / (rho a_ii), then T added.
+    let mut scaled = at.clone();
+    for (i, mut row) in scaled.outer_iterator_mut().enumerate() {
+        let s = -omega_over_rho / diagonal[i];
+        for (_, v) in row.iter_mut() {
+            *v *= s;
+        }
+    }
+    &scaled + tentative
+}
+
+/// P^T A P.
+pub(crate) fn galerkin_product(a: &CsMat<f64>, p: &CsMat<f64>) -> CsMat<f64> {
+    let ap = a * p;
+    let pt = p.transpose_view().to_csr();
+    &pt * &ap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 1D Laplacian tridiag(-1, 2, -1) of size n.
+    fn laplacian(n: usize) -> HostCsr {
+        let mut a = HostCsr { n, n_cols: n, indptr: vec![0], ..Default::default() };
+        for i in 0..n {
+            for j in i.saturating_sub(1)..(i + 2).min(n) {
+                a.indices.push(j);
+                a.values.push(if i == j { 2.0 } else { -1.0 });
+            }
+            a.indptr.push(a.indices.len());
+        }
+        a
+    }
+
+    #[test]
+    fn a_path_aggregates_in_threes() {
+        let a = laplacian(9);
+        let (start, neighbours) = strong_neighbours(&a, 0.25);
+        let (agg, count) = aggregate(&start, &neighbours);
+        // 0 starts {0, 1}; 2 has a taken neighbour (1), so 3 starts {2, 3, 4}; 6 starts
+        // {5, 6, 7}; 8 joins the first-pass aggregate of its neighbour 7.
+        assert_eq!(agg, vec![0, 0, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(count, 3);
+        let t = tentative_prolongator(&agg, count);
+        // Columns orthonormal: T^T T = I.
+        let t = to_sprs(&t).unwrap();
+        let tt = &t.transpose_view().to_csr() * &t;
+        for (i, row) in tt.outer_iterator().enumerate() {
+            for (j, &v) in row.iter() {
+                assert!((v - if i == j { 1.0 } else { 0.0 }).abs() < 1e-15);
+            }
+        }
+    }
+
+    #[test]
+    fn weak_connections_are_dropped() {
+        let mut a = laplacian(3);
+        a.values[1] = -1e-3; // a_01
+        a.values[2] = -1e-3; // a_10
+        let (start, neighbours) = strong_neighbours(&a, 0.1);
+        assert_eq!(&neighbours[start[0]..start[1]], &[] as &[usize]);
+        assert_eq!(&neighbours[start[1]..start[2]], &[2]);
+    }
+
+    #[test]
+    fn smoothed_prolongator_keeps_constants_and_galerkin_is_symmetric() {
+        let a = laplacian(12);
+        let (start, neighbours) = strong_neighbours(&a, 0.0);
+        let (agg, count) = aggregate(&start, &neighbours);
+        let t = to_sprs(&tentative_prolongator(&agg, count)).unwrap();
+        let asp = to_sprs(&a).unwrap();
+        let p = smooth_prolongator(&asp, &diagonal(&a), &t, 4.0 / 3.0 / 2.0);
+        // Interior rows of P reproduce the constant that T does (A 1 = 0 away from the ends).
+        let sizes: Vec<f64> =
+            (0..count).map(|g| agg.iter().filter(|&&x| x == g).count() as f64).collect();
+        let ones: Vec<f64> = sizes.iter().map(|s| s.sqrt()).collect();
+        for i in 2..10 {
+            let row = p.outer_view(i).unwrap();
+            let value: f64 = row.iter().map(|(j, &v)| v * ones[j]).sum();
+            assert!((value - 1.0).abs() < 1e-14, "row {i}: {value}");
+        }
+        let ac = from_sprs(&galerkin_product(&asp, &p));
+        assert_eq!(ac.n, count);
+        let dense = |i: usize, j: usize| {
+            let cols = &ac.indices[ac.indptr[i]..ac.indptr[i + 1]];
+            cols.binary_search(&j).map_or(0.0, |q| ac.values[ac.indptr[i] + q])
+        };
+        for i in 0..count {
+            assert!(dense(i, i) > 0.0);
+            for j in 0..count {
+                assert!((dense(i, j) - dense(j, i)).abs() < 1e-14);
+            }
+        }
+    }
+}

