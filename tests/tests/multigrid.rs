@@ -97,3 +97,18 @@ fn a_checkerboard_jump_of_1e4_at_most_doubles_the_iterations() {
         assert!(jumping <= 2 * constant, "{checkers} checkers at k = {k}: {constant} -> {jumping}");
     }
 }
+
+/// Meshes too coarse for an interior vertex (an empty vertex space: the cycle is the trace
+/// smoother alone) and with a single one.
+#[test]
+fn the_coarsest_meshes_solve() {
+    for mesh in [
+        generate::unit_square(1, Diagonal::Right).unwrap(),
+        generate::unit_square(2, Diagonal::Alternating).unwrap(),
+        generate::unit_cube(1).unwrap(),
+    ] {
+        for k in [1, 3] {
+            assert!(iterations(&mesh, &sine(), k) <= 40);
+        }
+    }
+}

@@ -117,16 +117,33 @@ pub fn add_times<T: Real>(n: usize, m: usize, alpha: T, a: &[T], x: &[T], y: &mu
     }
 }
 
-/// Replaces the factor L of [`cholesky`] (lower triangle of `a`) by the inverse of A = L L^T:
-/// A^-1 = L^-T L^-1, column by column of the identity, then stored whole (symmetric).
+/// Replaces the factor L of [`cholesky`] (lower triangle of `a`) by the inverse of A = L L^T,
+/// whole (symmetric), in place: X = L^-1 column by column from the left (column j of X needs
+/// L's columns >= j only), then X^T X row by row from the top, each row's diagonal last (entry
+/// (i, j) needs X's rows >= i only). The CUDA backend's block Jacobi does the same operations.
 pub fn invert_from_cholesky<T: Real>(n: usize, a: &mut [T]) {
-    let mut inverse = vec![T::zero(); n * n];
-    for i in 0..n {
-        inverse[i * n + i] = T::one();
+    for j in 0..n {
+        a[j * n + j] = T::one() / a[j * n + j];
+        for i in j + 1..n {
+            let mut s = T::zero();
+            for k in j..i {
+                s += a[i * n + k] * a[k * n + j];
+            }
+            a[i * n + j] = -s / a[i * n + i];
+        }
     }
-    forward_substitution(n, n, a, &mut inverse);
-    backward_substitution(n, n, a, &mut inverse);
-    a.copy_from_slice(&inverse);
+    for i in 0..n {
+        for j in 0..=i {
+            let mut s = T::zero();
+            for k in i..n {
+                s += a[k * n + i] * a[k * n + j];
+            }
+            a[i * n + j] = s;
+        }
+        for j in 0..i {
+            a[j * n + i] = a[i * n + j];
+        }
+    }
 }
 
 /// Flop count of [`cholesky`] of size n.
@@ -171,6 +188,25 @@ mod tests {
             for i in 0..n {
                 for j in 0..m {
                     assert!((x[i * m + j] - fx[(i, j)]).abs() < 1e-12, "n={n}");
+                }
+            }
+        }
+    }
+
+    /// A times the in-place inverse is the identity, and the inverse is stored whole.
+    #[test]
+    fn inverse_from_cholesky() {
+        for n in [1, 2, 5, 21, 45] {
+            let a = spd(n);
+            let mut inv = a.clone();
+            cholesky(n, &mut inv).unwrap();
+            invert_from_cholesky(n, &mut inv);
+            for i in 0..n {
+                for j in 0..n {
+                    let p: f64 = (0..n).map(|k| a[i * n + k] * inv[k * n + j]).sum();
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!((p - want).abs() < 1e-12, "n = {n} ({i}, {j}): {p}");
+                    assert_eq!(inv[i * n + j], inv[j * n + i]);
                 }
             }
         }

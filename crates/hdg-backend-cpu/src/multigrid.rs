@@ -26,8 +26,8 @@ impl<T: Real> CsrMatrix<T> {
         Ok(CsrMatrix {
             n_cols: host.n_cols,
             row_start: host.indptr.clone(),
-            columns: host.indices.iter().map(|&c| c as u32).collect(),
-            values: host.values.iter().map(|&v| T::from_f64_lossy(v)).collect(),
+            columns: host.indices.par_iter().map(|&c| c as u32).collect(),
+            values: host.values.par_iter().map(|&v| T::from_f64_lossy(v)).collect(),
         })
     }
 
@@ -50,7 +50,7 @@ pub fn check_structure(host: &HostCsr) -> Result<()> {
     if host.values.len() != host.indices.len() {
         return bad(format!("{} values for {} indices", host.values.len(), host.indices.len()));
     }
-    if host.n_cols > u32::MAX as usize || host.indices.iter().any(|&c| c >= host.n_cols) {
+    if host.n_cols > u32::MAX as usize || host.indices.par_iter().any(|&c| c >= host.n_cols) {
         return bad(format!("a column index is not below {} columns", host.n_cols));
     }
     Ok(())
@@ -110,11 +110,12 @@ impl<T: Real> MultigridOps<T> for CpuBackend {
             .with_min_len(ITEMS_PER_TASK)
             .for_each(|(face, vertices)| {
                 for (m, value) in face[..d].iter_mut().enumerate() {
-                    for (i, &v) in vertices.iter().enumerate() {
-                        if v != NONE {
-                            *value += t.transfer[m * d + i] * coarse[v as usize];
-                        }
-                    }
+                    *value += vertices
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &v)| v != NONE)
+                        .map(|(i, &v)| t.transfer[m * d + i] * coarse[v as usize])
+                        .sum::<T>();
                 }
             });
         Ok(())

@@ -22,10 +22,11 @@
 //! the Dirichlet boundary, as the free trace unknowns do. A Dirichlet vertex contributes nothing
 //! to E (its value is zero).
 //!
-//! **The coarse operator.** A_1 = E^T A E, the Galerkin product, assembled from the trace
-//! matrix's blocks projected face by face ([`crate::TraceOperator::project_blocks`] with basis
-//! E^): block (row, slot) gives E^T A_{row,slot} E^, a d x d matrix that couples the row face's
-//! vertices to the slot face's; it reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the trace system's
+//! **The coarse operator** A_1 = E^T A E is the Galerkin product, assembled by the multigrid
+//! (`hdg_linalg::multigrid`) from the trace matrix's blocks projected face by face
+//! ([`crate::TraceOperator::project_blocks`] with basis E^): block (row, slot) gives
+//! E^T A_{row,slot} E^, a d x d matrix that couples the row face's vertices to the slot face's;
+//! it reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the trace system's
 //! coefficients (per-cell kappa and c, tau) and its symmetry and definiteness.
 use rayon::prelude::*;
 
@@ -150,24 +151,21 @@ impl VertexSpace {
         let mut vertex_unknowns = vec![0usize; mesh.n_vertices() + 1];
         let mut unknown_of_slot = vec![NONE; regions.cells.len()];
         let mut n = 0usize;
+        let mut region_unknown: Vec<u32> = Vec::new();
         for v in 0..mesh.n_vertices() {
             let range = regions.start[v]..regions.start[v + 1];
-            let mut region_unknown: Vec<u32> = Vec::new();
-            for slot in range.clone() {
+            // Regions are numbered 0.. in order of first appearance among v's cells.
+            region_unknown.clear();
+            region_unknown.resize(range.len(), NONE);
+            for slot in range.clone().filter(|&slot| used[slot]) {
                 let region = regions.region[slot] as usize;
-                if used[slot] {
-                    if region_unknown.len() <= region {
-                        region_unknown.resize(region + 1, NONE);
-                    }
-                    if region_unknown[region] == NONE {
-                        region_unknown[region] = n as u32;
-                        n += 1;
-                    }
+                if region_unknown[region] == NONE {
+                    region_unknown[region] = n as u32;
+                    n += 1;
                 }
             }
             for slot in range {
-                let region = regions.region[slot] as usize;
-                unknown_of_slot[slot] = region_unknown.get(region).copied().unwrap_or(NONE);
+                unknown_of_slot[slot] = region_unknown[regions.region[slot] as usize];
             }
             vertex_unknowns[v + 1] = n;
         }
@@ -239,81 +237,6 @@ impl VertexSpace {
             }
         }
         csr
-    }
-
-    /// A_1 = E^T A E from the trace matrix's blocks projected onto E^
-    /// ([`crate::TraceOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
-    /// `projected[((row * slots) + a) * d * d + i * d + j]`. Each coarse row gathers from the
-    /// faces that contain its vertex (parallel over vertices, no atomics, deterministic).
-    pub fn coarse_operator(&self, topology: &TraceTopology, projected: &[f64]) -> Result<HostCsr> {
-        let d = self.vertices_per_face;
-        let slots = topology.slots;
-        let dd = d * d;
-        if topology.n_rows() != self.n_rows() || projected.len() != self.n_rows() * slots * dd {
-            return Err(CoreError::InvalidParameter {
-                name: "projected blocks",
-                reason: format!(
-                    "{} values for {} rows of {slots} slots of {d} x {d} (topology: {} rows)",
-                    projected.len(),
-                    self.n_rows(),
-                    topology.n_rows()
-                ),
-            });
-        }
-        let rows: Vec<Vec<(u32, f64)>> = (0..self.n_free_vertices)
-            .into_par_iter()
-            .with_min_len(256)
-            .map_init(Vec::new, |entries: &mut Vec<(u32, f64)>, v| {
-                entries.clear();
-                for &entry in
-                    &self.vertex_rows[self.vertex_row_start[v]..self.vertex_row_start[v + 1]]
-                {
-                    let (row, i) = (entry as usize / d, entry as usize % d);
-                    for a in 0..slots {
-                        let column_row = topology.neighbours[row * slots + a];
-                        if column_row == NONE {
-                            continue;
-                        }
-                        let block = &projected[(row * slots + a) * dd..(row * slots + a + 1) * dd];
-                        let cols = &self.row_vertices
-                            [column_row as usize * d..(column_row as usize + 1) * d];
-                        for j in 0..d {
-                            if cols[j] != NONE {
-                                entries.push((cols[j], block[i * d + j]));
-                            }
-                        }
-                    }
-                }
-                // Stable: equal columns keep their order, so the sums below run in a fixed
-                // order (deterministic).
-                entries.sort_by_key(|&(c, _)| c);
-                let mut merged: Vec<(u32, f64)> = Vec::with_capacity(entries.len() / 4);
-                for &(c, value) in entries.iter() {
-                    match merged.last_mut() {
-                        Some(last) if last.0 == c => last.1 += value,
-                        _ => merged.push((c, value)),
-                    }
-                }
-                merged
-            })
-            .collect();
-        let nnz = rows.iter().map(Vec::len).sum();
-        let mut csr = HostCsr {
-            n: self.n_free_vertices,
-            n_cols: self.n_free_vertices,
-            indptr: Vec::with_capacity(self.n_free_vertices + 1),
-            indices: Vec::with_capacity(nnz),
-            values: Vec::with_capacity(nnz),
-        };
-        csr.indptr.push(0);
-        for row in rows {
-            for (c, value) in row {
-                csr.indices.push(c as usize);
-                csr.values.push(value);
-            }
-            csr.indptr.push(csr.indices.len());
-        }
-        Ok(csr)
     }
 }
 
@@ -547,13 +470,5 @@ mod tests {
             assert!(checked > 0);
             assert_eq!(mesh.cell_type() == CellType::Triangle, d == 2);
         }
-    }
-
-    #[test]
-    fn rejects_projected_blocks_of_the_wrong_size() {
-        let mesh = generate::unit_square(3, Diagonal::Right).unwrap();
-        let topology = TraceTopology::new(&mesh);
-        let s = space(&mesh, 1);
-        assert!(s.coarse_operator(&topology, &[0.0; 7]).is_err());
     }
 }

@@ -191,6 +191,16 @@ pub fn run_cg<T: Real, B: VectorOps<T>>(
                 report.iterations
             )));
         }
+        if (rz_new.is_nan() || rz_new <= T::zero()) && residual > T::UNIT_ROUNDOFF.sqrt() {
+            // r.M^-1 r <= 0 for r far from zero: M^-1 is not positive definite, and CG
+            // without it would wander rather than fail.
+            return Err(CoreError::Solver(format!(
+                "CG breakdown at iteration {}: r.z = {:e} (the preconditioner {} is not positive definite)",
+                report.iterations,
+                rz_new.as_f64(),
+                preconditioner.name()
+            )));
+        }
         let beta = rz_new / rz;
         rz = rz_new;
         backend.xpby(&z, beta, &mut p)?;

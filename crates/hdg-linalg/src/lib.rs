@@ -27,7 +27,7 @@ pub use spectrum::{
     gershgorin_estimate, lanczos_estimate, lanczos_from_cg, power_iteration,
     symmetric_tridiagonal_eigenvalues, SpectrumEstimate,
 };
-mod multigrid;
+pub mod multigrid;
 pub use multigrid::{Cycle, Multigrid, MultigridSettings};
 mod suite;
 pub use suite::{MultigridPrecision, SolverChoice, Suite};

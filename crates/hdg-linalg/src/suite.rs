@@ -233,6 +233,21 @@ pub trait MultigridPrecision<B: Assembler<Self> + MultigridOps<Self>>: Real {
     ) -> Result<SolveReport>;
 }
 
+/// The vertex space of `disc`, and a note of the time it took.
+fn vertex_space<T: Real>(
+    disc: &Discretization<'_, T>,
+    settings: &MultigridSettings,
+) -> Result<(VertexSpace, Vec<String>)> {
+    let started = Instant::now();
+    let space = VertexSpace::new(disc, settings.split_ratio)?;
+    let note = format!(
+        "vertex space ({} unknowns): {:.1} ms",
+        space.n_free_vertices,
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok((space, vec![note]))
+}
+
 /// PCG with `preconditioner`, its setup notes first in the report.
 fn pcg_with<T: Real, B: VectorOps<T>>(
     suite: &Suite,
@@ -261,9 +276,10 @@ impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
         x: &mut <B as VectorOps<f32>>::Vector,
     ) -> Result<SolveReport> {
         let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
-        let space = VertexSpace::new(disc, settings.split_ratio)?;
+        let (space, mut notes) = vertex_space(disc, &settings)?;
         let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
-        pcg_with(suite, backend, operator, &mg, mg.notes(), rhs, x)
+        notes.extend_from_slice(mg.notes());
+        pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
     }
 }
 
@@ -281,19 +297,19 @@ where
         x: &mut <B as VectorOps<f64>>::Vector,
     ) -> Result<SolveReport> {
         let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
-        let space = VertexSpace::new(disc, settings.split_ratio)?;
+        let (space, mut notes) = vertex_space(disc, &settings)?;
         if !settings.single_precision {
             let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
-            return pcg_with(suite, backend, operator, &mg, mg.notes(), rhs, x);
+            notes.extend_from_slice(mg.notes());
+            return pcg_with(suite, backend, operator, &mg, &notes, rhs, x);
         }
         let started = Instant::now();
         let low = operator.demote()?;
-        let demoted = format!(
+        notes.push(format!(
             "trace operator rounded to f32 for the V-cycle: {:.1} ms",
             started.elapsed().as_secs_f64() * 1e3
-        );
+        ));
         let mg = Multigrid::<f32, B>::new(backend, &low, &space, &disc.topology, &settings)?;
-        let mut notes = vec![demoted];
         notes.extend_from_slice(mg.notes());
         pcg_with(suite, backend, operator, &SinglePrecision::new(&mg), &notes, rhs, x)
     }

@@ -10,9 +10,10 @@
 //!    T[i][agg(i)] = 1 / sqrt(|agg(i)|) (orthonormal columns).
 //! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
-//!    is the Galerkin product P^T A P.
-use hdg_core::{CoreError, HostCsr, Result};
-use sprs::CsMat;
+//!    is the Galerkin product P^T A P ([`super::sparse`]).
+use hdg_core::HostCsr;
+
+use super::sparse::multiply;
 
 /// Marks an unknown without aggregate.
 const FREE: usize = usize::MAX;
@@ -97,57 +98,47 @@ pub(crate) fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCs
     }
 }
 
-/// A HostCsr as an sprs matrix (indices sorted within rows, as HostCsr promises).
-pub(crate) fn to_sprs(a: &HostCsr) -> Result<CsMat<f64>> {
-    CsMat::try_new((a.n, a.n_cols), a.indptr.clone(), a.indices.clone(), a.values.clone()).map_err(
-        |(_, _, _, e)| CoreError::InvalidParameter {
-            name: "sparse matrix",
-            reason: format!("not a valid CSR matrix: {e}"),
-        },
-    )
-}
-
-/// An sprs matrix (any storage) as a HostCsr.
-pub(crate) fn from_sprs(a: &CsMat<f64>) -> HostCsr {
-    let a = if a.is_csr() { a.clone() } else { a.to_csr() };
-    HostCsr {
-        n: a.rows(),
-        n_cols: a.cols(),
-        indptr: a.indptr().raw_storage().to_vec(),
-        indices: a.indices().to_vec(),
-        values: a.data().to_vec(),
-    }
-}
-
-/// P = (I - omega / rho D^-1 A) T.
+/// P = (I - c D^-1 A) T, c = omega / rho.
 pub(crate) fn smooth_prolongator(
-    a: &CsMat<f64>,
+    a: &HostCsr,
     diagonal: &[f64],
-    tentative: &CsMat<f64>,
+    tentative: &HostCsr,
     omega_over_rho: f64,
-) -> CsMat<f64> {
-    let at = a * tentative;
-    // Row i of D^-1 A T scaled by -omega / (rho a_ii), then T added.
-    let mut scaled = at.clone();
-    for (i, mut row) in scaled.outer_iterator_mut().enumerate() {
+) -> HostCsr {
+    let at = multiply(a, tentative);
+    // Row i: T's entries merged with -c / a_ii times those of (A T), both sorted by column.
+    let mut p = HostCsr { n: at.n, n_cols: at.n_cols, indptr: vec![0], ..HostCsr::default() };
+    for i in 0..at.n {
         let s = -omega_over_rho / diagonal[i];
-        for (_, v) in row.iter_mut() {
-            *v *= s;
+        let (mut q, end) = (tentative.indptr[i], tentative.indptr[i + 1]);
+        for r in at.indptr[i]..at.indptr[i + 1] {
+            let j = at.indices[r];
+            while q < end && tentative.indices[q] < j {
+                p.indices.push(tentative.indices[q]);
+                p.values.push(tentative.values[q]);
+                q += 1;
+            }
+            let mut value = s * at.values[r];
+            if q < end && tentative.indices[q] == j {
+                value += tentative.values[q];
+                q += 1;
+            }
+            p.indices.push(j);
+            p.values.push(value);
         }
+        for q in q..end {
+            p.indices.push(tentative.indices[q]);
+            p.values.push(tentative.values[q]);
+        }
+        p.indptr.push(p.indices.len());
     }
-    &scaled + tentative
-}
-
-/// P^T A P.
-pub(crate) fn galerkin_product(a: &CsMat<f64>, p: &CsMat<f64>) -> CsMat<f64> {
-    let ap = a * p;
-    let pt = p.transpose_view().to_csr();
-    &pt * &ap
+    p
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::multigrid::sparse::transpose;
 
     /// The 1D Laplacian tridiag(-1, 2, -1) of size n.
     fn laplacian(n: usize) -> HostCsr {
@@ -173,11 +164,11 @@ mod tests {
         assert_eq!(count, 3);
         let t = tentative_prolongator(&agg, count);
         // Columns orthonormal: T^T T = I.
-        let t = to_sprs(&t).unwrap();
-        let tt = &t.transpose_view().to_csr() * &t;
-        for (i, row) in tt.outer_iterator().enumerate() {
-            for (j, &v) in row.iter() {
-                assert!((v - if i == j { 1.0 } else { 0.0 }).abs() < 1e-15);
+        let tt = multiply(&transpose(&t), &t);
+        for i in 0..tt.n {
+            for p in tt.indptr[i]..tt.indptr[i + 1] {
+                let want = if tt.indices[p] == i { 1.0 } else { 0.0 };
+                assert!((tt.values[p] - want).abs() < 1e-15);
             }
         }
     }
@@ -197,19 +188,18 @@ mod tests {
         let a = laplacian(12);
         let (start, neighbours) = strong_neighbours(&a, 0.0);
         let (agg, count) = aggregate(&start, &neighbours);
-        let t = to_sprs(&tentative_prolongator(&agg, count)).unwrap();
-        let asp = to_sprs(&a).unwrap();
-        let p = smooth_prolongator(&asp, &diagonal(&a), &t, 4.0 / 3.0 / 2.0);
+        let t = tentative_prolongator(&agg, count);
+        let p = smooth_prolongator(&a, &diagonal(&a), &t, 4.0 / 3.0 / 2.0);
         // Interior rows of P reproduce the constant that T does (A 1 = 0 away from the ends).
         let sizes: Vec<f64> =
             (0..count).map(|g| agg.iter().filter(|&&x| x == g).count() as f64).collect();
         let ones: Vec<f64> = sizes.iter().map(|s| s.sqrt()).collect();
         for i in 2..10 {
-            let row = p.outer_view(i).unwrap();
-            let value: f64 = row.iter().map(|(j, &v)| v * ones[j]).sum();
+            let value: f64 =
+                (p.indptr[i]..p.indptr[i + 1]).map(|q| p.values[q] * ones[p.indices[q]]).sum();
             assert!((value - 1.0).abs() < 1e-14, "row {i}: {value}");
         }
-        let ac = from_sprs(&galerkin_product(&asp, &p));
+        let ac = multiply(&transpose(&p), &multiply(&a, &p));
         assert_eq!(ac.n, count);
         let dense = |i: usize, j: usize| {
             let cols = &ac.indices[ac.indptr[i]..ac.indptr[i + 1]];

@@ -33,8 +33,12 @@
 //! matrix is not h-robust (pyamg: 45 / 71 / 113 iterations at square:64 / 128 / 256, k = 3),
 //! because its aggregates ignore the face blocks' polynomial modes; the P1 matrix is the kind
 //! of matrix smoothed aggregation handles well.
-pub(crate) mod aggregation;
+pub mod aggregation;
+mod galerkin;
 mod level;
+mod sparse;
+
+pub use galerkin::vertex_operator;
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -46,10 +50,7 @@ use hdg_core::{
 
 use crate::chebyshev::SmoothingPolynomial;
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
-use aggregation::{
-    aggregate, from_sprs, galerkin_product, smooth_prolongator, strong_neighbours,
-    tentative_prolongator, to_sprs,
-};
+use aggregation::{aggregate, smooth_prolongator, strong_neighbours, tentative_prolongator};
 use level::CsrOperator;
 
 /// How the trace level combines its smoother with the coarse correction.
@@ -74,7 +75,10 @@ pub struct MultigridSettings {
     pub vertex_smoothing_degree: usize,
     /// The vertex smoothers target [lambda_max / range, lambda_max].
     pub vertex_smoothing_range: f64,
-    /// Lanczos steps of each level's lambda_max estimate.
+    /// Lanczos steps of the trace level's lambda_max estimate; 0 takes the bound
+    /// faces_per_cell itself (see [`Multigrid::new`]).
+    pub trace_lanczos_steps: usize,
+    /// Lanczos steps of each vertex level's lambda_max estimate (at least 2).
     pub lanczos_steps: usize,
     /// lambda_max estimates are multiplied by this (Ritz values lie inside the spectrum).
     pub lambda_safety: f64,
@@ -100,14 +104,17 @@ pub struct MultigridSettings {
 impl MultigridSettings {
     /// The settings the measurements chose for a problem in `dim` dimensions at order `order`.
     pub fn auto(dim: usize, order: usize) -> Self {
-        let _ = (dim, order);
+        let _ = order;
         MultigridSettings {
+            // In 2D the bound costs one iteration and saves 20 trace-operator products of
+            // setup; in 3D it lies far above the spectrum (4 against about 2.2) and costs 4.
+            trace_lanczos_steps: if dim == 2 { 0 } else { 20 },
             trace_smoothing_degree: 3,
             trace_smoothing_range: 30.0,
             vertex_smoothing_degree: 2,
             vertex_smoothing_range: 10.0,
-            lanczos_steps: 12,
-            lambda_safety: 1.1,
+            lanczos_steps: 20,
+            lambda_safety: 1.15,
             strength_threshold: 0.08,
             max_direct: 500,
             max_levels: 20,
@@ -131,13 +138,16 @@ impl MultigridSettings {
             return bad("multigrid lambda safety", format!("{} is below 1", self.lambda_safety));
         }
         if self.lanczos_steps < 2
+            || self.trace_lanczos_steps == 1
             || self.max_levels < 2
             || self.max_direct == 0
             || self.vertex_corrections == 0
         {
             return bad(
                 "multigrid settings",
-                "need at least 2 Lanczos steps, 2 levels and a direct level of 1 unknown".into(),
+                "need at least 2 Lanczos steps (0 on the trace level), 2 levels and a direct \
+                 level of 1 unknown"
+                    .into(),
             );
         }
         if !(0.0..1.0).contains(&self.strength_threshold) {
@@ -180,19 +190,25 @@ pub struct Multigrid<'a, T: Real, B: MultigridOps<T>> {
     backend: &'a B,
     trace: &'a dyn TraceOperator<T, Vector = B::Vector>,
     trace_smoother: BlockJacobi<B::Vector>,
-    /// Levels 1, 2, ...: the last is solved by `direct`.
+    /// Levels 1, 2, ...: the last is solved by `direct`. None when the vertex space is empty
+    /// (every vertex on the Dirichlet boundary: a mesh of one or two cells per side), and the
+    /// cycle is then the trace smoother alone.
     levels: Vec<VertexLevel<'a, T, B>>,
     /// `transfers[l]` joins level l to level l + 1.
     transfers: Vec<Transfer<T, B>>,
     /// The smoother of every level but the last.
     smoothing: Vec<SmoothingPolynomial>,
-    /// The last level's inverse, dense, as a CSR matrix.
-    direct: B::Csr,
+    /// The last level's inverse, dense, as a CSR matrix (None without levels).
+    direct: Option<B::Csr>,
     work: Vec<Mutex<Work<B::Vector>>>,
     trace_cycle: Cycle,
     vertex_corrections: usize,
     notes: Vec<String>,
 }
+
+/// A level whose aggregation leaves more than 1 / SLOW_COARSENING of its unknowns is
+/// aggregated again with every coupling strong.
+const SLOW_COARSENING: usize = 3;
 
 /// Deterministic pseudo-random values in [-1, 1] (xorshift64*): start vectors for the
 /// spectrum estimates, the same on every backend.
@@ -209,19 +225,25 @@ fn pseudo_random<T: Real>(n: usize, seed: u64) -> Vec<T> {
         .collect()
 }
 
-/// lambda_max of M^-1 A by Lanczos from a pseudo-random start, times `safety`; the Gershgorin
-/// bound of D^-1 A where Lanczos cannot run (it converged at once: a tiny or trivial level).
+/// lambda_max of M^-1 A: Lanczos from a pseudo-random start, times the safety factor, capped
+/// by `bound`, an upper bound of the spectrum (the estimate converges slowly where the top of
+/// the spectrum is dense, and a smoother built on an under-estimate amplifies what lies
+/// above it); `bound` where Lanczos cannot run (it converged at once: a tiny or trivial level).
 fn lambda_max<T: Real, B: MultigridOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
     inner: &dyn Preconditioner<T, B>,
-    settings: &MultigridSettings,
+    (steps, safety): (usize, f64),
+    bound: f64,
     seed: u64,
 ) -> Result<f64> {
+    if steps == 0 {
+        return Ok(bound);
+    }
     let start = backend.copy_from_host(&pseudo_random::<T>(operator.dim(), seed))?;
-    match lanczos_estimate(backend, operator, inner, &start, settings.lanczos_steps) {
-        Ok(estimate) => Ok(estimate.lambda_max * settings.lambda_safety),
-        Err(CoreError::Solver(_)) => Ok(operator.gershgorin_bounds(true)?.1),
+    match lanczos_estimate(backend, operator, inner, &start, steps) {
+        Ok(estimate) => Ok((estimate.lambda_max * safety).min(bound)),
+        Err(CoreError::Solver(_)) => Ok(bound),
         Err(e) => Err(e),
     }
 }
@@ -248,10 +270,6 @@ fn dense_inverse(a: &HostCsr) -> Result<HostCsr> {
         indices: (0..n * n).map(|p| p % n).collect(),
         values: (0..n * n).map(|p| inverse[(p / n, p % n)]).collect(),
     })
-}
-
-fn transpose(a: &HostCsr) -> Result<HostCsr> {
-    Ok(from_sprs(&to_sprs(a)?.transpose_view().to_csr()))
 }
 
 impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
@@ -282,16 +300,30 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         }
         let t = Instant::now();
         let trace_smoother = BlockJacobi::new(backend, trace)?;
-        let trace_lambda = lambda_max(backend, trace, &trace_smoother, settings, 1)?;
+        // A = sum_K A_K and D = sum_K blockdiag(A_K) with every A_K positive semi-definite of
+        // faces_per_cell blocks, and M <= m blockdiag(M) for such an M of m blocks: so the
+        // spectrum of D^-1 A lies below faces_per_cell, a bound the estimate is capped by.
+        let trace_lambda = lambda_max(
+            backend,
+            trace,
+            &trace_smoother,
+            (settings.trace_lanczos_steps, settings.lambda_safety),
+            topology.faces_per_cell as f64,
+            1,
+        )?;
         timed("trace level: block factors and lambda_max", t);
 
         let t = Instant::now();
         let d = space.vertices_per_face;
         let projected = trace.project_blocks(&space.face_transfer, d, d)?;
-        let mut matrix = space.coarse_operator(topology, &projected)?;
+        let projection_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut matrix = vertex_operator(space, topology, &projected)?;
         drop(projected);
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
-        timed("vertex level: E^T A E and the transfers", t);
+        timed(
+            &format!("vertex level: E^T A E and the transfers (projection {projection_ms:.1} ms)"),
+            t,
+        );
 
         let mut levels: Vec<VertexLevel<'a, T, B>> = Vec::new();
         let mut smoothing = vec![SmoothingPolynomial {
@@ -301,58 +333,87 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         }];
         let t = Instant::now();
         let mut nonzeros = Vec::new();
-        loop {
+        // Seconds spent on: uploads, lambda estimates, aggregation, sparse products.
+        let mut phases = [0.0f64; 4];
+        let mut lap = Instant::now();
+        let mut split = |phase: usize| {
+            phases[phase] += lap.elapsed().as_secs_f64();
+            lap = Instant::now();
+        };
+        while matrix.n > 0 {
             nonzeros.push(matrix.indices.len());
             let operator = CsrOperator::new(backend, &matrix)?;
             let jacobi = Jacobi::new(backend, &operator)?;
+            split(0);
             let last = matrix.n <= settings.max_direct || levels.len() + 2 >= settings.max_levels;
             if last {
                 levels.push(VertexLevel { operator, jacobi });
                 break;
             }
-            let rho = lambda_max(backend, &operator, &jacobi, settings, 2 + levels.len() as u64)?;
-            let stalled = |count: usize| count == 0 || count * 10 > matrix.n * 9;
+            let gershgorin = operator.gershgorin_bounds(true)?.1;
+            let seed = 2 + levels.len() as u64;
+            let steps = (settings.lanczos_steps, settings.lambda_safety);
+            let rho = lambda_max(backend, &operator, &jacobi, steps, gershgorin, seed)?;
+            split(1);
             let (start, neighbours) = strong_neighbours(&matrix, settings.strength_threshold);
             let (mut aggregates, mut count) = aggregate(&start, &neighbours);
-            if stalled(count) {
-                // Too few strong couplings to coarsen: every coupling counts as strong.
+            if count * SLOW_COARSENING > matrix.n {
+                // Coarsening slower than SLOW_COARSENING (weak couplings everywhere: on SA's
+                // denser coarse levels in 3D) keeps levels large and dense; with every coupling
+                // strong the aggregates are whole neighbourhoods.
                 let (start, neighbours) = strong_neighbours(&matrix, 0.0);
-                (aggregates, count) = aggregate(&start, &neighbours);
+                let (all, all_count) = aggregate(&start, &neighbours);
+                if all_count < count {
+                    (aggregates, count) = (all, all_count);
+                }
             }
-            if stalled(count) {
+            if count == 0 || count * 10 > matrix.n * 9 {
                 return Err(CoreError::Solver(format!(
                     "multigrid: aggregation cannot coarsen a level of {} unknowns ({count} \
                      aggregates)",
                     matrix.n
                 )));
             }
+            split(2);
             smoothing.push(SmoothingPolynomial {
                 degree: settings.vertex_smoothing_degree,
                 lambda_min: rho / settings.vertex_smoothing_range,
                 lambda_max: rho,
             });
-            let a = to_sprs(&matrix)?;
-            let tentative = to_sprs(&tentative_prolongator(&aggregates, count))?;
+            let tentative = tentative_prolongator(&aggregates, count);
             let diagonal = aggregation::diagonal(&matrix);
             // rho carries the safety factor: the smoothing step stays on the safe side.
-            let p = smooth_prolongator(&a, &diagonal, &tentative, 4.0 / 3.0 / rho);
-            let coarse = from_sprs(&galerkin_product(&a, &p));
-            let p = from_sprs(&p);
+            let p = smooth_prolongator(&matrix, &diagonal, &tentative, 4.0 / 3.0 / rho);
+            let pt = sparse::transpose(&p);
+            let coarse = sparse::multiply(&pt, &sparse::multiply(&matrix, &p));
+            split(3);
             transfers.push(Transfer::Csr {
-                restrict: backend.upload_csr(&transpose(&p)?)?,
+                restrict: backend.upload_csr(&pt)?,
                 prolong: backend.upload_csr(&p)?,
             });
             levels.push(VertexLevel { operator, jacobi });
             matrix = coarse;
         }
-        let direct = backend.upload_csr(&dense_inverse(&matrix)?)?;
-        timed("vertex hierarchy (smoothed aggregation)", t);
+        let direct = match matrix.n {
+            0 => None,
+            _ => Some(backend.upload_csr(&dense_inverse(&matrix)?)?),
+        };
+        split(0);
+        let [uploads, estimates, aggregation, products] = phases.map(|p| p * 1e3);
+        timed(
+            &format!(
+                "vertex hierarchy (smoothed aggregation; uploads {uploads:.1} ms, lambda \
+                 estimates {estimates:.1} ms, aggregation {aggregation:.1} ms, sparse products \
+                 {products:.1} ms)"
+            ),
+            t,
+        );
 
         let mut sizes = vec![trace.dim()];
         sizes.extend(levels.iter().map(|l| l.operator.dim()));
-        let work = (0..sizes.len() - 1)
+        let work = (0..sizes.len().max(2) - 1)
             .map(|l| {
-                let (n, nc) = (sizes[l], sizes[l + 1]);
+                let (n, nc) = (sizes[l], sizes.get(l + 1).copied().unwrap_or(0));
                 Ok(Mutex::new(Work {
                     residual: backend.zeros(n)?,
                     correction: backend.zeros(n)?,
@@ -445,8 +506,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
     /// z = cycle_l(r).
     fn cycle(&self, level: usize, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
         let backend = self.backend;
-        if level == self.levels.len() {
-            return backend.csr_apply(&self.direct, r, z);
+        if let (true, Some(direct)) = (level == self.levels.len(), &self.direct) {
+            return backend.csr_apply(direct, r, z);
         }
         let mut guard = self.work[level]
             .lock()
@@ -456,6 +517,9 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         let (operator, inner) = (self.operator(level), self.inner(level));
         let polynomial = &self.smoothing[level];
         polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], r, z)?;
+        if self.levels.is_empty() {
+            return Ok(());
+        }
         if level == 0 && self.trace_cycle == Cycle::Additive {
             self.restrict(level, r, coarse_rhs)?;
             self.cycle(level + 1, coarse_rhs, coarse_solution)?;
@@ -499,10 +563,10 @@ impl<T: Real, B: MultigridOps<T>> Preconditioner<T, B> for Multigrid<'_, T, B> {
 
     /// Trace-operator products per cycle (the vertex levels' products are not counted).
     fn operator_applications(&self) -> usize {
-        let smoothing = 2 * (self.smoothing[0].degree - 1);
-        match self.trace_cycle {
-            Cycle::Multiplicative => smoothing + 2,
-            Cycle::Additive => self.smoothing[0].degree - 1,
+        let smoothing = self.smoothing[0].degree - 1;
+        match (self.levels.is_empty(), self.trace_cycle) {
+            (true, _) | (false, Cycle::Additive) => smoothing,
+            (false, Cycle::Multiplicative) => 2 * smoothing + 2,
         }
     }
 }
