@@ -9,6 +9,9 @@
 #   bash scripts/gpu-bench.sh e2e3d         # 3D end to end, cuda against all CPU cores
 #   bash scripts/gpu-bench.sh e2e2d         # 2D end to end at 1e7 dofs, cuda against all cores
 #                                           # (HDG_E2E_ORDERS="2:1054 4:816", HDG_E2E_BACKENDS="cuda:dbf cpu:dbf")
+#   bash scripts/gpu-bench.sh mg            # pcg-mg against pcg-block-jacobi at 1e7 dofs (2D k = 2,
+#                                           # 4; 3D k = 3), and the DBF SpMV of the same sizes
+#                                           # (HDG_MG_CASES="square:1054:2 ...", HDG_MG_SOLVERS)
 #
 # Output goes to ${OUT:-/tmp/hdg-gpu}.
 set -uo pipefail
@@ -54,6 +57,17 @@ for section in "$@"; do
             --operator "${backend#*:}" --solver pcg-jacobi --tol 1e-9
         done
       done ;;
+    mg)
+      # About 1e7 trace dofs: square:N has (k+1)(3N^2-2N), cube:N about 12 N^3 (k+1)(k+2)/2.
+      # Tolerance 1e-9: at 1e7 dofs 1e-10 lies below the f64 attainable accuracy.
+      for case in ${HDG_MG_CASES:-square:1054:2 square:816:4 cube:44:3}; do
+        mesh="${case%:*}"; k="${case##*:}"
+        for solver in ${HDG_MG_SOLVERS:-pcg-mg pcg-block-jacobi}; do
+          solve mg --mesh "$mesh" --order "$k" --backend cuda --solver "$solver" --tol 1e-9
+        done
+      done
+      "$b/gpu-bench" --dofs 1e7 --orders 2,4 2>&1 | tee "$out/mg-spmv-2d.log"
+      "$b/gpu-bench" --dim 3 --dofs 1e7 --orders 3 2>&1 | tee "$out/mg-spmv-3d.log" ;;
     *) echo "unknown section $section" >&2; exit 2 ;;
   esac
 done

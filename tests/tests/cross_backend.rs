@@ -25,8 +25,10 @@
 //! The solution is that of the whole pipeline (`hdg_core::pipeline::solve`) when tau is one
 //! constant (the pipeline takes tau from the `Problem`); with per-face tau, the same stages are
 //! run one by one on a `Discretization` whose `tau` was overwritten. Both backends use the same
-//! solver: the sparse direct solver (faer, f64 factorisation of the exported matrix) or
-//! block-Jacobi PCG to a relative residual of 1e-13 (f64) or 1e-6 (f32); see [`case_strategy`].
+//! solver: the sparse direct solver (faer, f64 factorisation of the exported matrix),
+//! block-Jacobi PCG, or (tests of their own) multigrid PCG (`pcg-mg`, with the DBF operator: it
+//! projects the assembled blocks), to a relative residual of 1e-13 (f64) or 1e-6 (f32); see
+//! [`case_strategy`].
 //!
 //! Determinism: a fixed proptest seed per test, no failure persistence, a bounded shrink, so a
 //! run is the same everywhere. `PROPTEST_CASES` and `PROPTEST_RNG_SEED` override the case count
@@ -53,9 +55,9 @@ use hdg_backend_cuda::{CudaBackend, DeviceReal, TraceOperatorKind, MAX_ELEMENT_O
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
     Backend, CellType, Coefficient, Discretization, ErrorNorms, Krylov, LocalSolver, Manufactured,
-    Postprocessor, Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
+    MultigridOps, Postprocessor, Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
 };
-use hdg_linalg::{SolverChoice, Suite};
+use hdg_linalg::{MultigridPrecision, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestCaseError, TestError, TestRunner};
@@ -314,8 +316,18 @@ impl Case {
     }
 }
 
-/// Cases on meshes of `cell`, for precision `T`, with the sparse direct solver or block-Jacobi
-/// PCG (relative residual 1e-13 in f64, 1e-6 in f32).
+/// Which trace solvers a property draws.
+#[derive(Clone, Copy, Debug)]
+enum Solvers {
+    /// The sparse direct solver or block-Jacobi PCG.
+    Reference,
+    /// Multigrid PCG (`pcg-mg`): its own tests, so that the reference properties keep drawing
+    /// the cases they always drew.
+    Multigrid,
+}
+
+/// Cases on meshes of `cell`, for precision `T`, with the `solvers` (PCG to a relative
+/// residual of 1e-13 in f64, 1e-6 in f32).
 ///
 /// The PCG tolerances were chosen on the CPU (300 cases of each strategy): in f64, PCG to 1e-12
 /// left solutions up to 6.4e-12 from the direct solve's, too close to the 1e-11 test tolerance
@@ -323,12 +335,18 @@ impl Case {
 /// In f32, PCG to 1e-6 converges (by its recurrence; the true residual stalls near 3e-4) within
 /// 1.0e-5 of the direct solve; the direct solve of K_e perturbed by 2 units of round-off moves
 /// by 8.3e-6 (f32) and 2.2e-14 (f64).
-fn case_strategy<T: Real>(cell: CellType) -> impl Strategy<Value = Case> {
+fn case_strategy<T: Real>(cell: CellType, solvers: Solvers) -> impl Strategy<Value = Case> {
     let pcg_tolerance = if T::NAME == "f64" { 1e-13 } else { 1e-6 };
-    let solvers = prop_oneof![
-        Just(SolverCase { choice: SolverChoice::Direct, tolerance: pcg_tolerance }),
-        Just(SolverCase { choice: SolverChoice::PcgBlockJacobi, tolerance: pcg_tolerance }),
-    ];
+    let solvers = match solvers {
+        Solvers::Reference => prop_oneof![
+            Just(SolverCase { choice: SolverChoice::Direct, tolerance: pcg_tolerance }),
+            Just(SolverCase { choice: SolverChoice::PcgBlockJacobi, tolerance: pcg_tolerance }),
+        ]
+        .boxed(),
+        Solvers::Multigrid => {
+            Just(SolverCase { choice: SolverChoice::PcgMg, tolerance: pcg_tolerance }).boxed()
+        }
+    };
     let solutions = prop_oneof![
         Just(SolutionCase::Sine),
         Just(SolutionCase::ExpSin),
@@ -354,7 +372,12 @@ fn case_strategy<T: Real>(cell: CellType) -> impl Strategy<Value = Case> {
                 reaction,
                 solution,
                 solver,
-                operator,
+                // The multigrid builds its coarse operator from the assembled blocks.
+                operator: if solver.choice == SolverChoice::PcgMg {
+                    TraceOperatorKind::Dbf
+                } else {
+                    operator
+                },
                 vector_seed,
             },
         )
@@ -362,6 +385,11 @@ fn case_strategy<T: Real>(cell: CellType) -> impl Strategy<Value = Case> {
 
 // ---------------------------------------------------------------------------------------------
 // One backend's answers, on the host.
+
+/// A precision both backends run every solver of the cases in (`pcg-mg` included).
+trait Precision: DeviceReal + MultigridPrecision<CpuBackend> + MultigridPrecision<CudaBackend> {}
+impl Precision for f32 {}
+impl Precision for f64 {}
 
 /// Host copies of what the comparison needs that the backend traits do not provide.
 trait HostCopies<T: Real>: Backend<T> {
@@ -414,15 +442,14 @@ struct Answers<T> {
 }
 
 /// Runs every stage of `case` on backend `b`.
-fn answers<T: Real, B: HostCopies<T>>(
+fn answers<T: MultigridPrecision<B>, B: HostCopies<T> + MultigridOps<T>>(
     b: &B,
     mesh: &Mesh,
     problem: &Problem,
     case: &Case,
     vectors: &[Vec<T>],
 ) -> hdg_core::Result<Answers<T>> {
-    let suite = case.solver.suite();
-    let solver = Krylov::<T, B>(&suite);
+    let solver = case.solver.suite();
     let mut disc = Discretization::<T>::new(mesh, problem, case.order)?;
     case.tau.apply(&mut disc.tau);
     let prep = b.prepare(&disc)?;
@@ -467,7 +494,7 @@ fn answers<T: Real, B: HostCopies<T>>(
     } else {
         // The pipeline's stages one by one (it would take tau from the Problem).
         let mut x = b.zeros(dim)?;
-        let solve = solver.solve(b, &operator, &rhs, &mut x)?;
+        let solve = solver.solve(b, &disc, &operator, &rhs, &mut x)?;
         drop((operator, rhs));
         let fields = b.recover(&disc, &prep, &condensed, &x)?;
         drop(condensed);
@@ -572,7 +599,7 @@ fn compare_error<T: Real>(
 }
 
 /// The property: both backends give the same answers to `tol`.
-fn same_answers<T: DeviceReal>(
+fn same_answers<T: Precision>(
     g: &CudaBackend,
     case: &Case,
     tol: f64,
@@ -634,13 +661,13 @@ fn config(seed: u64) -> Config {
 }
 
 /// Runs the property on `cell` meshes in precision `T` to tolerance `tol`.
-fn property<T: DeviceReal>(cell: CellType, seed: u64, tol: f64) {
+fn property<T: Precision>(cell: CellType, solvers: Solvers, seed: u64, tol: f64) {
     let g = device();
     let worst = Mutex::new(Worst::default());
     let count = Mutex::new(0usize);
     let start = Instant::now();
     let mut runner = TestRunner::new(config(seed));
-    let result = runner.run(&case_strategy::<T>(cell), |case| {
+    let result = runner.run(&case_strategy::<T>(cell, solvers), |case| {
         let t = Instant::now();
         let mut w = worst.lock().unwrap_or_else(|p| p.into_inner());
         let outcome = same_answers::<T>(&g, &case, tol, &mut w);
@@ -678,25 +705,44 @@ fn property<T: DeviceReal>(cell: CellType, seed: u64, tol: f64) {
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn cpu_and_cuda_agree_f64_triangles() {
-    property::<f64>(CellType::Triangle, 0x4844_4704_f640, 1e-11);
+    property::<f64>(CellType::Triangle, Solvers::Reference, 0x4844_4704_f640, 1e-11);
 }
 
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn cpu_and_cuda_agree_f32_triangles() {
-    property::<f32>(CellType::Triangle, 0x4844_4704_f320, 1e-4);
+    property::<f32>(CellType::Triangle, Solvers::Reference, 0x4844_4704_f320, 1e-4);
 }
 
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn cpu_and_cuda_agree_f64_tetrahedra() {
-    property::<f64>(CellType::Tetrahedron, 0x4844_4704_f643, 1e-11);
+    property::<f64>(CellType::Tetrahedron, Solvers::Reference, 0x4844_4704_f643, 1e-11);
 }
 
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn cpu_and_cuda_agree_f32_tetrahedra() {
-    property::<f32>(CellType::Tetrahedron, 0x4844_4704_f323, 1e-4);
+    property::<f32>(CellType::Tetrahedron, Solvers::Reference, 0x4844_4704_f323, 1e-4);
+}
+
+/// Multigrid PCG on both backends (the DBF operator on the device): the same comparisons.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn cpu_and_cuda_agree_pcg_mg_f64() {
+    property::<f64>(CellType::Triangle, Solvers::Multigrid, 0x4844_4704_a640, 1e-11);
+    property::<f64>(CellType::Tetrahedron, Solvers::Multigrid, 0x4844_4704_a643, 1e-11);
+}
+
+/// In f32 at 2e-4: q_h at k = 5, 6 differs by up to 1.3e-4 between the backends with every
+/// solver, the direct one included (K_e differs by about 1e-6 and the trace system's condition
+/// number at these orders carries that into q_h); the reference properties stay at 1e-4
+/// because their fixed draws stay below it.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn cpu_and_cuda_agree_pcg_mg_f32() {
+    property::<f32>(CellType::Triangle, Solvers::Multigrid, 0x4844_4704_a320, 2e-4);
+    property::<f32>(CellType::Tetrahedron, Solvers::Multigrid, 0x4844_4704_a323, 2e-4);
 }
 
 /// The strategies themselves (no device): valid meshes and problems for both cell types.
@@ -705,12 +751,19 @@ fn strategies_draw_valid_cases() {
     let mut runner = TestRunner::new(Config { cases: 16, ..config(7) });
     for cell in [CellType::Triangle, CellType::Tetrahedron] {
         runner
-            .run(&case_strategy::<f64>(cell), |case| {
+            .run(&case_strategy::<f64>(cell, Solvers::Reference), |case| {
                 let mesh = case.mesh.build();
                 prop_assert_eq!(mesh.cell_type(), cell);
                 let problem = case.problem(&mesh);
                 prop_assert!(problem.validate(mesh.n_cells()).is_ok(), "{:?}", problem);
                 prop_assert!((1..=6).contains(&case.order));
+                Ok(())
+            })
+            .unwrap();
+        runner
+            .run(&case_strategy::<f32>(cell, Solvers::Multigrid), |case| {
+                prop_assert_eq!(case.solver.choice, SolverChoice::PcgMg);
+                prop_assert_eq!(case.operator, TraceOperatorKind::Dbf);
                 Ok(())
             })
             .unwrap();

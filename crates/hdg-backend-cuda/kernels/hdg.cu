@@ -179,10 +179,13 @@ extern "C" __global__ void promote_add(u64 n, const f32* __restrict__ x, f64* __
 }
 
 // ---------------------------------------------------------------------------------------------
-// Batched Cholesky of small SPD blocks (block Jacobi): one thread per block, in place,
-// row-major, the same operations in the same order as hdg_backend_cpu::dense::cholesky. On a
-// pivot that is not positive (or NaN), info[b] = pivot + 1 and the block's diagonal entry at
-// the pivot holds the offending value; info[b] = 0 otherwise.
+// Block Jacobi: a batch of small SPD blocks, one thread per block, in place, row-major, the
+// same operations in the same order as hdg_backend_cpu::dense::{cholesky,
+// invert_from_cholesky}. The Cholesky factor checks definiteness: on a pivot that is not
+// positive (or NaN), info[b] = pivot + 1 and the block's diagonal entry at the pivot holds the
+// offending value; info[b] = 0 otherwise. A definite block is then replaced by its inverse
+// (L^-1 in place, then L^-T L^-1 in place), so that a solve is a matrix-vector product with
+// no division.
 
 template <typename T>
 __device__ void cholesky_block(unsigned n, T* a, int* info) {
@@ -206,55 +209,70 @@ __device__ void cholesky_block(unsigned n, T* a, int* info) {
     *info = 0;
 }
 
+// The lower triangle of `a` holds L; on return `a` holds (L L^T)^-1, whole.
+template <typename T>
+__device__ void invert_from_cholesky(unsigned n, T* a) {
+    // X = L^-1, column by column from the left: column j of X needs L's columns >= j only.
+    for (unsigned j = 0; j < n; ++j) {
+        a[j * n + j] = T(1) / a[j * n + j];
+        for (unsigned i = j + 1; i < n; ++i) {
+            T s = T(0);
+            for (unsigned k = j; k < i; ++k) s += a[i * n + k] * a[k * n + j];
+            a[i * n + j] = -s / a[i * n + i];
+        }
+    }
+    // X^T X, row by row from the top, the diagonal last in each row: entry (i, j) needs X's
+    // rows >= i only.
+    for (unsigned i = 0; i < n; ++i) {
+        for (unsigned j = 0; j <= i; ++j) {
+            T s = T(0);
+            for (unsigned k = i; k < n; ++k) s += a[k * n + i] * a[k * n + j];
+            a[i * n + j] = s;
+        }
+        for (unsigned j = 0; j < i; ++j) a[j * n + i] = a[i * n + j];
+    }
+}
+
 template <typename T>
 __device__ void factor_blocks(u64 n_blocks, unsigned b, T* __restrict__ blocks,
                               int* __restrict__ info) {
-    GRID_STRIDE(blk, n_blocks) { cholesky_block<T>(b, blocks + blk * b * b, info + blk); }
+    GRID_STRIDE(blk, n_blocks) {
+        T* block = blocks + blk * b * b;
+        cholesky_block<T>(b, block, info + blk);
+        if (info[blk] == 0) invert_from_cholesky<T>(b, block);
+    }
 }
 
-// z_block = L^-T L^-1 r_block with the factor L of one block; B known at compile time, the
-// block's right-hand side in registers.
+// z_block = inverse * r_block; B known at compile time, the block's right-hand side in
+// registers.
 template <typename T, int B>
-__device__ void solve_blocks_fixed(u64 n_blocks, const T* __restrict__ factors,
+__device__ void solve_blocks_fixed(u64 n_blocks, const T* __restrict__ inverses,
                                    const T* __restrict__ r, T* __restrict__ z) {
     GRID_STRIDE(blk, n_blocks) {
-        const T* l = factors + blk * (B * B);
+        const T* inv = inverses + blk * (B * B);
         T v[B];
 #pragma unroll
         for (int i = 0; i < B; ++i) v[i] = r[blk * B + i];
 #pragma unroll
         for (int i = 0; i < B; ++i) {
+            T s = T(0);
 #pragma unroll
-            for (int k = 0; k < i; ++k) v[i] -= l[i * B + k] * v[k];
-            v[i] *= T(1) / l[i * B + i];
+            for (int j = 0; j < B; ++j) s += inv[i * B + j] * v[j];
+            z[blk * B + i] = s;
         }
-#pragma unroll
-        for (int i = B - 1; i >= 0; --i) {
-#pragma unroll
-            for (int k = i + 1; k < B; ++k) v[i] -= l[k * B + i] * v[k];
-            v[i] *= T(1) / l[i * B + i];
-        }
-#pragma unroll
-        for (int i = 0; i < B; ++i) z[blk * B + i] = v[i];
     }
 }
 
-// Any block size: the same, working in z.
+// Any block size: the same, r read from memory.
 template <typename T>
-__device__ void solve_blocks_any(u64 n_blocks, unsigned b, const T* __restrict__ factors,
+__device__ void solve_blocks_any(u64 n_blocks, unsigned b, const T* __restrict__ inverses,
                                  const T* __restrict__ r, T* __restrict__ z) {
     GRID_STRIDE(blk, n_blocks) {
-        const T* l = factors + blk * b * b;
-        T* v = z + blk * b;
+        const T* inv = inverses + blk * b * b;
         for (unsigned i = 0; i < b; ++i) {
-            T s = r[blk * b + i];
-            for (unsigned k = 0; k < i; ++k) s -= l[i * b + k] * v[k];
-            v[i] = s * (T(1) / l[i * b + i]);
-        }
-        for (int i = (int)b - 1; i >= 0; --i) {
-            T s = v[i];
-            for (unsigned k = i + 1; k < b; ++k) s -= l[k * b + i] * v[k];
-            v[i] = s * (T(1) / l[i * b + i]);
+            T s = T(0);
+            for (unsigned j = 0; j < b; ++j) s += inv[i * b + j] * r[blk * b + j];
+            z[blk * b + i] = s;
         }
     }
 }

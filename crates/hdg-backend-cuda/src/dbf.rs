@@ -233,6 +233,26 @@ impl<T: DeviceReal> DeviceDbf<T> {
         self.n_rows
     }
 
+    /// The plane pitch (n_rows rounded up to 32).
+    pub(crate) fn pitch(&self) -> usize {
+        self.pitch
+    }
+
+    /// The value planes (layout in the module documentation).
+    pub(crate) fn values(&self) -> &DeviceBuffer<T> {
+        &self.values
+    }
+
+    /// The column planes.
+    pub(crate) fn columns(&self) -> &DeviceBuffer<u32> {
+        &self.columns
+    }
+
+    /// The backend the matrix lives on.
+    pub(crate) fn backend(&self) -> &CudaBackend {
+        &self.backend
+    }
+
     /// Blocks per row.
     pub fn slots(&self) -> usize {
         self.slots
@@ -424,6 +444,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
             }
         }
         Ok(csr)
+    }
+
+    fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
+        self.project(basis, rows, m)
     }
 }
 

@@ -4,6 +4,7 @@
 //! All work of one [`CudaBackend`] is queued on one stream, so operations run in the order they
 //! are issued and no operation needs to wait for another; the host waits (synchronises the
 //! stream) only where a value comes back to it (dot products, `to_host`, error flags).
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -79,6 +80,13 @@ const GEOMETRY_KERNELS: KernelImage = KernelImage {
     what: "geometry kernels",
     sm90: include_bytes!(concat!(env!("OUT_DIR"), "/geometry.sm_90.cubin")),
     portable: include_str!(concat!(env!("OUT_DIR"), "/geometry.compute_75.ptx")),
+};
+
+/// The multigrid preconditioner's kernels (`kernels/multigrid.cu`).
+const MULTIGRID_KERNELS: KernelImage = KernelImage {
+    what: "multigrid kernels",
+    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/multigrid.sm_90.cubin")),
+    portable: include_str!(concat!(env!("OUT_DIR"), "/multigrid.compute_75.ptx")),
 };
 
 /// Threads per block of every kernel (the reductions need exactly this many: see hdg.cu).
@@ -183,6 +191,15 @@ impl Scratch {
 // a stream synchronisation, by the device in stream order).
 unsafe impl Send for Scratch {}
 
+/// A kernel of one of the [`Gpu`]'s modules (valid while they are loaded, that is as long as
+/// the `Gpu`).
+#[derive(Clone, Copy)]
+struct KernelHandle(cust::sys::CUfunction);
+
+// SAFETY: a CUfunction is an opaque driver handle, usable from any thread once the context is
+// current (every launch binds it first); the handles are only read after insertion.
+unsafe impl Send for KernelHandle {}
+
 /// What the backend and its operators share: the context, the stream, the kernels.
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
@@ -196,6 +213,11 @@ pub(crate) struct Gpu {
     manufactured: Module,
     /// Geometry factors and transposes of the setup.
     geometry: Module,
+    /// The multigrid preconditioner's transfers, CSR products and block projections.
+    multigrid: Module,
+    /// Every kernel looked up so far, by name: a lookup walks the modules above one by one,
+    /// and a miss in the element kernels' module (thousands of functions) is slow.
+    functions: Mutex<HashMap<String, KernelHandle>>,
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
@@ -224,18 +246,53 @@ impl Gpu {
         args: &[*mut c_void],
     ) -> Result<()> {
         self.bind()?;
-        let function = self
-            .module
-            .get_function(name)
-            .or_else(|_| self.elements.get_function(name))
-            .or_else(|_| self.matrix_free.get_function(name))
-            .or_else(|_| self.manufactured.get_function(name))
-            .or_else(|_| self.geometry.get_function(name))
-            .map_err(|e| cuda_error(format!("kernel {name} is missing from the modules"), e))?;
-        // SAFETY: the caller guarantees the arguments (see above); the grid and block sizes are
-        // within the device limits (blocks >= 1 by the callers' checks, THREADS = 256).
-        unsafe { self.stream.launch(&function, blocks, THREADS, 0, args) }
-            .map_err(|e| cuda_error(format!("launch of {name} ({blocks} blocks) failed"), e))
+        let function = self.function(name)?;
+        // SAFETY: the caller guarantees the arguments (see above); the function is a kernel of
+        // one of this context's modules, which live as long as `self`; the grid and block
+        // sizes are within the device limits (blocks >= 1 by the callers' checks,
+        // THREADS = 256); the stream is this context's.
+        let status = unsafe {
+            cust::sys::cuLaunchKernel(
+                function.0,
+                blocks,
+                1,
+                1,
+                THREADS,
+                1,
+                1,
+                0,
+                self.stream.as_inner(),
+                args.as_ptr() as *mut *mut c_void,
+                std::ptr::null_mut(),
+            )
+        };
+        let what = || format!("launch of {name} ({blocks} blocks) failed");
+        match status {
+            cust::sys::CUresult::CUDA_SUCCESS => Ok(()),
+            cust::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(out_of_memory(what(), None)),
+            other => Err(CoreError::Backend(format!("{}: {other:?}", what()))),
+        }
+    }
+
+    /// The kernel `name`, from the cache or looked up in the modules (the first to have it).
+    fn function(&self, name: &str) -> Result<KernelHandle> {
+        let poisoned = || CoreError::Backend("the kernel cache's lock is poisoned".into());
+        if let Some(&f) = self.functions.lock().map_err(|_| poisoned())?.get(name) {
+            return Ok(f);
+        }
+        let function = [
+            &self.module,
+            &self.multigrid,
+            &self.matrix_free,
+            &self.manufactured,
+            &self.geometry,
+            &self.elements,
+        ]
+        .iter()
+        .find_map(|m| m.get_function(name).ok().map(|f| KernelHandle(f.to_raw())))
+        .ok_or_else(|| CoreError::Backend(format!("kernel {name} is missing from the modules")))?;
+        self.functions.lock().map_err(|_| poisoned())?.insert(name.to_string(), function);
+        Ok(function)
     }
 
     /// Waits for all queued work; errors of earlier asynchronous launches surface here.
@@ -365,6 +422,7 @@ impl CudaBackend {
         let (matrix_free, _) = MATRIX_FREE_KERNELS.load(major, minor)?;
         let (manufactured, _) = MANUFACTURED_KERNELS.load(major, minor)?;
         let (geometry, _) = GEOMETRY_KERNELS.load(major, minor)?;
+        let (multigrid, _) = MULTIGRID_KERNELS.load(major, minor)?;
         let stream = Stream::new(StreamFlags::DEFAULT, None)
             .map_err(|e| cuda_error("stream creation failed", e))?;
         let description = format!(
@@ -402,6 +460,8 @@ impl CudaBackend {
             matrix_free,
             manufactured,
             geometry,
+            multigrid,
+            functions: Mutex::new(HashMap::new()),
             stream,
             device,
             description,

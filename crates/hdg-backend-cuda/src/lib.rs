@@ -56,6 +56,8 @@ mod manufactured;
 #[cfg(feature = "cuda")]
 pub mod matrix_free;
 #[cfg(feature = "cuda")]
+mod multigrid;
+#[cfg(feature = "cuda")]
 mod operator;
 #[cfg(feature = "cuda")]
 mod vector;
@@ -71,6 +73,8 @@ pub use elements::{
 };
 #[cfg(feature = "cuda")]
 pub use matrix_free::MatrixFreeOperator;
+#[cfg(feature = "cuda")]
+pub use multigrid::{DeviceCsr, DeviceFaceTransfer};
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
 #[cfg(feature = "cuda")]

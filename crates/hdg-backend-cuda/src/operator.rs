@@ -130,6 +130,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceTraceOperator<T> {
     fn to_host_csr(&self) -> Result<HostCsr> {
         dispatch!(self, m => m.to_host_csr())
     }
+
+    fn project_blocks(&self, basis: &[f64], rows: usize, columns: usize) -> Result<Vec<f64>> {
+        dispatch!(self, m => m.project_blocks(basis, rows, columns))
+    }
 }
 
 impl DemoteOperator<CudaBackend> for DeviceTraceOperator<f64> {

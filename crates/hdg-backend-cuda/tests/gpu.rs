@@ -1120,7 +1120,7 @@ fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
         let (op, rhs) = g.assemble(&disc, &cond).unwrap();
         let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
         let mut x = g.zeros(disc.trace_dofs()).unwrap();
-        Krylov::<T, CudaBackend>(&suite).solve(&g, &op, &rhs, &mut x).unwrap();
+        Krylov::<T, CudaBackend>(&suite).solve(&g, &disc, &op, &rhs, &mut x).unwrap();
         let fields = g.recover(&disc, &prep, &cond, &x).unwrap();
         let post = g.postprocess(&disc, &prep, &fields).unwrap();
         let exact = problem.exact.as_ref().unwrap();

@@ -18,8 +18,13 @@
 //! device, then `Assembler::assemble` once per [`TraceOperatorKind`]), checked against each
 //! other, then timed the same way, in f64 and in f32 (both demoted).
 //!
+//! `--multigrid` times instead the multigrid preconditioner of `pcg-mg` ([`run_multigrid`]) on
+//! the system the CUDA backend builds: its setup, one V-cycle in f32 (what `pcg-mg` applies in
+//! an f64 solve) by CUDA events and by the host's clock (their gap is the host's launch work),
+//! and the same V-cycle in multiples of the f64 and f32 trace SpMV.
+//!
 //! Usage: gpu-bench [--dofs N] [--orders 1,2,3] [--samples 50] [--copy-mib 1024] [--export DIR]
-//!        [--matrix-free] [--dim 2|3]
+//!        [--matrix-free] [--multigrid] [--dim 2|3]
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -44,6 +49,8 @@ struct Args {
     export: Option<PathBuf>,
     /// Run the matrix-free comparison ([`run_matrix_free`]) instead of the SpMV benchmark.
     matrix_free: bool,
+    /// Time the multigrid preconditioner ([`run_multigrid`]) instead.
+    multigrid: bool,
     /// 2: unit square, triangles (5 DBF slots); 3: unit cube, tetrahedra (7 slots).
     dim: usize,
 }
@@ -65,7 +72,7 @@ fn bench_mesh(dim: usize, k: usize, dofs: f64) -> Result<(hdg_mesh::Mesh, String
 
 fn usage() -> String {
     "usage: gpu-bench [--dofs N (1e7)] [--orders 1,2,3,4,5,6] [--samples 50] [--copy-mib 1024] \
-     [--export DIR] [--matrix-free] [--dim 2|3]"
+     [--export DIR] [--matrix-free] [--multigrid] [--dim 2|3]"
         .into()
 }
 
@@ -77,6 +84,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         copy_mib: 1024,
         export: None,
         matrix_free: false,
+        multigrid: false,
         dim: 2,
     };
     let mut it = std::env::args().skip(1);
@@ -106,6 +114,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             }
             "--export" => args.export = Some(PathBuf::from(value()?)),
             "--matrix-free" => args.matrix_free = true,
+            "--multigrid" => args.multigrid = true,
             "--dim" => {
                 let v = value()?;
                 args.dim = v.parse().ok().filter(|d| *d == 2 || *d == 3).ok_or_else(|| bad(&v))?;
@@ -128,7 +137,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let result = if args.matrix_free { run_matrix_free(&args) } else { run(&args) };
+    let result = if args.matrix_free {
+        run_matrix_free(&args)
+    } else if args.multigrid {
+        run_multigrid(&args)
+    } else {
+        run(&args)
+    };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -574,6 +589,88 @@ fn run_matrix_free(args: &Args) -> Result<()> {
     println!(
         "speedup = DBF time / MF time; bytes = MF MB / DBF MB; diff = max |y_MF - y_DBF| / \
          max |y_DBF| (checked before timing)"
+    );
+    Ok(())
+}
+
+/// The multigrid preconditioner on the device: setup, one f32 V-cycle (CUDA events and host
+/// clock), and its cost in trace SpMVs.
+fn run_multigrid(args: &Args) -> Result<()> {
+    use hdg_core::{Preconditioner, VertexSpace};
+    use hdg_linalg::{Multigrid, MultigridSettings};
+    let backend = CudaBackend::new()?;
+    println!("device: {}", backend.describe());
+    println!(
+        "{:>2} {:>3} {:>11} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} | levels",
+        "k",
+        "n_f",
+        "unknowns",
+        "setup ms",
+        "space ms",
+        "cycle ms",
+        "host ms",
+        "f64 spmv",
+        "x f64",
+        "x f32"
+    );
+    for &k in &args.orders {
+        let (mesh, label) = bench_mesh(args.dim, k, args.dofs)?;
+        let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+        let disc = Discretization::<f64>::new(&mesh, &problem, k)?;
+        let prep = LocalSolver::<f64>::prepare(&backend, &disc)?;
+        let condensed = LocalSolver::<f64>::condense(&backend, &disc, &prep)?;
+        let dbf_backend = backend.clone().with_trace_operator(TraceOperatorKind::Dbf);
+        let (op, rhs) = Assembler::<f64>::assemble(&dbf_backend, &disc, &condensed)?;
+        drop(condensed);
+        let low = DemoteOperator::<CudaBackend>::demote(&op)?;
+        let settings = MultigridSettings::auto(mesh.dim(), k);
+        let t = Instant::now();
+        let space = VertexSpace::new(&disc, settings.split_ratio)?;
+        let space_seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mg =
+            Multigrid::<f32, CudaBackend>::new(&backend, &low, &space, &disc.topology, &settings)?;
+        backend.synchronize()?;
+        let setup_seconds = t.elapsed().as_secs_f64();
+        let r64 = backend.to_host(&rhs)?;
+        let r32: Vec<f32> = r64.iter().map(|&v| v as f32).collect();
+        let xs32 = [backend.copy_from_host(&r32)?, backend.copy_from_host(&r32)?];
+        let mut z32 = VectorOps::<f32>::zeros(&backend, r32.len())?;
+        let cycle = time_launches(&backend, args.samples.min(20), 2, |i| {
+            mg.apply(&backend, &xs32[i % 2], &mut z32)
+        })?;
+        let t = Instant::now();
+        for i in 0..5 {
+            mg.apply(&backend, &xs32[i % 2], &mut z32)?;
+        }
+        backend.synchronize()?;
+        let host = t.elapsed().as_secs_f64() / 5.0;
+        let xs64 = [rhs, backend.copy_from_host(&r64)?];
+        let mut y64 = VectorOps::<f64>::zeros(&backend, r64.len())?;
+        let spmv64 =
+            time_launches(&backend, args.samples, 5, |i| op.apply(&xs64[i % 2], &mut y64))?;
+        let spmv32 =
+            time_launches(&backend, args.samples, 5, |i| low.apply(&xs32[i % 2], &mut z32))?;
+        println!(
+            "{k:>2} {:>3} {:>11} | {:>9.1} {:>9.1} | {:>9.3} {:>9.3} {:>9.3} | {:>8.1} {:>8.1} | {label}: {:?}",
+            op.block_size(),
+            op.dim(),
+            setup_seconds * 1e3,
+            space_seconds * 1e3,
+            cycle * 1e3,
+            host * 1e3,
+            spmv64 * 1e3,
+            cycle / spmv64,
+            cycle / spmv32,
+            mg.level_sizes()
+        );
+        for note in mg.notes() {
+            println!("     {note}");
+        }
+    }
+    println!(
+        "cycle ms: one f32 V-cycle by CUDA events (median); host ms: the same by the host's clock \
+         (launches included); x f64, x f32: the cycle in trace SpMVs of that precision"
     );
     Ok(())
 }
