@@ -361,7 +361,8 @@ pub fn measured_json(m: &Measured) -> serde_json::Value {
     json
 }
 
-/// The report as the stable JSON object of `hdg solve --json`.
+/// The report as the stable JSON object of `hdg solve --json` (`solve_notes`: what the trace
+/// solver reported besides, such as a preconditioner's setup and levels; free text).
 pub fn report_json(report: &PipelineReport) -> serde_json::Value {
     let errors =
         report.errors.map(|e| serde_json::json!({ "u": e.u, "q": e.q, "u_star": e.u_star }));
@@ -376,6 +377,7 @@ pub fn report_json(report: &PipelineReport) -> serde_json::Value {
         "iterations": report.solve.iterations,
         "relative_residual": report.solve.relative_residual,
         "converged": report.solve.converged,
+        "solve_notes": report.solve.notes,
         "errors": errors,
         "timings_s": {
             "setup": t.setup,

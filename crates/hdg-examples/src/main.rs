@@ -1,5 +1,6 @@
 //! `hdg`: solve Poisson problems with the HDG method from the command line.
 use std::io::IsTerminal;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,7 @@ struct Common {
     #[arg(long, default_value_t = 100_000)]
     max_iterations: usize,
     /// Krylov method.
-    #[arg(long, value_parser = parse_solver, default_value = "pcg-block-jacobi")]
+    #[arg(long, value_parser = parse_solver, default_value = "pcg-mg")]
     solver: SolverChoice,
     /// Trace operator: `dbf` (the assembled matrix) or `matrix-free` (element matrices, never
     /// assembled; `--backend cuda` only).
@@ -265,6 +266,9 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
         r.solve.relative_residual,
         if r.solve.converged { "" } else { "  (NOT CONVERGED)" }
     );
+    for note in &r.solve.notes {
+        println!("                 {note}");
+    }
     if let Some(e) = r.errors {
         println!("  L2 errors      u {:.3e}   q {:.3e}   u* {:.3e}", e.u, e.q, e.u_star);
     }

@@ -157,6 +157,7 @@ fn every_solver_is_selectable_and_unknown_ones_are_rejected() {
         "direct",
         "cg",
         "pcg-block-jacobi",
+        "pcg-mg",
         "pipelined-cg",
         "chebyshev",
         "cheb-pcg",
@@ -185,7 +186,7 @@ fn every_solver_is_selectable_and_unknown_ones_are_rejected() {
 fn solvers_prints_a_table_of_every_solver() {
     let (code, out, err) = hdg(&["solvers", "--mesh", "square:6", "--order", "2"]);
     assert_eq!(code, 0, "{err}");
-    for name in ["direct", "pcg-jacobi", "chebyshev", "gmres", "mixed"] {
+    for name in ["direct", "pcg-jacobi", "pcg-mg", "chebyshev", "gmres", "mixed"] {
         assert!(out.contains(&format!("| {name} |")), "missing {name} in {out}");
     }
     let (code, out, _) =
