@@ -1,7 +1,7 @@
 //! The multigrid preconditioner's backend operations ([`MultigridOps`]): sparse matrices in
 //! compressed sparse row form (its vertex levels and their transfers) with their product,
 //! parallel over rows, and the face-by-face transfer between the trace and vertex spaces.
-use hdg_core::{CoreError, HostCsr, MultigridOps, Real, Result, VertexSpace, NONE};
+use hdg_core::{check_lengths, HostCsr, MultigridOps, Real, Result, VertexSpace, NONE};
 use rayon::prelude::*;
 
 use crate::CpuBackend;
@@ -22,7 +22,7 @@ pub struct CsrMatrix<T> {
 impl<T: Real> CsrMatrix<T> {
     /// The matrix of `host`, values rounded to T. Errors if the structure is inconsistent.
     pub fn new(host: &HostCsr) -> Result<Self> {
-        check_structure(host)?;
+        host.check_structure()?;
         Ok(CsrMatrix {
             n_cols: host.n_cols,
             row_start: host.indptr.clone(),
@@ -35,25 +35,6 @@ impl<T: Real> CsrMatrix<T> {
     pub fn rows(&self) -> usize {
         self.row_start.len() - 1
     }
-}
-
-/// Checks what a backend relies on: n + 1 row pointers from 0 to nnz, non-decreasing, column
-/// indices below `n_cols` (and below 2^32), as many values as indices.
-pub fn check_structure(host: &HostCsr) -> Result<()> {
-    let bad = |reason: String| Err(CoreError::InvalidParameter { name: "sparse matrix", reason });
-    if host.indptr.len() != host.n + 1 || host.indptr[0] != 0 {
-        return bad(format!("{} row pointers for {} rows", host.indptr.len(), host.n));
-    }
-    if host.indptr.windows(2).any(|w| w[0] > w[1]) || host.indptr[host.n] != host.indices.len() {
-        return bad("row pointers are not a non-decreasing sequence ending at nnz".into());
-    }
-    if host.values.len() != host.indices.len() {
-        return bad(format!("{} values for {} indices", host.values.len(), host.indices.len()));
-    }
-    if host.n_cols > u32::MAX as usize || host.indices.par_iter().any(|&c| c >= host.n_cols) {
-        return bad(format!("a column index is not below {} columns", host.n_cols));
-    }
-    Ok(())
 }
 
 /// The transfer E of a [`VertexSpace`]: its arrays in the working precision (see
@@ -70,16 +51,6 @@ pub struct FaceTransfer<T> {
 
 /// Faces (or vertices) per parallel task of the transfers.
 const ITEMS_PER_TASK: usize = 2048;
-
-fn check_lengths(what: &str, expected: (usize, usize), got: (usize, usize)) -> Result<()> {
-    if expected == got {
-        return Ok(());
-    }
-    Err(CoreError::InvalidParameter {
-        name: "vector length",
-        reason: format!("{what}: expected (trace, coarse) lengths {expected:?}, got {got:?}"),
-    })
-}
 
 impl<T: Real> MultigridOps<T> for CpuBackend {
     type Csr = CsrMatrix<T>;
@@ -100,9 +71,9 @@ impl<T: Real> MultigridOps<T> for CpuBackend {
         let (n_f, d) = (t.n_f, t.d);
         let rows = t.row_vertices.len() / d;
         check_lengths(
-            "prolong_add",
-            (rows * n_f, t.vertex_row_start.len() - 1),
-            (trace.len(), coarse.len()),
+            "prolong_add (trace, coarse)",
+            &[rows * n_f, t.vertex_row_start.len() - 1],
+            &[trace.len(), coarse.len()],
         )?;
         trace
             .par_chunks_mut(n_f)
@@ -125,9 +96,9 @@ impl<T: Real> MultigridOps<T> for CpuBackend {
         let (n_f, d) = (t.n_f, t.d);
         let rows = t.row_vertices.len() / d;
         check_lengths(
-            "restrict",
-            (rows * n_f, t.vertex_row_start.len() - 1),
-            (trace.len(), coarse.len()),
+            "restrict (trace, coarse)",
+            &[rows * n_f, t.vertex_row_start.len() - 1],
+            &[trace.len(), coarse.len()],
         )?;
         coarse.par_iter_mut().enumerate().with_min_len(ITEMS_PER_TASK).for_each(|(v, value)| {
             let incidence = &t.vertex_rows[t.vertex_row_start[v]..t.vertex_row_start[v + 1]];
@@ -151,18 +122,7 @@ impl<T: Real> MultigridOps<T> for CpuBackend {
     }
 
     fn csr_apply(&self, matrix: &CsrMatrix<T>, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
-        if x.len() != matrix.n_cols || y.len() != matrix.rows() {
-            return Err(CoreError::InvalidParameter {
-                name: "vector length",
-                reason: format!(
-                    "{} x {} matrix applied to {} entries into {}",
-                    matrix.rows(),
-                    matrix.n_cols,
-                    x.len(),
-                    y.len()
-                ),
-            });
-        }
+        check_lengths("csr_apply (x, y)", &[matrix.n_cols, matrix.rows()], &[x.len(), y.len()])?;
         y.par_iter_mut().enumerate().with_min_len(ROWS_PER_TASK).for_each(|(row, yi)| {
             let range = matrix.row_start[row]..matrix.row_start[row + 1];
             *yi = matrix.columns[range.clone()]

@@ -12,7 +12,9 @@
 //!   [`VertexSpace`]. Prolongation runs a thread per (face, mode < d) and touches only the first
 //!   d coefficients of a face; restriction a thread per coarse unknown.
 use cust::memory::DeviceBuffer;
-use hdg_core::{CoreError, HostCsr, MultigridOps, Result, TraceOperator, VertexSpace};
+use hdg_core::{
+    check_lengths, CoreError, HostCsr, MultigridOps, Result, TraceOperator, VertexSpace,
+};
 use rayon::prelude::*;
 
 use crate::dbf::DeviceDbf;
@@ -53,22 +55,12 @@ fn to_u32(what: &str, values: &[usize]) -> Result<Vec<u32>> {
     )
 }
 
-fn check_lengths(what: &str, expected: (usize, usize), got: (usize, usize)) -> Result<()> {
-    if expected == got {
-        return Ok(());
-    }
-    Err(CoreError::InvalidParameter {
-        name: "vector length",
-        reason: format!("{what}: expected lengths {expected:?}, got {got:?}"),
-    })
-}
-
 impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
     type Csr = DeviceCsr<T>;
     type FaceTransfer = DeviceFaceTransfer<T>;
 
     fn upload_csr(&self, m: &HostCsr) -> Result<DeviceCsr<T>> {
-        hdg_backend_cpu::multigrid::check_structure(m)?;
+        m.check_structure()?;
         let values: Vec<T> = m.values.par_iter().map(|&v| T::from_f64_lossy(v)).collect();
         let threads_per_row = if m.indices.len() >= WARP_ROW_ENTRIES * m.n.max(1) { 32 } else { 4 };
         Ok(DeviceCsr {
@@ -91,7 +83,7 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         x: &DeviceVector<T>,
         y: &mut DeviceVector<T>,
     ) -> Result<()> {
-        check_lengths("csr_apply", (m.cols, m.rows), (x.len(), y.len()))?;
+        check_lengths("csr_apply (x, y)", &[m.cols, m.rows], &[x.len(), y.len()])?;
         if m.rows == 0 {
             return Ok(());
         }
@@ -140,7 +132,11 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         coarse: &DeviceVector<T>,
         trace: &mut DeviceVector<T>,
     ) -> Result<()> {
-        check_lengths("prolong_add", (e.n_rows * e.n_f, e.n_coarse), (trace.len(), coarse.len()))?;
+        check_lengths(
+            "prolong_add (trace, coarse)",
+            &[e.n_rows * e.n_f, e.n_coarse],
+            &[trace.len(), coarse.len()],
+        )?;
         if e.n_rows == 0 {
             return Ok(());
         }
@@ -168,7 +164,11 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         trace: &DeviceVector<T>,
         coarse: &mut DeviceVector<T>,
     ) -> Result<()> {
-        check_lengths("restrict", (e.n_rows * e.n_f, e.n_coarse), (trace.len(), coarse.len()))?;
+        check_lengths(
+            "restrict (trace, coarse)",
+            &[e.n_rows * e.n_f, e.n_coarse],
+            &[trace.len(), coarse.len()],
+        )?;
         if e.n_coarse == 0 {
             return Ok(());
         }

@@ -121,6 +121,42 @@ pub struct HostCsr {
     pub values: Vec<f64>,
 }
 
+impl HostCsr {
+    /// Checks what a backend relies on when it uploads the matrix: n + 1 row pointers from 0
+    /// to nnz, non-decreasing, column indices below `n_cols` (and below 2^32), as many values
+    /// as indices.
+    pub fn check_structure(&self) -> Result<()> {
+        let bad =
+            |reason: String| Err(CoreError::InvalidParameter { name: "sparse matrix", reason });
+        if self.indptr.len() != self.n + 1 || self.indptr[0] != 0 {
+            return bad(format!("{} row pointers for {} rows", self.indptr.len(), self.n));
+        }
+        if self.indptr.windows(2).any(|w| w[0] > w[1]) || self.indptr[self.n] != self.indices.len()
+        {
+            return bad("row pointers are not a non-decreasing sequence ending at nnz".into());
+        }
+        if self.values.len() != self.indices.len() {
+            return bad(format!("{} values for {} indices", self.values.len(), self.indices.len()));
+        }
+        if self.n_cols > u32::MAX as usize || self.indices.iter().any(|&c| c >= self.n_cols) {
+            return bad(format!("a column index is not below {} columns", self.n_cols));
+        }
+        Ok(())
+    }
+}
+
+/// The error of an operation given vectors of the wrong lengths: `expected` and `got` list the
+/// lengths in the operation's argument order.
+pub fn check_lengths(what: &str, expected: &[usize], got: &[usize]) -> Result<()> {
+    if expected == got {
+        return Ok(());
+    }
+    Err(CoreError::InvalidParameter {
+        name: "vector length",
+        reason: format!("{what}: expected lengths {expected:?}, got {got:?}"),
+    })
+}
+
 /// Stage "trace solve": the assembled (or matrix-free) global trace operator, Dirichlet unknowns
 /// eliminated, applied to a backend vector.
 pub trait TraceOperator<T: Real>: Sync {

@@ -30,9 +30,9 @@ pub mod topology;
 
 pub use auxiliary::VertexSpace;
 pub use backend::{
-    Assembler, Backend, DemoteOperator, ErrorNorms, HostCsr, HostFields, Krylov, KrylovSolver,
-    LocalSolver, MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner, SolveReport,
-    TraceOperator, TraceSolver, VectorOps,
+    check_lengths, Assembler, Backend, DemoteOperator, ErrorNorms, HostCsr, HostFields, Krylov,
+    KrylovSolver, LocalSolver, MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner,
+    SolveReport, TraceOperator, TraceSolver, VectorOps,
 };
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};

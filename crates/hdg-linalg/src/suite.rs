@@ -266,6 +266,22 @@ fn pcg_with<T: Real, B: VectorOps<T>>(
     Ok(report)
 }
 
+/// CG with the multigrid built in the operator's own precision.
+fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
+    suite: &Suite,
+    backend: &B,
+    disc: &Discretization<'_, T>,
+    operator: &B::Operator,
+    rhs: &<B as VectorOps<T>>::Vector,
+    x: &mut <B as VectorOps<T>>::Vector,
+) -> Result<SolveReport> {
+    let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
+    let (space, mut notes) = vertex_space(disc, &settings)?;
+    let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
+    notes.extend_from_slice(mg.notes());
+    pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
+}
+
 impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
     fn pcg_mg(
         suite: &Suite,
@@ -275,11 +291,7 @@ impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
         rhs: &<B as VectorOps<f32>>::Vector,
         x: &mut <B as VectorOps<f32>>::Vector,
     ) -> Result<SolveReport> {
-        let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
-        let (space, mut notes) = vertex_space(disc, &settings)?;
-        let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
-        notes.extend_from_slice(mg.notes());
-        pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
+        pcg_mg_same_precision(suite, backend, disc, operator, rhs, x)
     }
 }
 
@@ -297,12 +309,10 @@ where
         x: &mut <B as VectorOps<f64>>::Vector,
     ) -> Result<SolveReport> {
         let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
-        let (space, mut notes) = vertex_space(disc, &settings)?;
         if !settings.single_precision {
-            let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
-            notes.extend_from_slice(mg.notes());
-            return pcg_with(suite, backend, operator, &mg, &notes, rhs, x);
+            return pcg_mg_same_precision(suite, backend, disc, operator, rhs, x);
         }
+        let (space, mut notes) = vertex_space(disc, &settings)?;
         let started = Instant::now();
         let low = operator.demote()?;
         notes.push(format!(
