@@ -302,7 +302,12 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
     fn diagonal_blocks(&self) -> Result<Vec<T>> {
         let bsz = self.n_f * self.n_f;
         let stride = self.slots * bsz;
-        Ok(self.blocks.chunks_exact(stride).flat_map(|row| row[..bsz].iter().copied()).collect())
+        let mut out = vec![T::zero(); self.n_rows() * bsz];
+        out.par_chunks_mut(bsz)
+            .zip(self.blocks.par_chunks_exact(stride))
+            .with_min_len(ROWS_PER_TASK)
+            .for_each(|(block, row)| block.copy_from_slice(&row[..bsz]));
+        Ok(out)
     }
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
         let (nf, slots) = (self.n_f, self.slots);
