@@ -117,10 +117,6 @@ impl<T: Real> MultigridOps<T> for CpuBackend {
         CsrMatrix::new(matrix)
     }
 
-    fn csr_shape(&self, matrix: &CsrMatrix<T>) -> (usize, usize) {
-        (matrix.rows(), matrix.n_cols)
-    }
-
     fn csr_apply(&self, matrix: &CsrMatrix<T>, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
         check_lengths("csr_apply (x, y)", &[matrix.n_cols, matrix.rows()], &[x.len(), y.len()])?;
         y.par_iter_mut().enumerate().with_min_len(ROWS_PER_TASK).for_each(|(row, yi)| {

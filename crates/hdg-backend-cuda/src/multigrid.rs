@@ -73,10 +73,6 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         })
     }
 
-    fn csr_shape(&self, m: &DeviceCsr<T>) -> (usize, usize) {
-        (m.rows, m.cols)
-    }
-
     fn csr_apply(
         &self,
         m: &DeviceCsr<T>,

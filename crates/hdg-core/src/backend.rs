@@ -188,8 +188,9 @@ pub trait TraceOperator<T: Real>: Sync {
         let _ = (basis, rows, m);
         Err(CoreError::InvalidParameter {
             name: "trace operator",
-            reason: "this operator has no stored blocks to project (the multigrid \
-                     preconditioner needs the assembled DBF operator)"
+            reason: "this operator has no stored blocks to project: the multigrid \
+                     preconditioner (pcg-mg) needs the assembled DBF operator; with a \
+                     matrix-free operator choose another solver, pcg-block-jacobi say"
                 .into(),
         })
     }
@@ -206,8 +207,6 @@ pub trait MultigridOps<T: Real>: VectorOps<T> {
     type FaceTransfer: Send + Sync;
     /// Uploads a host matrix (values rounded to T).
     fn upload_csr(&self, matrix: &HostCsr) -> Result<Self::Csr>;
-    /// Rows and columns.
-    fn csr_shape(&self, matrix: &Self::Csr) -> (usize, usize);
     /// y = A x.
     fn csr_apply(&self, matrix: &Self::Csr, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
     /// Uploads what E needs: the reference block E^, each face's vertices, and the incidence

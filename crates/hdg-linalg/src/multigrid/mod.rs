@@ -107,9 +107,6 @@ pub struct MultigridSettings {
     pub max_levels: usize,
     /// The cycle on the trace level (the vertex levels are always multiplicative).
     pub trace_cycle: Cycle,
-    /// Coarse corrections per visit of a vertex level (1: V-cycle, 2: W-cycle below the trace
-    /// level).
-    pub vertex_corrections: usize,
     /// Around a vertex, cells whose kappa differ by more than this factor get separate vertex
     /// unknowns ([`VertexSpace::from_parts`]).
     pub split_ratio: f64,
@@ -136,7 +133,6 @@ impl MultigridSettings {
             max_direct: 500,
             max_levels: 20,
             trace_cycle: Cycle::Multiplicative,
-            vertex_corrections: 1,
             split_ratio: hdg_core::auxiliary::DEFAULT_SPLIT_RATIO,
             single_precision: true,
         }
@@ -158,7 +154,6 @@ impl MultigridSettings {
             || self.trace_lanczos_steps == 1
             || self.max_levels < 2
             || self.max_direct == 0
-            || self.vertex_corrections == 0
         {
             return bad(
                 "multigrid settings",
@@ -219,7 +214,6 @@ pub struct Multigrid<'a, T: Real, B: MultigridOps<T>> {
     direct: Option<B::Csr>,
     work: Vec<Mutex<Work<B::Vector>>>,
     trace_cycle: Cycle,
-    vertex_corrections: usize,
     notes: Vec<String>,
 }
 
@@ -469,7 +463,6 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             direct,
             work,
             trace_cycle: settings.trace_cycle,
-            vertex_corrections: settings.vertex_corrections,
             notes,
         })
     }
@@ -549,15 +542,12 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             self.cycle(level + 1, coarse_rhs, coarse_solution)?;
             return self.prolong_add(level, coarse_solution, z, correction);
         }
-        let corrections = if level == 0 { 1 } else { self.vertex_corrections };
-        for _ in 0..corrections {
-            // residual = r - A z
-            operator.apply(z, residual)?;
-            backend.xpby(r, -T::one(), residual)?;
-            self.restrict(level, residual, coarse_rhs)?;
-            self.cycle(level + 1, coarse_rhs, coarse_solution)?;
-            self.prolong_add(level, coarse_solution, z, correction)?;
-        }
+        // residual = r - A z
+        operator.apply(z, residual)?;
+        backend.xpby(r, -T::one(), residual)?;
+        self.restrict(level, residual, coarse_rhs)?;
+        self.cycle(level + 1, coarse_rhs, coarse_solution)?;
+        self.prolong_add(level, coarse_solution, z, correction)?;
         operator.apply(z, residual)?;
         backend.xpby(r, -T::one(), residual)?;
         polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], residual, correction)?;
