@@ -168,12 +168,17 @@ impl Manufactured {
         match self {
             Manufactured::Sine => (
                 Arc::new(|x| x.iter().map(|xd| (PI * xd).sin()).product()),
+                // One sin_cos per coordinate, not one sin or cos per (component, coordinate):
+                // the error norms call this at every quadrature point of every cell.
                 Arc::new(|x, g| {
+                    let mut sin = [0.0; 3];
+                    let mut cos = [0.0; 3];
+                    for (e, &xe) in x.iter().enumerate() {
+                        (sin[e], cos[e]) = (PI * xe).sin_cos();
+                    }
                     for d in 0..x.len() {
                         g[d] = (0..x.len())
-                            .map(
-                                |e| if e == d { PI * (PI * x[e]).cos() } else { (PI * x[e]).sin() },
-                            )
+                            .map(|e| if e == d { PI * cos[e] } else { sin[e] })
                             .product();
                     }
                 }),
