@@ -34,7 +34,7 @@ trap 'rm -rf "$artifacts" "$stage"' EXIT
 # hdg-backend-cuda (one feature set: the same kernels in every binary, and nvcc runs once).
 # Targets that other work adds are taken when they are declared.
 targets=(--test gpu --test cross_backend --bin hdg --bin gpu-bench)
-declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml; }
+declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-examples/Cargo.toml; }
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
 # JSON messages on stdout (the artifacts and their executables), diagnostics on stderr.

@@ -14,7 +14,8 @@
 //! where |f| is the face Jacobian |F| / |F^param|. Every matrix on the right is a constant table
 //! of [`ElementTables`]: per element the kernel forms linear combinations, one Cholesky
 //! factorisation and two triangular solves with nl = faces x n_f right-hand sides.
-use hdg_core::geometry::GeometryLayout;
+use hdg_core::geometry::{metric, GeometryLayout};
+use hdg_core::load::element_load;
 use hdg_core::{ElementTables, Real};
 
 use crate::dense;
@@ -63,28 +64,6 @@ pub struct ElementInput<'a, T> {
     pub reaction: T,
     /// tau of each local face.
     pub tau: &'a [T],
-}
-
-/// B_st = sum_r (J^-1)_{sr} (J^-1)_{tr}: the metric of the reference gradients.
-pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
-    let mut b = [T::zero(); 9];
-    for s in 0..d {
-        for t in 0..d {
-            b[s * d + t] =
-                (0..d).map(|r| inverse_jacobian[s * d + r] * inverse_jacobian[t * d + r]).sum();
-        }
-    }
-    b
-}
-
-/// Physical coordinates of a reference point: x = v_0 + sum_s (v_{s+1} - v_0)(xi_s + 1)/2.
-pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
-    for r in 0..d {
-        x[r] = vertices[r];
-        for s in 0..d {
-            x[r] += 0.5 * (vertices[(s + 1) * d + r] - vertices[r]) * (xi[s] + 1.0);
-        }
-    }
 }
 
 /// Forms one element's local matrices from its geometry and the reference tables (the first
@@ -167,29 +146,6 @@ pub fn form_element_matrices<T: Real>(
         let tau_f = input.tau[f] * face_jac[f];
         for m in 0..nf {
             a[(f * nf + m) * nl + f * nf + m] += tau_f;
-        }
-    }
-}
-
-/// The element load F = (f, phi_i)_K by the tables' load quadrature, overwriting `load` (n);
-/// `point` (dim) is work space. Backends that condense on a device evaluate the host closure
-/// `source` through this function too, so their loads are the CPU's to the bit.
-pub fn element_load<T: Real>(
-    t: &ElementTables<T>,
-    vertices: &[f64],
-    det: T,
-    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
-    point: &mut [f64],
-    load: &mut [T],
-) {
-    let n = t.n;
-    load.iter_mut().for_each(|v| *v = T::zero());
-    let rule = &t.load_rule;
-    for q in 0..rule.n_points() {
-        map_point(t.dim, vertices, rule.point(q), point);
-        let fq = T::from_f64_lossy(rule.weights[q] * source(point)) * det;
-        for (li, &phi) in load.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
-            *li += fq * phi;
         }
     }
 }

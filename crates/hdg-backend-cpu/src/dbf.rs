@@ -8,10 +8,8 @@
 //! addressing): their block is zero and their column is the row itself, so the SpMV loop has
 //! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
 
-use hdg_core::{
-    dbf_gershgorin_bounds, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology,
-    NONE,
-};
+use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
+use hdg_core::{DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE};
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
@@ -110,7 +108,7 @@ impl<T: Real> DbfMatrix<T> {
 
     /// Whether slot `a` of block row `row` holds a block of the matrix (not padding).
     fn is_active(&self, row: usize, a: usize) -> bool {
-        a == 0 || self.columns[row * self.slots + a] as usize != row
+        self.column(row, a).is_some()
     }
 
     /// Block size n_f.
@@ -178,35 +176,6 @@ impl<T: Real> DbfMatrix<T> {
                 self.blocks[row * self.slots * bsz + m * nf + m]
             })
             .collect()
-    }
-
-    /// The same matrix in compressed sparse row form (every stored entry of every active block).
-    pub fn to_csr(&self) -> sprs::CsMat<T> {
-        let nf = self.n_f;
-        let bsz = nf * nf;
-        let n = self.n_rows() * nf;
-        let mut indptr = Vec::with_capacity(n + 1);
-        let mut indices = Vec::with_capacity(self.n_active_blocks() * bsz);
-        let mut data = Vec::with_capacity(self.n_active_blocks() * bsz);
-        indptr.push(0);
-        for row in 0..self.n_rows() {
-            let mut cols: Vec<(u32, usize)> = (0..self.slots)
-                .filter(|&a| self.is_active(row, a))
-                .map(|a| (self.columns[row * self.slots + a], a))
-                .collect();
-            cols.sort_unstable();
-            for m in 0..nf {
-                for &(c, a) in &cols {
-                    let block = &self.blocks[(row * self.slots + a) * bsz..];
-                    for l in 0..nf {
-                        indices.push(c as usize * nf + l);
-                        data.push(block[m * nf + l]);
-                    }
-                }
-                indptr.push(indices.len());
-            }
-        }
-        sprs::CsMat::new((n, n), indptr, indices, data)
     }
 }
 
@@ -284,6 +253,18 @@ fn spmv_dynamic<T: Real>(
     });
 }
 
+impl<T: Real> DbfEntries for DbfMatrix<T> {
+    fn shape(&self) -> DbfShape {
+        DbfShape { n_rows: self.n_rows(), n_f: self.n_f, slots: self.slots }
+    }
+    fn column(&self, row: usize, a: usize) -> Option<u32> {
+        stored_column(row, a, self.columns[row * self.slots + a])
+    }
+    fn entry(&self, row: usize, a: usize, i: usize, j: usize) -> f64 {
+        self.blocks[((row * self.slots + a) * self.n_f + i) * self.n_f + j].as_f64()
+    }
+}
+
 impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
     type Vector = Vec<T>;
     fn dim(&self) -> usize {
@@ -310,25 +291,10 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
         Ok(out)
     }
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
-        let (nf, slots) = (self.n_f, self.slots);
-        Ok(dbf_gershgorin_bounds(
-            self.n_rows(),
-            nf,
-            slots,
-            scaled,
-            |row, a| self.is_active(row, a),
-            |row, a, i, j| self.blocks[((row * slots + a) * nf + i) * nf + j].as_f64(),
-        ))
+        Ok(dbf::gershgorin_bounds(self, scaled))
     }
     fn to_host_csr(&self) -> Result<HostCsr> {
-        let csr = self.to_csr();
-        Ok(HostCsr {
-            n: csr.rows(),
-            n_cols: csr.cols(),
-            indptr: csr.indptr().raw_storage().to_vec(),
-            indices: csr.indices().to_vec(),
-            values: csr.data().iter().map(|v| v.as_f64()).collect(),
-        })
+        Ok(dbf::to_csr(self))
     }
     fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
         let (nf, slots) = (self.n_f, self.slots);

@@ -10,6 +10,7 @@ pub mod local;
 pub mod multigrid;
 mod vector;
 
+use hdg_core::error_norms;
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};
 use hdg_core::{
     Assembler, Backend, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
@@ -244,29 +245,14 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
         u_star: &Vec<T>,
         exact: &ExactSolution,
     ) -> Result<ErrorNorms> {
-        let t = &disc.tables;
-        let (n, d, np) = (t.n, t.dim, t.n_post);
-        let stride = prep.layout.stride();
-        let n_cells = disc.mesh.n_cells();
-        let vsz = prep.cell_vertices.len() / n_cells.max(1);
-        let sums = (0..n_cells)
-            .into_par_iter()
-            .with_min_len(64)
-            .map(|e| {
-                local::element_errors(
-                    t,
-                    &prep.geometry[e * stride..(e + 1) * stride],
-                    &prep.cell_vertices[e * vsz..(e + 1) * vsz],
-                    disc.kappa[e].as_f64(),
-                    &fields.u[e * n..(e + 1) * n],
-                    &fields.q[e * d * n..(e + 1) * d * n],
-                    &u_star[e * np..(e + 1) * np],
-                    exact.u.as_ref(),
-                    exact.grad_u.as_ref(),
-                )
-            })
-            .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
-        Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() })
+        Ok(error_norms::error_norms(
+            disc,
+            &prep.geometry,
+            &prep.cell_vertices,
+            fields,
+            u_star,
+            exact,
+        ))
     }
 }
 

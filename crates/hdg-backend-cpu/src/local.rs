@@ -1,8 +1,7 @@
-//! Per-element recovery, postprocessing and error kernels.
-use hdg_core::geometry::GeometryLayout;
+//! Per-element recovery and postprocessing kernels.
+use hdg_core::geometry::{metric, GeometryLayout};
 use hdg_core::{ElementTables, Real};
 
-use crate::condense::{map_point, metric};
 use crate::dense;
 
 /// Recovery: U = u0 + Z Lambda, then Q_r = kappa/det (det sum_s (J^-1)_{sr} D^_s^T U
@@ -105,43 +104,4 @@ pub fn postprocess_element<T: Real>(
     u_star[0] = u[0];
     u_star[1..].copy_from_slice(rhs);
     Ok(())
-}
-
-/// Squared L2 errors (u, q, u*) on one element against the exact solution.
-#[allow(clippy::too_many_arguments)]
-pub fn element_errors<T: Real>(
-    t: &ElementTables<T>,
-    geometry: &[T],
-    vertices: &[f64],
-    kappa: f64,
-    u: &[T],
-    q: &[T],
-    u_star: &[T],
-    exact_u: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
-    exact_grad: &(dyn Fn(&[f64], &mut [f64]) + Send + Sync),
-) -> [f64; 3] {
-    let (d, n, np) = (t.dim, t.n, t.n_post);
-    let det = geometry[GeometryLayout { dim: d, n_faces: t.n_faces }.det()].as_f64();
-    let rule = &t.error_rule;
-    let mut x = [0.0; 3];
-    let mut grad = [0.0; 3];
-    let mut err = [0.0; 3];
-    for qp in 0..rule.n_points() {
-        map_point(d, vertices, rule.point(qp), &mut x[..d]);
-        let phi = &t.error_basis[qp * n..(qp + 1) * n];
-        let phi_post = &t.error_basis_post[qp * np..(qp + 1) * np];
-        let w = rule.weights[qp] * det;
-        let ue = exact_u(&x[..d]);
-        exact_grad(&x[..d], &mut grad[..d]);
-        let uh: f64 = phi.iter().zip(u).map(|(&p, &c)| (p * c).as_f64()).sum();
-        err[0] += w * (ue - uh).powi(2);
-        for r in 0..d {
-            let qh: f64 =
-                phi.iter().zip(&q[r * n..(r + 1) * n]).map(|(&p, &c)| (p * c).as_f64()).sum();
-            err[1] += w * (-kappa * grad[r] - qh).powi(2);
-        }
-        let us: f64 = phi_post.iter().zip(u_star).map(|(&p, &c)| (p * c).as_f64()).sum();
-        err[2] += w * (ue - us).powi(2);
-    }
-    err
 }

@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //!
-//! The host [`DbfMatrix`] stores each block row's `slots` blocks of `n_f x n_f` contiguously
+//! The CPU backend's host matrix stores each block row's `slots` blocks of `n_f x n_f` contiguously
 //! (row-major). On the device the same values are stored element-fastest ("row-fastest"), one
 //! plane per (slot, entry) with the block rows consecutive inside it:
 //!
@@ -25,10 +25,8 @@
 use std::sync::OnceLock;
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
-use hdg_backend_cpu::DbfMatrix;
-use hdg_core::{
-    dbf_gershgorin_bounds, CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator,
-};
+use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
+use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
 use rayon::prelude::*;
 
 use crate::device::{
@@ -95,9 +93,10 @@ pub enum SpmvKernel {
 }
 
 impl<T: DeviceReal> DeviceDbf<T> {
-    /// Uploads a host DBF matrix (reordering it on the host into the device layout).
-    pub fn upload(backend: &CudaBackend, host: &DbfMatrix<T>) -> Result<Self> {
-        let (n_rows, n_f, slots) = (host.n_rows(), host.block_size(), host.slots());
+    /// Uploads a DBF matrix held on the host in any layout (reordering it on the host into the
+    /// device layout).
+    pub fn upload(backend: &CudaBackend, host: &(impl DbfEntries + Sync)) -> Result<Self> {
+        let DbfShape { n_rows, n_f, slots } = host.shape();
         if !kernels_exist(n_f, slots) {
             return Err(CoreError::InvalidParameter {
                 name: "block size",
@@ -115,27 +114,29 @@ impl<T: DeviceReal> DeviceDbf<T> {
             });
         }
         let bsz = n_f * n_f;
-        let blocks = host.blocks();
-        let columns = host.columns();
         let mut values = vec![T::zero(); slots * bsz * pitch];
         let mut cols = vec![0u32; slots * pitch];
         if n_rows > 0 {
             values.par_chunks_mut(pitch).enumerate().for_each(|(plane, out)| {
                 let (a, e) = (plane / bsz, plane % bsz);
                 for (r, v) in out[..n_rows].iter_mut().enumerate() {
-                    *v = blocks[(r * slots + a) * bsz + e];
+                    if host.column(r, a).is_some() {
+                        *v = T::from_f64_lossy(host.entry(r, a, e / n_f, e % n_f));
+                    }
                 }
             });
             cols.par_chunks_mut(pitch).enumerate().for_each(|(a, out)| {
                 for (r, c) in out[..n_rows].iter_mut().enumerate() {
-                    *c = columns[r * slots + a];
+                    *c = host.column(r, a).unwrap_or(r as u32);
                 }
             });
         }
-        let exact = |v: T| v.as_f64();
-        let rounded = |v: T| v.as_f64() as f32 as f64;
-        let bounds = [gershgorin(host, false, exact), gershgorin(host, true, exact)];
-        let bounds_f32 = [gershgorin(host, false, rounded), gershgorin(host, true, rounded)];
+        let n_active_blocks =
+            (0..n_rows).map(|r| (0..slots).filter(|&a| host.column(r, a).is_some()).count()).sum();
+        let bounds = [dbf::gershgorin_bounds(host, false), dbf::gershgorin_bounds(host, true)];
+        let rounded = RoundedToF32(host);
+        let bounds_f32 =
+            [dbf::gershgorin_bounds(&rounded, false), dbf::gershgorin_bounds(&rounded, true)];
         let values = backend.gpu.upload(&values)?;
         let columns = backend.gpu.upload(&cols)?;
         Ok(DeviceDbf {
@@ -146,7 +147,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
             slots,
             values,
             columns,
-            n_active_blocks: host.n_active_blocks(),
+            n_active_blocks,
             bounds: OnceLock::from(bounds),
             bounds_f32: OnceLock::from(bounds_f32),
             kernel: default_kernel(n_f),
@@ -208,18 +209,24 @@ impl<T: DeviceReal> DeviceDbf<T> {
         if let Some(b) = self.bounds.get() {
             return Ok(*b);
         }
+        let b = self.on_host(|planes| {
+            [dbf::gershgorin_bounds(planes, false), dbf::gershgorin_bounds(planes, true)]
+        })?;
+        Ok(*self.bounds.get_or_init(|| b))
+    }
+
+    /// `read` applied to a download of the matrix.
+    fn on_host<R>(&self, read: impl FnOnce(&Planes<'_, T>) -> R) -> Result<R> {
         let values = self.backend.gpu.download(&self.values)?;
         let columns = self.backend.gpu.download(&self.columns)?;
-        let planes = Planes {
+        Ok(read(&Planes {
             n_rows: self.n_rows,
             pitch: self.pitch,
             n_f: self.n_f,
             slots: self.slots,
             values: &values,
             columns: &columns,
-        };
-        let b = [planes.gershgorin(false), planes.gershgorin(true)];
-        Ok(*self.bounds.get_or_init(|| b))
+        }))
     }
 
     /// Chooses the SpMV kernel (all compute the same product; the default is the fastest
@@ -264,7 +271,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
     }
 
     /// Bytes one SpMV must move at least: the active blocks, the column table, x once and y
-    /// once (the definition of [`DbfMatrix::spmv_bytes`]).
+    /// once (the CPU backend's `DbfMatrix::spmv_bytes` counts the same).
     pub fn spmv_bytes(&self) -> usize {
         let t = std::mem::size_of::<T>();
         let rows = self.n_rows * self.n_f;
@@ -323,34 +330,32 @@ struct Planes<'a, T> {
     columns: &'a [u32],
 }
 
-impl<T: Real> Planes<'_, T> {
-    /// Gershgorin bounds (the shared definition, so the same values as the CPU's).
-    fn gershgorin(&self, scaled: bool) -> (f64, f64) {
-        let (nf, pitch) = (self.n_f, self.pitch);
-        dbf_gershgorin_bounds(
-            self.n_rows,
-            nf,
-            self.slots,
-            scaled,
-            |row, a| a == 0 || self.columns[a * pitch + row] as usize != row,
-            |row, a, i, j| self.values[(a * nf * nf + i * nf + j) * pitch + row].as_f64(),
-        )
+impl<T: Real> DbfEntries for Planes<'_, T> {
+    fn shape(&self) -> DbfShape {
+        DbfShape { n_rows: self.n_rows, n_f: self.n_f, slots: self.slots }
+    }
+    fn column(&self, row: usize, a: usize) -> Option<u32> {
+        stored_column(row, a, self.columns[a * self.pitch + row])
+    }
+    fn entry(&self, row: usize, a: usize, i: usize, j: usize) -> f64 {
+        self.values[(a * self.n_f * self.n_f + i * self.n_f + j) * self.pitch + row].as_f64()
     }
 }
 
-/// Gershgorin bounds of a host DBF matrix with its values read through `value` (the shared
-/// definition of `hdg_core::dbf_gershgorin_bounds`).
-fn gershgorin<T: Real>(host: &DbfMatrix<T>, scaled: bool, value: impl Fn(T) -> f64) -> (f64, f64) {
-    let (nf, slots) = (host.block_size(), host.slots());
-    let (blocks, columns) = (host.blocks(), host.columns());
-    dbf_gershgorin_bounds(
-        host.n_rows(),
-        nf,
-        slots,
-        scaled,
-        |row, a| a == 0 || columns[row * slots + a] as usize != row,
-        |row, a, i, j| value(blocks[((row * slots + a) * nf + i) * nf + j]),
-    )
+/// A host matrix read with its entries rounded to f32: the matrix that
+/// [`DemoteOperator::demote`] leaves on the device, for its Gershgorin bounds.
+struct RoundedToF32<'a, M>(&'a M);
+
+impl<M: DbfEntries> DbfEntries for RoundedToF32<'_, M> {
+    fn shape(&self) -> DbfShape {
+        self.0.shape()
+    }
+    fn column(&self, row: usize, a: usize) -> Option<u32> {
+        self.0.column(row, a)
+    }
+    fn entry(&self, row: usize, a: usize, i: usize, j: usize) -> f64 {
+        self.0.entry(row, a, i, j) as f32 as f64
+    }
 }
 
 impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
@@ -419,31 +424,7 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
     }
 
     fn to_host_csr(&self) -> Result<HostCsr> {
-        let values = self.backend.gpu.download(&self.values)?;
-        let columns = self.backend.gpu.download(&self.columns)?;
-        let (nf, slots, pitch) = (self.n_f, self.slots, self.pitch);
-        let n = self.n_rows * nf;
-        let mut csr =
-            HostCsr { n, n_cols: n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
-        csr.indptr.push(0);
-        for row in 0..self.n_rows {
-            // Active slots sorted by column, as the CPU export does.
-            let mut cols: Vec<(u32, usize)> = (0..slots)
-                .map(|a| (columns[a * pitch + row], a))
-                .filter(|&(c, a)| a == 0 || c as usize != row)
-                .collect();
-            cols.sort_unstable();
-            for m in 0..nf {
-                for &(c, a) in &cols {
-                    for l in 0..nf {
-                        csr.indices.push(c as usize * nf + l);
-                        csr.values.push(values[(a * nf * nf + m * nf + l) * pitch + row].as_f64());
-                    }
-                }
-                csr.indptr.push(csr.indices.len());
-            }
-        }
-        Ok(csr)
+        self.on_host(|planes| dbf::to_csr(planes))
     }
 
     fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {

@@ -57,19 +57,20 @@
 //! [`LocalSolver::prepare`] uploads the mesh (vertices and the cell-vertex table) and computes
 //! the geometric factors on the device ([`crate::geometry`]: `hdg_core::geometry::cell_geometry`
 //! to the bit); the face tables and the assembly's topology go up in their host layout and are
-//! transposed into planes on the device. Two steps need the problem's closures: the element loads F_K (`(f, phi_i)_K`) and the error
-//! norms. For a problem built by `Problem::manufactured` both run on the device
-//! ([`crate::manufactured`]: the kernels evaluate f, u and grad u themselves, after a check
-//! against the closures at sample points). For any other problem they run on the host (Rayon
-//! over cells): the loads in [`LocalSolver::prepare`] exactly as `condense_element` computes
-//! them, then uploaded, and [`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls
-//! `hdg_backend_cpu::local::element_errors`.
+//! transposed into planes on the device. Two steps need the problem's closures: the element
+//! loads F_K (`(f, phi_i)_K`) and the error norms. For a problem built by
+//! `Problem::manufactured` both run on the device ([`crate::manufactured`]: the kernels
+//! evaluate f, u and grad u themselves, after a check against the closures at sample points).
+//! For any other problem they run on the host (Rayon over cells): the loads in
+//! [`LocalSolver::prepare`] by `hdg_core::load`, as the CPU's condensation computes them, then
+//! uploaded, and [`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls
+//! `hdg_core::error_norms`.
 use std::sync::Arc;
 
 use cust::memory::{DeviceBuffer, DeviceCopy};
-use hdg_backend_cpu::condense::element_load;
-use hdg_backend_cpu::local::element_errors;
+use hdg_core::error_norms;
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};
+use hdg_core::load::element_load;
 use hdg_core::{
     Assembler, Backend, CellType, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
     LocalSolver, Postprocessor, Result,
@@ -228,7 +229,6 @@ pub struct DevicePrepared<T: DeviceReal> {
     topology: Arc<DeviceTopology<T>>,
     /// The mesh on the device (the geometry kernel and the manufactured problems read it).
     mesh: DeviceMesh,
-    layout: GeometryLayout,
     cell_type: CellType,
     order: usize,
     /// The condensation, recovery and postprocessing kernels (both designs).
@@ -867,7 +867,6 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
             loads_on_device,
             topology: Arc::new(topology),
             mesh: device_mesh,
-            layout,
             cell_type,
             order: disc.order,
             kernels: Arc::new(ElementKernels::load(self)?),
@@ -1009,7 +1008,7 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
 
     /// On the device for a manufactured problem whose description agrees with `exact`
     /// ([`crate::manufactured`]); otherwise downloads u_h, q_h and u* and computes the norms on
-    /// the host with `hdg_backend_cpu::local::element_errors` and the closures.
+    /// the host with `hdg_core::error_norms` and the closures.
     fn error_norms(
         &self,
         disc: &Discretization<'_, T>,
@@ -1040,34 +1039,15 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
                 });
             }
         }
-        let (n, d, np) = (t.n, t.dim, t.n_post);
-        let stride = prep.layout.stride();
-        let n_cells = prep.n_cells;
         let host = LocalSolver::<T>::fields_to_host(self, fields)?;
         let u_star = post.to_host()?;
         let (cell_vertices, host_geometry) =
             mesh_geometry::<T>(disc.mesh, t.face_parameter_measure);
-        let vsz = cell_vertices.len() / n_cells.max(1);
-        let sums = (0..n_cells)
-            .into_par_iter()
-            .with_min_len(64)
-            .map(|e| {
-                element_errors(
-                    t,
-                    &host_geometry[e * stride..(e + 1) * stride],
-                    &cell_vertices[e * vsz..(e + 1) * vsz],
-                    disc.kappa[e].as_f64(),
-                    &host.u[e * n..(e + 1) * n],
-                    &host.q[e * d * n..(e + 1) * d * n],
-                    &u_star[e * np..(e + 1) * np],
-                    exact.u.as_ref(),
-                    exact.grad_u.as_ref(),
-                )
-            })
-            .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+        let norms =
+            error_norms::error_norms(disc, &host_geometry, &cell_vertices, &host, &u_star, exact);
         clock.lap("host (download and closures)");
         clock.report();
-        Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() })
+        Ok(norms)
     }
 }
 

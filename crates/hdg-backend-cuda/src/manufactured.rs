@@ -132,7 +132,7 @@ impl DeviceManufactured {
         }))
     }
 
-    /// The element loads F_K (`[i * n_cells + e]`), as `hdg_backend_cpu::condense::element_load`
+    /// The element loads F_K (`[i * n_cells + e]`), as `hdg_core::load::element_load`
     /// computes them. `geometry` is the element-fastest geometry (plane 0: det).
     pub(crate) fn loads<T: DeviceReal>(
         &self,
@@ -192,7 +192,7 @@ impl DeviceManufactured {
     }
 
     /// The squared L2 errors of u_h, q_h and u* summed over the cells (as
-    /// `hdg_backend_cpu::local::element_errors` per cell), from the element-fastest fields.
+    /// `hdg_core::error_norms::element_errors` per cell), from the element-fastest fields.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn squared_errors<T: DeviceReal>(
         &self,

@@ -55,13 +55,12 @@
 //! diagonal face blocks: the DBF's slot 0, bit for bit when K_e is exactly symmetric, as the
 //! condensation makes it). Gershgorin bounds and [`TraceOperator::to_host_csr`] download the
 //! packed matrices and rebuild, on the host, the very DBF blocks the assembly would produce, so
-//! they give the DBF operator's numbers (`hdg_core::dbf_gershgorin_bounds`, the same CSR).
+//! they give the DBF operator's numbers (`hdg_core::dbf`: the same Gershgorin bounds, the same CSR).
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy};
-use hdg_core::{
-    dbf_gershgorin_bounds, CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, NONE,
-};
+use hdg_core::dbf::{self, DbfEntries, DbfShape};
+use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, NONE};
 
 use crate::dbf::MAX_BLOCK_SIZE;
 use crate::device::{address, arg, cuda_error, elementwise_blocks, grid, CudaBackend, DeviceReal};
@@ -470,6 +469,7 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
         Ok(HostView {
             n_rows: self.n_rows,
             n_f: self.n_f,
+            slots: self.slots,
             faces: self.faces,
             pitch: self.pitch,
             packed: gpu.download(&self.packed)?,
@@ -485,7 +485,7 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
             return Ok(*b);
         }
         let view = self.download()?;
-        let b = [view.gershgorin(self.slots, false), view.gershgorin(self.slots, true)];
+        let b = [dbf::gershgorin_bounds(&view, false), dbf::gershgorin_bounds(&view, true)];
         Ok(*self.bounds.get_or_init(|| b))
     }
 }
@@ -494,6 +494,7 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
 struct HostView<T> {
     n_rows: usize,
     n_f: usize,
+    slots: usize,
     faces: usize,
     pitch: usize,
     packed: Vec<T>,
@@ -537,18 +538,9 @@ impl<T: Real> HostView<T> {
         (column != NONE).then_some(Slot { cell, row_face, col_face, column })
     }
 
-    /// The block column of slot `a` of `row`, if the slot is active.
-    fn column(&self, row: usize, a: usize) -> Option<u32> {
-        if a == 0 {
-            Some(row as u32)
-        } else {
-            self.slot(row, a).map(|s| s.column)
-        }
-    }
-
     /// Entry (m, l) of slot `a` of block row `row`, as the DBF assembly computes it: slot 0 is
     /// (0 + side 0's diagonal block) + side 1's, in T.
-    fn entry(&self, row: usize, a: usize, m: usize, l: usize) -> T {
+    fn block_entry(&self, row: usize, a: usize, m: usize, l: usize) -> T {
         let nf = self.n_f;
         if a == 0 {
             let mut s = T::zero();
@@ -565,40 +557,22 @@ impl<T: Real> HostView<T> {
             }
         }
     }
+}
 
-    fn gershgorin(&self, slots: usize, scaled: bool) -> (f64, f64) {
-        dbf_gershgorin_bounds(
-            self.n_rows,
-            self.n_f,
-            slots,
-            scaled,
-            |row, a| self.column(row, a).is_some(),
-            |row, a, i, j| self.entry(row, a, i, j).as_f64(),
-        )
+/// The DBF blocks the packed element matrices stand for.
+impl<T: Real> DbfEntries for HostView<T> {
+    fn shape(&self) -> DbfShape {
+        DbfShape { n_rows: self.n_rows, n_f: self.n_f, slots: self.slots }
     }
-
-    /// The CSR export of the DBF matrix (active slots sorted by column, as the DBF exports do).
-    fn csr(&self, slots: usize) -> HostCsr {
-        let nf = self.n_f;
-        let n = self.n_rows * nf;
-        let mut csr =
-            HostCsr { n, n_cols: n, indptr: Vec::with_capacity(n + 1), ..Default::default() };
-        csr.indptr.push(0);
-        for row in 0..self.n_rows {
-            let mut cols: Vec<(u32, usize)> =
-                (0..slots).filter_map(|a| self.column(row, a).map(|c| (c, a))).collect();
-            cols.sort_unstable();
-            for m in 0..nf {
-                for &(c, a) in &cols {
-                    for l in 0..nf {
-                        csr.indices.push(c as usize * nf + l);
-                        csr.values.push(self.entry(row, a, m, l).as_f64());
-                    }
-                }
-                csr.indptr.push(csr.indices.len());
-            }
+    fn column(&self, row: usize, a: usize) -> Option<u32> {
+        if a == 0 {
+            Some(row as u32)
+        } else {
+            self.slot(row, a).map(|s| s.column)
         }
-        csr
+    }
+    fn entry(&self, row: usize, a: usize, m: usize, l: usize) -> f64 {
+        self.block_entry(row, a, m, l).as_f64()
     }
 }
 
@@ -680,7 +654,7 @@ impl<T: DeviceReal> TraceOperator<T> for MatrixFreeOperator<T> {
 
     /// The matrix the operator applies, as the DBF export gives it (same pattern, same values).
     fn to_host_csr(&self) -> Result<HostCsr> {
-        Ok(self.download()?.csr(self.slots))
+        Ok(dbf::to_csr(&self.download()?))
     }
 }
 
@@ -777,12 +751,22 @@ mod tests {
                     row_local[side * n_rows + row] = topo.row_local_face[row][side];
                 }
             }
-            let view =
-                HostView { n_rows, n_f: nf, faces, pitch, packed, cell_rows, row_cell, row_local };
-            assert_eq!(view.csr(topo.slots), dbf.to_host_csr().unwrap(), "n {n} k {k}");
+            let slots = topo.slots;
+            let view = HostView {
+                n_rows,
+                n_f: nf,
+                slots,
+                faces,
+                pitch,
+                packed,
+                cell_rows,
+                row_cell,
+                row_local,
+            };
+            assert_eq!(hdg_core::dbf::to_csr(&view), dbf.to_host_csr().unwrap(), "n {n} k {k}");
             for scaled in [false, true] {
                 assert_eq!(
-                    view.gershgorin(topo.slots, scaled),
+                    hdg_core::dbf::gershgorin_bounds(&view, scaled),
                     dbf.gershgorin_bounds(scaled).unwrap(),
                     "n {n} k {k} scaled {scaled}"
                 );

@@ -149,6 +149,28 @@ fn invert(d: usize, a: &[[f64; 3]; 3]) -> (f64, [[f64; 3]; 3]) {
     }
 }
 
+/// B_st = sum_r (J^-1)_{sr} (J^-1)_{tr}: the metric of the reference gradients.
+pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
+    let mut b = [T::zero(); 9];
+    for s in 0..d {
+        for t in 0..d {
+            b[s * d + t] =
+                (0..d).map(|r| inverse_jacobian[s * d + r] * inverse_jacobian[t * d + r]).sum();
+        }
+    }
+    b
+}
+
+/// Physical coordinates of a reference point: x = v_0 + sum_s (v_{s+1} - v_0)(xi_s + 1)/2.
+pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+    for r in 0..d {
+        x[r] = vertices[r];
+        for s in 0..d {
+            x[r] += 0.5 * (vertices[(s + 1) * d + r] - vertices[r]) * (xi[s] + 1.0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,10 +17,13 @@
 //! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
 pub mod auxiliary;
 pub mod backend;
+pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;
 pub mod error;
+pub mod error_norms;
 pub mod geometry;
+pub mod load;
 pub mod pipeline;
 pub mod problem;
 pub mod real;
@@ -34,6 +37,7 @@ pub use backend::{
     KrylovSolver, LocalSolver, MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner,
     SolveReport, TraceOperator, TraceSolver, VectorOps,
 };
+pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};
 pub use hdg_mesh::CellType;
@@ -46,4 +50,4 @@ pub use problem::{
 pub use real::Real;
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 pub use tables::ElementTables;
-pub use topology::{dbf_gershgorin_bounds, TraceTopology, NONE};
+pub use topology::{TraceTopology, NONE};

@@ -157,37 +157,3 @@ impl TraceTopology {
         self.neighbours.iter().filter(|&&n| n != NONE).count()
     }
 }
-
-/// Gershgorin bounds (lower, upper) of a matrix in DBF, or of D^-1 A when `scaled` (each row
-/// divided by its diagonal entry): the one definition every backend uses, so that bounds agree
-/// to the bit across backends. `active(row, a)` says whether slot `a` of block row `row` holds
-/// a block; `entry(row, a, i, j)` is entry (i, j) of that block.
-pub fn dbf_gershgorin_bounds(
-    n_rows: usize,
-    n_f: usize,
-    slots: usize,
-    scaled: bool,
-    active: impl Fn(usize, usize) -> bool,
-    entry: impl Fn(usize, usize, usize, usize) -> f64,
-) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for row in 0..n_rows {
-        for m in 0..n_f {
-            let (mut radius, mut center) = (0.0, 0.0);
-            for a in (0..slots).filter(|&a| active(row, a)) {
-                for l in 0..n_f {
-                    let v = entry(row, a, m, l);
-                    if a == 0 && l == m {
-                        center = v;
-                    } else {
-                        radius += v.abs();
-                    }
-                }
-            }
-            let (c, r) = if scaled { (1.0, radius / center) } else { (center, radius) };
-            lo = lo.min(c - r);
-            hi = hi.max(c + r);
-        }
-    }
-    (lo, hi)
-}

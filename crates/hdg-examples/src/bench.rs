@@ -180,7 +180,7 @@ pub fn run(
         let x: Vec<f64> = (0..dofs).map(|i| ((i % 97) as f64).sin()).collect();
         let mut y = vec![0.0; dofs];
         let dbf_s = time_repeated(options.spmv_repeats, || matrix.spmv(&x, &mut y));
-        let csr = matrix.to_csr();
+        let csr = crate::to_sprs(matrix.to_host_csr()?);
         let mut y_csr = vec![0.0; dofs];
         let csr_par_s =
             time_repeated(options.spmv_repeats, || csr_spmv_parallel(&csr, &x, &mut y_csr));

@@ -329,15 +329,14 @@ where
     }
 }
 
+/// A host CSR matrix as an `sprs` matrix (for its Matrix Market writer and CSR SpMV).
+pub fn to_sprs(csr: HostCsr) -> sprs::CsMat<f64> {
+    sprs::CsMat::new((csr.n, csr.n_cols), csr.indptr, csr.indices, csr.values)
+}
+
 /// Writes a host CSR matrix as a Matrix Market coordinate file.
 pub fn write_matrix_market(csr: &HostCsr, path: &Path) -> Result<(), CoreError> {
-    let matrix = sprs::CsMat::new(
-        (csr.n, csr.n),
-        csr.indptr.clone(),
-        csr.indices.clone(),
-        csr.values.clone(),
-    );
-    sprs::io::write_matrix_market(path, &matrix).map_err(CoreError::from)
+    sprs::io::write_matrix_market(path, &to_sprs(csr.clone())).map_err(CoreError::from)
 }
 
 /// [`report_json`] with the memory figures: `device_memory` (null on the CPU) with

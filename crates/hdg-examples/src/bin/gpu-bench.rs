@@ -259,46 +259,31 @@ fn build(dim: usize, k: usize, dofs: f64) -> Result<DbfMatrix<f64>> {
     Ok(matrix)
 }
 
-/// Writes the matrix in CSR (every entry of every active block, columns sorted in each row,
-/// as `DbfMatrix::to_csr`) as raw little-endian files; returns nnz.
+/// Writes the matrix's CSR export (`hdg_core::dbf::to_csr`) as raw little-endian files
+/// (row pointers i64, columns i32, values f64); returns nnz.
 fn export_csr(m: &DbfMatrix<f64>, dir: &Path) -> Result<usize> {
     std::fs::create_dir_all(dir)?;
-    let (nf, slots) = (m.block_size(), m.slots());
-    let bsz = nf * nf;
-    let (blocks, columns) = (m.blocks(), m.columns());
+    let csr = m.to_host_csr()?;
+    if csr.n_cols > i32::MAX as usize {
+        return Err(CoreError::InvalidParameter {
+            name: "export",
+            reason: "column index exceeds i32".into(),
+        });
+    }
     let mut indptr = BufWriter::new(File::create(dir.join("indptr.i64"))?);
     let mut indices = BufWriter::new(File::create(dir.join("indices.i32"))?);
     let mut values = BufWriter::new(File::create(dir.join("values.f64"))?);
-    let mut nnz: usize = 0;
-    indptr.write_all(&0i64.to_le_bytes())?;
-    for row in 0..m.n_rows() {
-        let mut cols: Vec<(u32, usize)> = (0..slots)
-            .map(|a| (columns[row * slots + a], a))
-            .filter(|&(c, a)| a == 0 || c as usize != row)
-            .collect();
-        cols.sort_unstable();
-        for i in 0..nf {
-            for &(c, a) in &cols {
-                let block = &blocks[(row * slots + a) * bsz..][..bsz];
-                for j in 0..nf {
-                    let col = i32::try_from(c as usize * nf + j).map_err(|_| {
-                        CoreError::InvalidParameter {
-                            name: "export",
-                            reason: "column index exceeds i32".into(),
-                        }
-                    })?;
-                    indices.write_all(&col.to_le_bytes())?;
-                    values.write_all(&block[i * nf + j].to_le_bytes())?;
-                    nnz += 1;
-                }
-            }
-            indptr.write_all(&(nnz as i64).to_le_bytes())?;
-        }
+    for &p in &csr.indptr {
+        indptr.write_all(&(p as i64).to_le_bytes())?;
+    }
+    for (&c, &v) in csr.indices.iter().zip(&csr.values) {
+        indices.write_all(&(c as i32).to_le_bytes())?;
+        values.write_all(&v.to_le_bytes())?;
     }
     indptr.flush()?;
     indices.flush()?;
     values.flush()?;
-    Ok(nnz)
+    Ok(csr.indices.len())
 }
 
 fn run(args: &Args) -> Result<()> {

@@ -43,14 +43,15 @@ use std::time::Instant;
 
 use cust::event::{Event, EventFlags};
 use hdg_backend_cpu::condense::{
-    condensation_flops, condense_element, element_load, form_element_matrices, CondenseScratch,
-    CondensedElement, ElementInput,
+    condensation_flops, condense_element, form_element_matrices, CondenseScratch, CondensedElement,
+    ElementInput,
 };
 use hdg_backend_cuda::design::{compiled, shared_bytes, ElementSizes};
 use hdg_backend_cuda::{
     CondensedArray, CudaBackend, Design, DevicePrepared, DeviceReal, Precision, Stage,
 };
 use hdg_core::geometry::{cell_geometry, GeometryLayout};
+use hdg_core::load::element_load;
 use hdg_core::{
     CellType, Coefficient, CoreError, Discretization, LocalSolver, Manufactured, Problem, Real,
     Result, VectorOps,

@@ -1,0 +1,87 @@
+//! L2 error norms of a solution against an exact one, on the host: per element by the tables'
+//! error quadrature, then summed over the mesh. The exact solution is host code (closures), so
+//! a backend that cannot evaluate it on its device brings the fields here.
+use rayon::prelude::*;
+
+use crate::backend::{ErrorNorms, HostFields};
+use crate::discretization::Discretization;
+use crate::geometry::{map_point, GeometryLayout};
+use crate::problem::ExactSolution;
+use crate::tables::ElementTables;
+use crate::Real;
+
+/// ||u - u_h||, ||q - q_h|| and ||u - u*|| over the mesh: the per-element squares of
+/// [`element_errors`], summed by a parallel reduction. `geometry` and `cell_vertices` are
+/// [`crate::geometry::mesh_geometry`]'s, `fields` and `u_star` the solution's coefficients,
+/// cell by cell.
+pub fn error_norms<T: Real>(
+    disc: &Discretization<'_, T>,
+    geometry: &[T],
+    cell_vertices: &[f64],
+    fields: &HostFields<T>,
+    u_star: &[T],
+    exact: &ExactSolution,
+) -> ErrorNorms {
+    let t = &disc.tables;
+    let (n, d, np) = (t.n, t.dim, t.n_post);
+    let stride = GeometryLayout::new(disc.mesh.cell_type()).stride();
+    let n_cells = disc.mesh.n_cells();
+    let vsz = cell_vertices.len() / n_cells.max(1);
+    let sums = (0..n_cells)
+        .into_par_iter()
+        .with_min_len(64)
+        .map(|e| {
+            element_errors(
+                t,
+                &geometry[e * stride..(e + 1) * stride],
+                &cell_vertices[e * vsz..(e + 1) * vsz],
+                disc.kappa[e].as_f64(),
+                &fields.u[e * n..(e + 1) * n],
+                &fields.q[e * d * n..(e + 1) * d * n],
+                &u_star[e * np..(e + 1) * np],
+                exact.u.as_ref(),
+                exact.grad_u.as_ref(),
+            )
+        })
+        .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+    ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() }
+}
+
+/// Squared L2 errors (u, q, u*) on one element against the exact solution.
+#[allow(clippy::too_many_arguments)]
+pub fn element_errors<T: Real>(
+    t: &ElementTables<T>,
+    geometry: &[T],
+    vertices: &[f64],
+    kappa: f64,
+    u: &[T],
+    q: &[T],
+    u_star: &[T],
+    exact_u: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    exact_grad: &(dyn Fn(&[f64], &mut [f64]) + Send + Sync),
+) -> [f64; 3] {
+    let (d, n, np) = (t.dim, t.n, t.n_post);
+    let det = geometry[GeometryLayout { dim: d, n_faces: t.n_faces }.det()].as_f64();
+    let rule = &t.error_rule;
+    let mut x = [0.0; 3];
+    let mut grad = [0.0; 3];
+    let mut err = [0.0; 3];
+    for qp in 0..rule.n_points() {
+        map_point(d, vertices, rule.point(qp), &mut x[..d]);
+        let phi = &t.error_basis[qp * n..(qp + 1) * n];
+        let phi_post = &t.error_basis_post[qp * np..(qp + 1) * np];
+        let w = rule.weights[qp] * det;
+        let ue = exact_u(&x[..d]);
+        exact_grad(&x[..d], &mut grad[..d]);
+        let uh: f64 = phi.iter().zip(u).map(|(&p, &c)| (p * c).as_f64()).sum();
+        err[0] += w * (ue - uh).powi(2);
+        for r in 0..d {
+            let qh: f64 =
+                phi.iter().zip(&q[r * n..(r + 1) * n]).map(|(&p, &c)| (p * c).as_f64()).sum();
+            err[1] += w * (-kappa * grad[r] - qh).powi(2);
+        }
+        let us: f64 = phi_post.iter().zip(u_star).map(|(&p, &c)| (p * c).as_f64()).sum();
+        err[2] += w * (ue - us).powi(2);
+    }
+    err
+}
