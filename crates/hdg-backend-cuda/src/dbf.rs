@@ -29,22 +29,11 @@ use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
 use rayon::prelude::*;
 
+use crate::design::{kernels_exist, MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
 use crate::device::{
     address, arg, cuda_error, elementwise_blocks, CudaBackend, DeviceReal, THREADS,
 };
 use crate::vector::{demote_buffer, uninitialized, DeviceVector};
-
-/// Largest block size with a compiled SpMV kernel (order k = 10 in 2D: n_f = k + 1).
-pub const MAX_BLOCK_SIZE: usize = 11;
-
-/// Block sizes beyond [`MAX_BLOCK_SIZE`] with compiled kernels: the triangular faces of
-/// tetrahedra at k = 4..=8 (`n_f = (k+1)(k+2)/2`), 7 slots only.
-pub const TETRAHEDRON_BLOCK_SIZES: [usize; 5] = [15, 21, 28, 36, 45];
-
-/// Whether the DBF SpMV and block-solve kernels exist for blocks of `n_f` and `slots` slots.
-pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
-    (1..=MAX_BLOCK_SIZE).contains(&n_f) || (slots == 7 && TETRAHEDRON_BLOCK_SIZES.contains(&n_f))
-}
 
 /// The SpMV kernel a new matrix starts with: one thread per block row up to n_f = 21, where
 /// its n_f accumulators and the gathered n_f entries of x still fit in registers; one thread

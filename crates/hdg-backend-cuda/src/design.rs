@@ -68,6 +68,18 @@ use std::str::FromStr;
 
 use hdg_core::CellType;
 
+/// Largest block size with compiled DBF SpMV and block-solve kernels (order k = 10 in 2D: n_f = k + 1).
+pub const MAX_BLOCK_SIZE: usize = 11;
+
+/// Block sizes beyond [`MAX_BLOCK_SIZE`] with compiled kernels: the triangular faces of
+/// tetrahedra at k = 4..=8 (`n_f = (k+1)(k+2)/2`), 7 slots only.
+pub const TETRAHEDRON_BLOCK_SIZES: [usize; 5] = [15, 21, 28, 36, 45];
+
+/// Whether the DBF SpMV and block-solve kernels exist for blocks of `n_f` and `slots` slots.
+pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
+    (1..=MAX_BLOCK_SIZE).contains(&n_f) || (slots == 7 && TETRAHEDRON_BLOCK_SIZES.contains(&n_f))
+}
+
 /// Highest order the element kernels are compiled for (both cell types).
 pub const MAX_ELEMENT_ORDER: usize = 8;
 /// Highest tetrahedron order of the thread design's condensation and postprocessing.

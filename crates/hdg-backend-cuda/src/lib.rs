@@ -48,8 +48,6 @@ mod device;
 #[cfg(feature = "cuda")]
 mod element_kernels;
 #[cfg(feature = "cuda")]
-pub mod elements;
-#[cfg(feature = "cuda")]
 mod geometry;
 #[cfg(feature = "cuda")]
 mod manufactured;
@@ -60,23 +58,30 @@ mod multigrid;
 #[cfg(feature = "cuda")]
 mod operator;
 #[cfg(feature = "cuda")]
+pub mod stages;
+#[cfg(feature = "cuda")]
 mod vector;
 
 #[cfg(feature = "cuda")]
-pub use dbf::{DeviceDbf, SpmvKernel, MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
-pub use design::{Design, Precision, Stage, MAX_ELEMENT_ORDER};
+pub use dbf::{DeviceDbf, SpmvKernel};
+pub use design::{
+    Design, Precision, Stage, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER, TETRAHEDRON_BLOCK_SIZES,
+};
 #[cfg(feature = "cuda")]
 pub use device::{error_text, CudaBackend, DeviceReal, MemoryPeak, MemoryWatch};
-#[cfg(feature = "cuda")]
-pub use elements::{
-    CondensedArray, DeviceCondensed, DeviceFields, DevicePostprocessed, DevicePrepared,
-};
 #[cfg(feature = "cuda")]
 pub use matrix_free::MatrixFreeOperator;
 #[cfg(feature = "cuda")]
 pub use multigrid::{DeviceCsr, DeviceFaceTransfer};
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
+#[cfg(feature = "cuda")]
+pub use stages::{
+    condense::{CondensedArray, DeviceCondensed},
+    postprocess::DevicePostprocessed,
+    prepare::DevicePrepared,
+    recover::DeviceFields,
+};
 #[cfg(feature = "cuda")]
 pub use vector::DeviceVector;
 

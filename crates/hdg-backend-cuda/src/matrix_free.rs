@@ -62,7 +62,7 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy};
 use hdg_core::dbf::{self, DbfEntries, DbfShape};
 use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, NONE};
 
-use crate::dbf::MAX_BLOCK_SIZE;
+use crate::design::MAX_BLOCK_SIZE;
 use crate::device::{address, arg, cuda_error, elementwise_blocks, grid, CudaBackend, DeviceReal};
 use crate::vector::{demote_buffer, uninitialized, DeviceVector};
 
@@ -74,7 +74,7 @@ const PITCH_ALIGN: usize = 32;
 
 /// What the matrix-free operator reads of a device condensation (`DeviceCondensed`): the
 /// element matrices and loads in the condensation's layouts, the Dirichlet data and the
-/// assembly's topology planes (see `elements.rs`).
+/// assembly's topology planes (see `stages::prepare`).
 pub(crate) struct CondensedParts<'a, T: DeviceCopy> {
     /// Cells.
     pub n_cells: usize,
@@ -224,7 +224,7 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
             });
         }
         let nl = faces * n_f;
-        let cells = crate::elements::condensed_cells::<T>(n_cells);
+        let cells = crate::stages::layout::condensed_cells::<T>(n_cells);
         if parts.trace_matrices.len() != cells * nl * nl
             || parts.trace_loads.len() != cells * nl
             || parts.row_cell.len() != 2 * n_rows

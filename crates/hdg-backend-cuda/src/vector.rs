@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use cust::memory::{AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy};
 use hdg_core::{CoreError, MixedPrecisionOps, Result, VectorOps};
 
+use crate::design::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
 use crate::device::{
     address, alloc_error, arg, cuda_error, elementwise_blocks, reduce_blocks, CudaBackend,
     DeviceReal, MAX_PAIRS,
@@ -353,8 +354,9 @@ impl<T: DeviceReal> VectorOps<T> for CudaBackend {
         let (n64, fp, rp, zp) = (n_blocks as u64, factors.address(), r.address(), z.address());
         let grid = elementwise_blocks(n_blocks);
         let b = block_size as u32;
-        if (1..=crate::dbf::MAX_BLOCK_SIZE).contains(&block_size)
-            || crate::dbf::TETRAHEDRON_BLOCK_SIZES.contains(&block_size)
+        // Blocks of a compiled size have an unrolled kernel (any slot count: no SpMV here).
+        if (1..=MAX_BLOCK_SIZE).contains(&block_size)
+            || TETRAHEDRON_BLOCK_SIZES.contains(&block_size)
         {
             let kernel = format!("solve_blocks_{}_b{block_size}", T::SUFFIX);
             // SAFETY: solve_blocks_T_bB(u64 n_blocks, const T* factors, const T* r, T* z):

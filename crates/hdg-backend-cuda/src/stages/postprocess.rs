@@ -1,0 +1,166 @@
+//! Postprocess: the superconvergent u* in P_{k+1}, and the L2 error norms.
+
+use cust::memory::DeviceBuffer;
+use hdg_core::error_norms;
+use hdg_core::geometry::mesh_geometry;
+use hdg_core::{CoreError, Discretization, ErrorNorms, ExactSolution, LocalSolver, Result};
+
+use crate::design::{Design, Stage};
+use crate::device::{address, arg, CudaBackend, DeviceReal};
+use crate::stages::launch::{first_failure, poison, PhaseClock};
+use crate::stages::layout::to_element_contiguous;
+use crate::stages::prepare::{kernel_order, DevicePrepared};
+use crate::stages::recover::DeviceFields;
+use crate::vector::uninitialized;
+
+/// The postprocessed u* on the device, `[j * n_cells + e]`.
+pub struct DevicePostprocessed<T: DeviceReal> {
+    pub(crate) n_cells: usize,
+    pub(crate) u_star: DeviceBuffer<T>,
+    /// Per element: 0, or the failing pivot + 1 (-1 at element 0: a launch configuration error).
+    pub(crate) info: DeviceBuffer<i32>,
+    pub(crate) pivots: DeviceBuffer<T>,
+    /// Last: the buffers are freed while the context lives.
+    pub(crate) backend: CudaBackend,
+}
+
+impl<T: DeviceReal> DevicePostprocessed<T> {
+    /// u*, element-contiguous (`[e * n' + j]`, the CPU backend's layout).
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        let v = self.backend.gpu.download(&self.u_star)?;
+        Ok(to_element_contiguous(&v, self.n_cells))
+    }
+}
+
+impl<T: DeviceReal> DevicePostprocessed<T> {
+    /// Fills u* with NaN (see [`DeviceCondensed::poison`]).
+    pub fn poison(&mut self) -> Result<()> {
+        let backend = self.backend.clone();
+        poison(&backend, [&mut self.u_star])
+    }
+}
+
+pub(crate) fn postprocess<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
+    fields: &DeviceFields<T>,
+) -> Result<DevicePostprocessed<T>> {
+    let mut post = backend.allocate_postprocessed(disc, prep)?;
+    backend.postprocess_with(disc, prep, fields, prep.design(Stage::Postprocess)?, &mut post)?;
+    first_failure(backend, &post.info, &post.pivots)?;
+    Ok(post)
+}
+
+/// On the device for a manufactured problem whose description agrees with `exact`
+/// ([`crate::manufactured`]); otherwise downloads u_h, q_h and u* and computes the norms on
+/// the host with `hdg_core::error_norms` and the closures.
+pub(crate) fn error_norms<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
+    fields: &DeviceFields<T>,
+    post: &DevicePostprocessed<T>,
+    exact: &ExactSolution,
+) -> Result<ErrorNorms> {
+    let t = &disc.tables;
+    let mut clock = PhaseClock::from_environment("error norms");
+    if let Some(m) = &prep.manufactured {
+        if m.exact_agrees(exact)? {
+            let sums = m.squared_errors(
+                &prep.mesh,
+                t,
+                &prep.geometry,
+                &prep.kappa,
+                &fields.u,
+                &fields.q,
+                &post.u_star,
+            )?;
+            clock.lap("device");
+            clock.report();
+            return Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() });
+        }
+    }
+    let host = LocalSolver::<T>::fields_to_host(backend, fields)?;
+    let u_star = post.to_host()?;
+    let (cell_vertices, host_geometry) = mesh_geometry::<T>(disc.mesh, t.face_parameter_measure);
+    let norms =
+        error_norms::error_norms(disc, &host_geometry, &cell_vertices, &host, &u_star, exact);
+    clock.lap("host (download and closures)");
+    clock.report();
+    Ok(norms)
+}
+
+impl CudaBackend {
+    /// Outputs of a postprocessing (uninitialised until [`CudaBackend::postprocess_with`]).
+    pub fn allocate_postprocessed<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+    ) -> Result<DevicePostprocessed<T>> {
+        let (np, n_cells) = (disc.tables.n_post, prep.n_cells);
+        // SAFETY: every postprocessing kernel writes every entry, or flags the element (then
+        // postprocess returns an error).
+        let u_star = unsafe { uninitialized::<T>(self, n_cells * np)? };
+        Ok(DevicePostprocessed {
+            n_cells,
+            u_star,
+            info: self.gpu.zeros::<i32>(n_cells.max(1))?,
+            pivots: self.gpu.zeros::<T>(n_cells.max(1))?,
+            backend: self.clone(),
+        })
+    }
+
+    /// Queues the postprocessing in `design` into `post` (from
+    /// [`CudaBackend::allocate_postprocessed`]); failed pivots are flagged in `post`.
+    pub fn postprocess_with<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        fields: &DeviceFields<T>,
+        design: Design,
+        post: &mut DevicePostprocessed<T>,
+    ) -> Result<()> {
+        kernel_order(disc)?;
+        let n_cells = prep.n_cells;
+        if fields.n_cells != n_cells || post.n_cells != n_cells {
+            return Err(CoreError::InvalidParameter {
+                name: "postprocessing inputs",
+                reason: format!(
+                    "{} field cells and {} output cells for {n_cells} cells",
+                    fields.n_cells, post.n_cells
+                ),
+            });
+        }
+        if n_cells == 0 {
+            return Ok(());
+        }
+        let launch = prep.launch_for(Stage::Postprocess, design)?;
+        let (tb, cells) = (prep.tables.addresses(), prep.cells());
+        let (up, qp, sp, ip, pp) = (
+            address(&fields.u),
+            address(&fields.q),
+            address(&post.u_star),
+            address(&post.info),
+            address(&post.pivots),
+        );
+        // SAFETY: postprocess_{thread,block}_T_{tri,tet}K(Tables, Cells, const T* u,
+        // const T* q, T* u_star, int* info, T* pv): u and q of n_cells cells (n, d n per
+        // cell), u_star n_cells * n', info and pv n_cells (checked above); launch sizes as in
+        // condense_with.
+        unsafe {
+            prep.kernels.launch(
+                &launch.name,
+                launch.grid,
+                launch.threads,
+                launch.shared,
+                &[arg(&tb), arg(&cells), arg(&up), arg(&qp), arg(&sp), arg(&ip), arg(&pp)],
+            )
+        }
+    }
+
+    /// The error of the first element whose postprocessing failed, if any (waits).
+    pub fn check_postprocessed<T: DeviceReal>(&self, post: &DevicePostprocessed<T>) -> Result<()> {
+        first_failure(self, &post.info, &post.pivots)
+    }
+}

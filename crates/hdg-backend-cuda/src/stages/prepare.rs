@@ -1,0 +1,532 @@
+//! Prepare: the discretization on the device (mesh, geometry, tables, per-cell data, the
+//! assembly's topology, the element loads), and the launch of each element stage.
+use std::sync::Arc;
+
+use cust::memory::{DeviceBuffer, DeviceCopy};
+use hdg_core::geometry::{mesh_geometry, GeometryLayout};
+use hdg_core::load::element_load;
+use hdg_core::{CellType, CoreError, Discretization, Result};
+use rayon::prelude::*;
+
+use crate::design::{
+    block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
+    shared_bytes, Design, Precision, Stage, MAX_ELEMENT_ORDER,
+};
+use crate::device::{address, grid, CudaBackend, DeviceReal, THREADS};
+use crate::element_kernels::ElementKernels;
+use crate::geometry::{upload_planes, Columns, DeviceMesh};
+use crate::manufactured::DeviceManufactured;
+use crate::stages::launch::PhaseClock;
+use crate::stages::layout::{to_element_contiguous, to_element_fastest};
+
+/// Addresses of the reference tables (`struct Tables` in element_common.cuh).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct TableAddresses {
+    pub(crate) derivative: u64,
+    pub(crate) derivative_products: u64,
+    pub(crate) face_mass: u64,
+    pub(crate) face_trace: u64,
+    pub(crate) derivative_trace: u64,
+    pub(crate) trace_products: u64,
+    pub(crate) post_stiffness: u64,
+    pub(crate) post_derivative: u64,
+}
+
+// SAFETY: plain old data (device addresses as integers).
+unsafe impl DeviceCopy for TableAddresses {}
+
+/// Addresses of the per-cell arrays (`struct Cells` in element_common.cuh).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CellAddresses {
+    pub(crate) n_cells: u64,
+    pub(crate) geometry: u64,
+    pub(crate) orientations: u64,
+    pub(crate) faces: u64,
+    pub(crate) kappa: u64,
+    pub(crate) reaction: u64,
+    pub(crate) tau: u64,
+    pub(crate) load: u64,
+}
+
+// SAFETY: plain old data (device addresses and a count).
+unsafe impl DeviceCopy for CellAddresses {}
+
+/// Addresses of the assembly's topology planes (`struct AssemblyTopology` in
+/// element_common.cuh).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct TopologyAddresses {
+    pub(crate) row_cell: u64,
+    pub(crate) row_local: u64,
+    pub(crate) slot_cell: u64,
+    pub(crate) slot_row: u64,
+    pub(crate) slot_col: u64,
+    pub(crate) neighbours: u64,
+    pub(crate) slot_face: u64,
+}
+
+// SAFETY: plain old data (device addresses).
+unsafe impl DeviceCopy for TopologyAddresses {}
+
+/// The reference tables on the device.
+pub(crate) struct DeviceTables<T: DeviceCopy> {
+    pub(crate) derivative: DeviceBuffer<T>,
+    pub(crate) derivative_products: DeviceBuffer<T>,
+    pub(crate) face_mass: DeviceBuffer<T>,
+    pub(crate) face_trace: DeviceBuffer<T>,
+    pub(crate) derivative_trace: DeviceBuffer<T>,
+    pub(crate) trace_products: DeviceBuffer<T>,
+    pub(crate) post_stiffness: DeviceBuffer<T>,
+    pub(crate) post_derivative: DeviceBuffer<T>,
+}
+
+impl<T: DeviceCopy> DeviceTables<T> {
+    pub(crate) fn addresses(&self) -> TableAddresses {
+        TableAddresses {
+            derivative: address(&self.derivative),
+            derivative_products: address(&self.derivative_products),
+            face_mass: address(&self.face_mass),
+            face_trace: address(&self.face_trace),
+            derivative_trace: address(&self.derivative_trace),
+            trace_products: address(&self.trace_products),
+            post_stiffness: address(&self.post_stiffness),
+            post_derivative: address(&self.post_derivative),
+        }
+    }
+}
+
+/// The trace topology and Dirichlet data on the device (what assembly and recovery read).
+/// Shared between the prepared data and the condensed data ([`Assembler::assemble`] gets only
+/// the latter).
+pub(crate) struct DeviceTopology<T: DeviceCopy> {
+    pub(crate) n_rows: usize,
+    pub(crate) slots: usize,
+    pub(crate) n_active_blocks: usize,
+    /// Free index of each global face (u32, [`NONE`] for Dirichlet faces).
+    pub(crate) free_index: DeviceBuffer<u32>,
+    /// Projected Dirichlet data per global face, `[face * n_f + m]`.
+    pub(crate) dirichlet: DeviceBuffer<T>,
+    /// `[side * n_rows + row]`.
+    pub(crate) row_cell: DeviceBuffer<u32>,
+    pub(crate) row_local: DeviceBuffer<u8>,
+    /// `[a * n_rows + row]`.
+    pub(crate) slot_cell: DeviceBuffer<u32>,
+    pub(crate) slot_row: DeviceBuffer<u8>,
+    pub(crate) slot_col: DeviceBuffer<u8>,
+    pub(crate) neighbours: DeviceBuffer<u32>,
+    pub(crate) slot_face: DeviceBuffer<u32>,
+    /// Last: the buffers are freed while the context lives.
+    _backend: CudaBackend,
+}
+
+impl<T: DeviceCopy> DeviceTopology<T> {
+    pub(crate) fn addresses(&self) -> TopologyAddresses {
+        TopologyAddresses {
+            row_cell: address(&self.row_cell),
+            row_local: address(&self.row_local),
+            slot_cell: address(&self.slot_cell),
+            slot_row: address(&self.slot_row),
+            slot_col: address(&self.slot_col),
+            neighbours: address(&self.neighbours),
+            slot_face: address(&self.slot_face),
+        }
+    }
+}
+
+/// Discretization data on the device (layouts in the module documentation).
+pub struct DevicePrepared<T: DeviceReal> {
+    pub(crate) n_cells: usize,
+    pub(crate) tables: DeviceTables<T>,
+    pub(crate) geometry: DeviceBuffer<T>,
+    pub(crate) orientations: DeviceBuffer<u8>,
+    pub(crate) faces: DeviceBuffer<u32>,
+    pub(crate) kappa: DeviceBuffer<T>,
+    pub(crate) reaction: DeviceBuffer<T>,
+    pub(crate) tau: DeviceBuffer<T>,
+    /// F_K (from the device's manufactured fields, or the source closure on the host).
+    pub(crate) load: DeviceBuffer<T>,
+    /// The manufactured problem's description on the device, when the problem has one: the
+    /// loads came from it if it agreed with the source closure, and the error norms use it if
+    /// it agrees with the exact solution they are asked for.
+    pub(crate) manufactured: Option<DeviceManufactured>,
+    pub(crate) loads_on_device: bool,
+    pub(crate) topology: Arc<DeviceTopology<T>>,
+    /// The mesh on the device (the geometry kernel and the manufactured problems read it).
+    pub(crate) mesh: DeviceMesh,
+    pub(crate) cell_type: CellType,
+    pub(crate) order: usize,
+    /// The condensation, recovery and postprocessing kernels (both designs).
+    pub(crate) kernels: Arc<ElementKernels>,
+    /// Forced designs per [`Stage`] (None: the dispatch of [`crate::design`]).
+    pub(crate) designs: [Option<Design>; 3],
+    /// At most this many blocks per block-design launch (None: as many as are resident).
+    pub(crate) grid_limit: Option<usize>,
+    /// Last: the buffers are freed while the context lives.
+    pub(crate) backend: CudaBackend,
+}
+
+impl<T: DeviceReal> DevicePrepared<T> {
+    /// Forces the design of `stage` (None: back to the dispatch of [`crate::design`]). A design
+    /// that is not compiled for this cell type and order makes the stage fail with an error.
+    pub fn set_design(&mut self, stage: Stage, design: Option<Design>) {
+        self.designs[stage.index()] = design;
+    }
+
+    /// The design that runs `stage`: the forced one if any, else the dispatch of
+    /// [`crate::design`]; a block condensation whose panel does not fit the device's shared
+    /// memory (or a bordered one) runs as [`Design::BlockGlobal`] ([`crate::design::fallback`]).
+    pub fn design(&self, stage: Stage) -> Result<Design> {
+        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+        let wanted =
+            self.designs[stage.index()].unwrap_or_else(|| default_design(stage, cell, k, p));
+        if !matches!(wanted, Design::BlockShared | Design::Bordered) || stage != Stage::Condense {
+            return Ok(wanted);
+        }
+        let max = self.kernels.max_dynamic_shared(&kernel_name(stage, wanted, cell, k, p))?;
+        Ok(fallback(stage, wanted, cell, k, p, max))
+    }
+
+    /// Limits the grid of the block designs to `blocks` blocks (None: as many blocks as the
+    /// device holds at once, the default). With fewer blocks than cells every block condenses
+    /// several elements in turn: tests use it to exercise that loop on small meshes.
+    pub fn set_grid_limit(&mut self, blocks: Option<usize>) {
+        self.grid_limit = blocks.map(|b| b.max(1));
+    }
+
+    /// Whether the element loads were computed on the device from the problem's
+    /// [`hdg_core::ManufacturedSpec`] (false: from the source closure on the host).
+    pub fn loads_on_device(&self) -> bool {
+        self.loads_on_device
+    }
+
+    /// Which image of the element kernels was loaded ("sm_90 SASS" or "compute_75 PTX").
+    pub fn kernel_image(&self) -> &'static str {
+        self.kernels.image()
+    }
+
+    /// The launch of `stage` in `design` for this discretization (errors: a design that is not
+    /// compiled for this cell type and order, or whose shared memory the device cannot give).
+    pub(crate) fn launch_for(&self, stage: Stage, design: Design) -> Result<StageLaunch> {
+        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+        if !compiled(stage, cell, k, design) {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage}: the {design} design is not compiled for {cell:?} at k = {k} \
+                 (see hdg_backend_cuda::design)"
+            )));
+        }
+        let name = kernel_name(stage, design, cell, k, p);
+        if design == Design::Thread {
+            return Ok(StageLaunch {
+                name,
+                grid: grid(self.n_cells.max(1))?,
+                threads: THREADS,
+                shared: 0,
+                scratch: 0,
+            });
+        }
+        // The kernel's own launch bound: a kernel image built with other bounds than
+        // design::max_threads assumes (HDG_CUDA_KERNEL_DIR) is an error here, not a failed launch.
+        let most = self.kernels.max_block_threads(&name)?;
+        let threads = match (stage, condense_threads_override()) {
+            (Stage::Condense, Some(t)) => t.min(most),
+            _ => block_threads(stage, design, cell, k, p),
+        };
+        if threads > most {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage} ({design} design, {cell:?}, k = {k}, {}): {threads} threads per \
+                 block, but kernel {name} was built for at most {most}",
+                p.name()
+            )));
+        }
+        let shared = shared_bytes(stage, design, cell, k, p);
+        let max = self.kernels.max_dynamic_shared(&name)?;
+        if shared > max {
+            return Err(CoreError::Backend(format!(
+                "CUDA {stage} ({design} design, {cell:?}, k = {k}, {}): needs {shared} bytes of \
+                 shared memory per block, the device allows {max}",
+                p.name()
+            )));
+        }
+        let mut per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
+        if let Some(cap) = condense_blocks_override().filter(|_| stage == Stage::Condense) {
+            per_sm = per_sm.min(cap);
+        }
+        let resident = per_sm * self.kernels.sms() as usize;
+        let blocks = self.n_cells.min(resident).min(self.grid_limit.unwrap_or(usize::MAX)).max(1);
+        Ok(StageLaunch {
+            name,
+            grid: u32::try_from(blocks).map_err(|_| CoreError::Backend("grid too large".into()))?,
+            threads,
+            shared,
+            scratch: blocks * global_scratch_per_block(stage, design, cell, k, p),
+        })
+    }
+
+    pub(crate) fn cells(&self) -> CellAddresses {
+        CellAddresses {
+            n_cells: self.n_cells as u64,
+            geometry: address(&self.geometry),
+            orientations: address(&self.orientations),
+            faces: address(&self.faces),
+            kappa: address(&self.kappa),
+            reaction: address(&self.reaction),
+            tau: address(&self.tau),
+            load: address(&self.load),
+        }
+    }
+
+    /// Cells.
+    pub fn n_cells(&self) -> usize {
+        self.n_cells
+    }
+
+    /// The element loads F_K, element-contiguous (`[e * n + i]`), as uploaded.
+    pub fn loads_to_host(&self) -> Result<Vec<T>> {
+        let v = self.backend.gpu.download(&self.load)?;
+        Ok(to_element_contiguous(&v, self.n_cells))
+    }
+}
+
+/// One launch of an element stage: kernel, grid, block, dynamic shared memory, and the values
+/// of global scratch it needs (the block condensation's global panel).
+pub(crate) struct StageLaunch {
+    pub(crate) name: String,
+    pub(crate) grid: u32,
+    pub(crate) threads: u32,
+    pub(crate) shared: usize,
+    pub(crate) scratch: usize,
+}
+
+/// The [`Precision`] of T.
+pub(crate) fn precision<T: DeviceReal>() -> Precision {
+    Precision::from_suffix(T::SUFFIX)
+}
+
+/// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the
+/// order and `_tet` for tetrahedra (`dbf_assemble_f64_k3_tet`); see `kernels/elements.cu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KernelOrder {
+    pub(crate) cell: CellType,
+    pub(crate) k: usize,
+}
+
+impl std::fmt::Display for KernelOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cell {
+            CellType::Triangle => write!(f, "{}", self.k),
+            CellType::Tetrahedron => write!(f, "{}_tet", self.k),
+        }
+    }
+}
+
+/// The order, if the element kernels exist for it (triangles and tetrahedra, k <= 8), as the
+/// assembly kernel's name wants it.
+pub(crate) fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<KernelOrder> {
+    if disc.order == 0 || disc.order > MAX_ELEMENT_ORDER {
+        return Err(CoreError::Backend(format!(
+            "the CUDA element kernels support k = 1..={MAX_ELEMENT_ORDER} (k <= \
+             {MAX_ELEMENT_ORDER}), not k = {}",
+            disc.order
+        )));
+    }
+    Ok(KernelOrder { cell: disc.mesh.cell_type(), k: disc.order })
+}
+
+/// Threads per block of the block condensation forced by the environment variable
+/// `HDG_CUDA_CONDENSE_THREADS` (32..=1024, a multiple of 32; capped at the loaded kernel's
+/// own launch bound, so that kernels built with other bounds, `HDG_CUDA_KERNEL_DIR`, can be
+/// swept too), for sweeps with condense-bench; None (the size of [`block_threads`]) when
+/// unset or invalid. The kernels take any block size.
+pub(crate) fn condense_threads_override() -> Option<u32> {
+    let t: u32 = std::env::var("HDG_CUDA_CONDENSE_THREADS").ok()?.trim().parse().ok()?;
+    ((32..=1024).contains(&t) && t.is_multiple_of(32)).then_some(t)
+}
+
+/// At most this many resident blocks per multiprocessor for the block condensations, from the
+/// environment variable `HDG_CUDA_CONDENSE_BLOCKS_PER_SM` (a positive integer), for sweeps
+/// with condense-bench: fewer elements in flight write their K_e and Z into fewer L2 lines at
+/// a time. None (as many as fit) when unset or invalid.
+pub(crate) fn condense_blocks_override() -> Option<usize> {
+    let b: usize = std::env::var("HDG_CUDA_CONDENSE_BLOCKS_PER_SM").ok()?.trim().parse().ok()?;
+    (b >= 1).then_some(b)
+}
+
+/// The designs forced on a new discretization, per stage: the design of
+/// [`crate::design::with_design`] on this thread, else that of the environment variable
+/// `HDG_CUDA_DESIGN` (`thread`, `block`, `block-global`), where it is compiled for this cell
+/// type and order (`block-global` means `block` for recovery and postprocessing); the
+/// dispatch elsewhere, and everywhere when neither is set.
+pub(crate) fn designs_from_environment(cell: CellType, k: usize) -> Result<[Option<Design>; 3]> {
+    let mut designs = [None; 3];
+    let design = match crate::design::forced_design() {
+        Some(d) => d,
+        None => {
+            let value = std::env::var("HDG_CUDA_DESIGN").unwrap_or_default();
+            if value.trim().is_empty() {
+                return Ok(designs);
+            }
+            value
+                .trim()
+                .parse()
+                .map_err(|reason| CoreError::InvalidParameter { name: "HDG_CUDA_DESIGN", reason })?
+        }
+    };
+    for stage in Stage::ALL {
+        let d = match (stage, design) {
+            (Stage::Recover | Stage::Postprocess, Design::BlockGlobal) => Design::BlockShared,
+            _ => design,
+        };
+        if compiled(stage, cell, k, d) {
+            designs[stage.index()] = Some(d);
+        }
+    }
+    Ok(designs)
+}
+
+pub(crate) fn prepare<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+) -> Result<DevicePrepared<T>> {
+    let mesh = disc.mesh;
+    let cell_type = mesh.cell_type();
+    let t = &disc.tables;
+    let layout = GeometryLayout::new(cell_type);
+    let (d, vpc, fpc) = (mesh.dim(), cell_type.vertices_per_cell(), cell_type.faces_per_cell());
+    let n_cells = mesh.n_cells();
+    if n_cells > u32::MAX as usize || mesh.n_faces() >= u32::MAX as usize {
+        return Err(CoreError::InvalidParameter {
+            name: "mesh size",
+            reason: format!("{n_cells} cells: too many for 32-bit indices"),
+        });
+    }
+
+    let mut clock = PhaseClock::from_environment("prepare");
+    let gpu = &backend.gpu;
+    // The mesh, and the geometry computed from it on the device (the CPU's to the bit).
+    let device_mesh = DeviceMesh::upload(backend, mesh)?;
+    let geometry = device_mesh.geometry::<T>(layout.stride(), t.face_parameter_measure)?;
+    clock.lap("mesh upload and device geometry");
+
+    let mut orientations = vec![0u8; n_cells * fpc];
+    let mut faces = vec![0u32; n_cells * fpc];
+    orientations.par_chunks_mut(fpc).zip(faces.par_chunks_mut(fpc)).enumerate().for_each(
+        |(c, (o, f))| {
+            o.copy_from_slice(mesh.cell_face_orientations(c));
+            for (slot, &face) in f.iter_mut().zip(mesh.cell_faces(c)) {
+                *slot = face as u32;
+            }
+        },
+    );
+    let orientations = upload_planes(backend, &orientations, n_cells, Columns::all(fpc))?;
+    let faces = upload_planes(backend, &faces, n_cells, Columns::all(fpc))?;
+    clock.lap("face tables");
+
+    // Element loads F_K: on the device for a manufactured problem whose description the
+    // device evaluates as the source closure does, else on the host from the closure.
+    let manufactured = match &disc.problem.manufactured {
+        Some(spec) => DeviceManufactured::new(backend, spec, mesh)?,
+        None => None,
+    };
+    let device_loads = match &manufactured {
+        Some(m) if m.source_agrees(&disc.problem.source)? => {
+            Some(m.loads(&device_mesh, t, &geometry)?)
+        }
+        _ => None,
+    };
+    let loads_on_device = device_loads.is_some();
+    let load = match device_loads {
+        Some(load) => load,
+        None => {
+            let (cell_vertices, host_geometry) = mesh_geometry::<T>(mesh, t.face_parameter_measure);
+            let n = t.n;
+            let mut load = vec![T::zero(); n_cells * n];
+            let source = disc.problem.source.as_ref();
+            load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
+                || vec![0.0; d],
+                |point, (e, out)| {
+                    let det = host_geometry[e * layout.stride() + layout.det()];
+                    let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
+                    element_load(t, vertices, det, source, point, out);
+                },
+            );
+            gpu.upload(&to_element_fastest(&load, n_cells))?
+        }
+    };
+    clock.lap(if loads_on_device { "loads (device)" } else { "loads (host)" });
+
+    // Topology planes for the assembly, transposed on the device from the host layout.
+    let topo = &disc.topology;
+    let (n_rows, slots) = (topo.n_rows(), topo.slots);
+    let slot_local: &[u8] = cust::memory::bytemuck::cast_slice(&topo.slot_local);
+    let topology = DeviceTopology {
+        n_rows,
+        slots,
+        n_active_blocks: topo.n_stored_blocks(),
+        free_index: gpu.upload(&topo.free_index)?,
+        dirichlet: gpu.upload(&disc.dirichlet_values)?,
+        row_cell: upload_planes(
+            backend,
+            cust::memory::bytemuck::cast_slice(&topo.row_cells),
+            n_rows,
+            Columns::all(2),
+        )?,
+        row_local: upload_planes(
+            backend,
+            cust::memory::bytemuck::cast_slice(&topo.row_local_face),
+            n_rows,
+            Columns::all(2),
+        )?,
+        slot_cell: upload_planes(backend, &topo.slot_cell, n_rows, Columns::all(slots))?,
+        slot_row: upload_planes(
+            backend,
+            slot_local,
+            n_rows,
+            Columns { per: 2 * slots, first: 0, step: 2, count: slots },
+        )?,
+        slot_col: upload_planes(
+            backend,
+            slot_local,
+            n_rows,
+            Columns { per: 2 * slots, first: 1, step: 2, count: slots },
+        )?,
+        neighbours: upload_planes(backend, &topo.neighbours, n_rows, Columns::all(slots))?,
+        slot_face: upload_planes(backend, &topo.slot_faces, n_rows, Columns::all(slots))?,
+        _backend: backend.clone(),
+    };
+    let tables = DeviceTables {
+        derivative: gpu.upload(&t.derivative)?,
+        derivative_products: gpu.upload(&t.derivative_products)?,
+        face_mass: gpu.upload(&t.face_mass)?,
+        face_trace: gpu.upload(&t.face_trace)?,
+        derivative_trace: gpu.upload(&t.derivative_trace)?,
+        trace_products: gpu.upload(&t.trace_products)?,
+        post_stiffness: gpu.upload(&t.post_stiffness)?,
+        post_derivative: gpu.upload(&t.post_derivative)?,
+    };
+    let prepared = DevicePrepared {
+        n_cells,
+        tables,
+        geometry,
+        orientations,
+        faces,
+        kappa: gpu.upload(&disc.kappa)?,
+        reaction: gpu.upload(&disc.reaction)?,
+        tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
+        load,
+        manufactured,
+        loads_on_device,
+        topology: Arc::new(topology),
+        mesh: device_mesh,
+        cell_type,
+        order: disc.order,
+        kernels: Arc::new(ElementKernels::load(backend)?),
+        designs: designs_from_environment(cell_type, disc.order)?,
+        grid_limit: None,
+        backend: backend.clone(),
+    };
+    clock.lap("topology, tables and per-cell uploads, kernel module");
+    clock.report();
+    Ok(prepared)
+}
