@@ -47,11 +47,10 @@
 //! the table these functions encode). A design that does not fit the device (shared memory)
 //! is replaced at launch: `BlockShared` and `Bordered` by `BlockGlobal` for the condensation
 //! ([`fallback`]). `DevicePrepared::set_design` overrides the choice per stage (tests and
-//! benchmarks force each design); [`with_design`] forces one design on every discretization
-//! prepared on the calling thread while it runs (for code that prepares internally, such as
-//! `hdg_core::pipeline::solve`), and so does the environment variable `HDG_CUDA_DESIGN`
-//! (`thread`, `block`, `block-global`, `bordered`) for a whole process; each applies to every stage where
-//! that design is compiled (`block-global` means `block` for recovery and postprocessing).
+//! benchmarks force each design); `CudaSettings::design` (`crate::settings`) forces one design
+//! on every discretization a backend prepares (for code that prepares internally, such as
+//! `hdg_core::pipeline::solve`), on every stage where that design is compiled (`block-global`
+//! means `block` for recovery and postprocessing).
 //!
 //! # Launch sizes of the block design (these formulas mirror `element_kernels.cu`)
 //!
@@ -62,7 +61,6 @@
 //! | recover | d n rounded up to 32, in [32, 256] | nl + n |
 //! | postprocess | n' rounded up to 32, in [32, 256] | n'(n'+1)/2 + n' - 1 + d n |
 //! | condense, bordered | [`bordered_threads`] (32 to 512) | n(n + nl + 1) - n(n-1)/2 + n, and G (nl^2 + nl + n nl + n) for a group of G staged in shared memory ([`bordered_output_group`]; staged in global memory: that many values per block in the scratch) |
-use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
 
@@ -546,30 +544,6 @@ pub fn postprocess_design(cell: CellType, k: usize, precision: Precision) -> Des
     }
 }
 
-thread_local! {
-    /// The design [`with_design`] forces on this thread.
-    static FORCED: Cell<Option<Design>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with `design` forced on every discretization the CUDA backend prepares on this
-/// thread meanwhile (where that design is compiled; None: the dispatch), and restores the
-/// previous setting afterwards (also when `f` panics).
-pub fn with_design<R>(design: Option<Design>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Design>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORCED.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(FORCED.with(|c| c.replace(design)));
-    f()
-}
-
-/// The design [`with_design`] forces on this thread, if any.
-pub fn forced_design() -> Option<Design> {
-    FORCED.with(|c| c.get())
-}
-
 /// The dispatch of `stage`.
 pub fn default_design(stage: Stage, cell: CellType, k: usize, precision: Precision) -> Design {
     match stage {
@@ -721,17 +695,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn with_design_is_scoped() {
-        assert_eq!(forced_design(), None);
-        let inner = with_design(Some(Design::Thread), || {
-            with_design(Some(Design::BlockGlobal), forced_design);
-            forced_design()
-        });
-        assert_eq!(inner, Some(Design::Thread));
-        assert_eq!(forced_design(), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
 
+use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
 
 /// One kernel file (`kernels/NAME.cu`) as build.rs compiles it: SASS for compute capability
@@ -383,6 +384,7 @@ pub(crate) fn reduce_blocks(n: usize) -> u32 {
 pub struct CudaBackend {
     pub(crate) gpu: Arc<Gpu>,
     trace_operator: TraceOperatorKind,
+    settings: Arc<CudaSettings>,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -467,7 +469,24 @@ impl CudaBackend {
             description,
             context,
         };
-        Ok(CudaBackend { gpu: Arc::new(gpu), trace_operator: TraceOperatorKind::Dbf })
+        Ok(CudaBackend {
+            gpu: Arc::new(gpu),
+            trace_operator: TraceOperatorKind::Dbf,
+            settings: Arc::new(CudaSettings::auto()),
+        })
+    }
+
+    /// This backend (sharing its device state) with the tuning overrides `settings` for the
+    /// discretizations it prepares from now on; an error if a value is out of range.
+    pub fn with_settings(mut self, settings: CudaSettings) -> Result<Self> {
+        settings.check()?;
+        self.settings = Arc::new(settings);
+        Ok(self)
+    }
+
+    /// The tuning overrides in force.
+    pub fn settings(&self) -> &CudaSettings {
+        &self.settings
     }
 
     /// This backend (sharing its device state) with the trace operator that

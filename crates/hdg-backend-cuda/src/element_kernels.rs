@@ -38,21 +38,19 @@ const FILES: [Images; 2] = [
     },
 ];
 
-/// For kernel experiments on a GPU machine without Rust: `STEM.sm_90.cubin` from the directory
-/// named by the environment variable `HDG_CUDA_KERNEL_DIR`, where there is one, in place of the
-/// embedded SASS of `kernels/STEM.cu` (compiled there with nvcc, say with -lineinfo for a
-/// profiler or with a variant's defines, and timed by the same condense-bench binary). None
-/// when the variable is unset; an error when the file is there and unreadable.
-fn experimental_cubin(file: &str) -> Result<Option<Vec<u8>>> {
-    let Some(dir) = std::env::var_os("HDG_CUDA_KERNEL_DIR") else { return Ok(None) };
+/// For kernel experiments on a GPU machine without Rust: `STEM.sm_90.cubin` from
+/// [`crate::CudaSettings::kernel_dir`], where there is one, in place of the embedded SASS of
+/// `kernels/STEM.cu`. None when no directory is set or it has no such file; an error when the
+/// file is there and unreadable.
+fn experimental_cubin(dir: Option<&std::path::Path>, file: &str) -> Result<Option<Vec<u8>>> {
+    let Some(dir) = dir else { return Ok(None) };
     let stem = file.trim_end_matches(".cu");
-    let path = std::path::Path::new(&dir).join(format!("{stem}.sm_90.cubin"));
+    let path = dir.join(format!("{stem}.sm_90.cubin"));
     if !path.exists() {
         return Ok(None);
     }
-    let bytes = std::fs::read(&path).map_err(|e| {
-        CoreError::Backend(format!("cannot read {} (HDG_CUDA_KERNEL_DIR): {e}", path.display()))
-    })?;
+    let bytes = std::fs::read(&path)
+        .map_err(|e| CoreError::Backend(format!("cannot read {}: {e}", path.display())))?;
     eprintln!("[hdg-cuda] kernels of {file} from {}", path.display());
     Ok(Some(bytes))
 }
@@ -107,7 +105,10 @@ impl ElementKernels {
         let modules = FILES
             .iter()
             .map(|f| {
-                let module = match (sass, experimental_cubin(f.file)?) {
+                let module = match (
+                    sass,
+                    experimental_cubin(backend.settings().kernel_dir.as_deref(), f.file)?,
+                ) {
                     (true, Some(bytes)) => Module::from_cubin(bytes, &[]),
                     (true, None) => Module::from_cubin(f.sm90, &[]),
                     (false, _) => Module::from_ptx(f.portable, &[]),

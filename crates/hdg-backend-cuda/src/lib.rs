@@ -57,6 +57,7 @@ pub mod matrix_free;
 mod multigrid;
 #[cfg(feature = "cuda")]
 mod operator;
+pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
 #[cfg(feature = "cuda")]
@@ -75,6 +76,7 @@ pub use matrix_free::MatrixFreeOperator;
 pub use multigrid::{DeviceCsr, DeviceFaceTransfer};
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
+pub use settings::CudaSettings;
 #[cfg(feature = "cuda")]
 pub use stages::{
     condense::{CondensedArray, DeviceCondensed},

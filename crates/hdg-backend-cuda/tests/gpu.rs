@@ -6,10 +6,9 @@
 //! Every test needs a GPU, so every test is `#[ignore]`d (reported as ignored, never as passed,
 //! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
-use hdg_backend_cuda::design::with_design;
 use hdg_backend_cuda::{
-    CudaBackend, Design, DeviceDbf, DeviceReal, DeviceVector, SpmvKernel, Stage, MAX_BLOCK_SIZE,
-    MAX_ELEMENT_ORDER,
+    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceReal, DeviceVector, SpmvKernel, Stage,
+    MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
 };
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
@@ -863,6 +862,12 @@ fn element_stages_match<T: DeviceReal>(
 }
 
 /// The whole pipeline (PCG with Jacobi) on both backends: trace solution, fields, u*, errors.
+/// The backend with the thread design forced on every element stage.
+fn thread_design(g: &CudaBackend) -> CudaBackend {
+    let settings = CudaSettings { design: Some(Design::Thread), ..CudaSettings::auto() };
+    g.clone().with_settings(settings).unwrap()
+}
+
 fn pipeline_matches<T: DeviceReal>(
     g: &CudaBackend,
     mesh: &Mesh,
@@ -1009,9 +1014,15 @@ fn pipeline_f32_matches_cpu() {
     let g = gpu();
     for (i, &k) in CASE_ORDERS.iter().enumerate() {
         let case = random_case(i, k);
-        with_design(Some(Design::Thread), || {
-            pipeline_matches::<f32>(&g, &case.mesh, &case.problem, k, 1e-6, 1e-4, &case.label)
-        });
+        pipeline_matches::<f32>(
+            &thread_design(&g),
+            &case.mesh,
+            &case.problem,
+            k,
+            1e-6,
+            1e-4,
+            &case.label,
+        );
     }
 }
 
@@ -1074,9 +1085,15 @@ fn pipeline_3d_matches_cpu() {
             case.label, c.u, c.q, c.u_star, d.u, d.q, d.u_star
         );
         // f32: the thread design, as in pipeline_f32_matches_cpu.
-        with_design(Some(Design::Thread), || {
-            pipeline_matches::<f32>(&g, &case.mesh, &case.problem, k, 1e-6, 1e-4, &case.label)
-        });
+        pipeline_matches::<f32>(
+            &thread_design(&g),
+            &case.mesh,
+            &case.problem,
+            k,
+            1e-6,
+            1e-4,
+            &case.label,
+        );
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
-pub use hdg_backend_cuda::TraceOperatorKind;
+pub use hdg_backend_cuda::{CudaSettings, TraceOperatorKind};
 use hdg_core::{
     solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Manufactured, MixedPrecisionOps,
     MultigridOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
@@ -127,7 +127,7 @@ pub fn parse_solver(name: &str) -> Result<SolverChoice, String> {
 }
 
 /// Everything one solve needs besides the mesh and the problem.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SolveSettings {
     /// Polynomial order.
     pub order: usize,
@@ -139,6 +139,9 @@ pub struct SolveSettings {
     pub solver: SolverChoice,
     /// Trace operator: the assembled DBF matrix, or matrix-free (CUDA backend only).
     pub operator: TraceOperatorKind,
+    /// Tuning overrides of the CUDA backend (the `hdg` program reads them from the
+    /// environment: [`CudaSettings::from_environment`]).
+    pub cuda: CudaSettings,
 }
 
 impl SolveSettings {
@@ -260,7 +263,9 @@ pub fn solve_measured(
         ),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let cuda = hdg_backend_cuda::CudaBackend::new()?.with_trace_operator(settings.operator);
+            let cuda = hdg_backend_cuda::CudaBackend::new()?
+                .with_trace_operator(settings.operator)
+                .with_settings(settings.cuda.clone())?;
             let watch = cuda.watch_memory(MEMORY_SAMPLE_INTERVAL)?;
             let report =
                 run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)?;

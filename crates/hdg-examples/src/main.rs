@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
 use hdg_examples::{
-    measured_json, parse_solver, report_json, solve_measured, BackendKind, Measured, MeshKind,
-    MeshSpec, Precision, ProblemKind, SolveSettings, TraceOperatorKind,
+    measured_json, parse_solver, report_json, solve_measured, BackendKind, CudaSettings, Measured,
+    MeshKind, MeshSpec, Precision, ProblemKind, SolveSettings, TraceOperatorKind,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -228,6 +228,7 @@ fn run_one(common: &Common, mesh: &MeshSpec, log: &mut StageLog) -> Result<Measu
         max_iterations: common.max_iterations,
         solver: common.solver,
         operator: common.operator,
+        cuda: CudaSettings::from_environment()?,
     };
     solve_measured(
         common.backend,

@@ -53,19 +53,18 @@ pub(crate) fn launch_configuration_error() -> CoreError {
     )
 }
 
-/// Wall-clock phases of a host function, printed to standard error when the environment
-/// variable `HDG_CUDA_PROFILE` is set (what `gpu-bench.sh e2e2d` uses to split the setup and
+/// Wall-clock phases of a host function, printed to standard error when enabled
+/// ([`crate::CudaSettings::profile`]: what `gpu-bench.sh e2e2d` uses to split the setup and
 /// postprocessing stages); silent and nearly free otherwise.
 pub(crate) struct PhaseClock {
-    pub(crate) what: &'static str,
-    pub(crate) enabled: bool,
-    pub(crate) last: std::time::Instant,
-    pub(crate) phases: Vec<(&'static str, f64)>,
+    what: &'static str,
+    enabled: bool,
+    last: std::time::Instant,
+    phases: Vec<(&'static str, f64)>,
 }
 
 impl PhaseClock {
-    pub(crate) fn from_environment(what: &'static str) -> Self {
-        let enabled = std::env::var_os("HDG_CUDA_PROFILE").is_some();
+    pub(crate) fn new(what: &'static str, enabled: bool) -> Self {
         PhaseClock { what, enabled, last: std::time::Instant::now(), phases: Vec::new() }
     }
 

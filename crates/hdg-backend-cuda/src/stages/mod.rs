@@ -15,7 +15,7 @@
 //! up to n = 165, nl = 180, n' = 220 for tetrahedra at k = 8). Which design runs is chosen per
 //! (cell type, order, precision) by [`crate::design::condensation_design`] and its siblings,
 //! from measurements (`condense-bench`), and can be forced per stage with
-//! [`DevicePrepared::set_design`] or the environment variable `HDG_CUDA_DESIGN`. Those kernels
+//! [`DevicePrepared::set_design`] or [`crate::CudaSettings::design`]. Those kernels
 //! are in `kernels/element_kernels.cu` (own module and launch configurations:
 //! `element_kernels.rs`); the assembly (`kernels/elements.cu`, one thread per block row, 5
 //! slots for triangles, 7 for tetrahedra) mirrors `dbf::assemble` to the bit.

@@ -64,7 +64,7 @@ pub(crate) fn error_norms<T: DeviceReal>(
     exact: &ExactSolution,
 ) -> Result<ErrorNorms> {
     let t = &disc.tables;
-    let mut clock = PhaseClock::from_environment("error norms");
+    let mut clock = PhaseClock::new("error norms", backend.settings().profile);
     if let Some(m) = &prep.manufactured {
         if m.exact_agrees(exact)? {
             let sums = m.squared_errors(

@@ -227,9 +227,10 @@ impl<T: DeviceReal> DevicePrepared<T> {
             });
         }
         // The kernel's own launch bound: a kernel image built with other bounds than
-        // design::max_threads assumes (HDG_CUDA_KERNEL_DIR) is an error here, not a failed launch.
+        // design::max_threads assumes (`CudaSettings::kernel_dir`) is an error here, not a failed launch.
         let most = self.kernels.max_block_threads(&name)?;
-        let threads = match (stage, condense_threads_override()) {
+        let settings = self.backend.settings();
+        let threads = match (stage, settings.condense_threads) {
             (Stage::Condense, Some(t)) => t.min(most),
             _ => block_threads(stage, design, cell, k, p),
         };
@@ -250,7 +251,7 @@ impl<T: DeviceReal> DevicePrepared<T> {
             )));
         }
         let mut per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
-        if let Some(cap) = condense_blocks_override().filter(|_| stage == Stage::Condense) {
+        if let Some(cap) = settings.condense_blocks_per_sm.filter(|_| stage == Stage::Condense) {
             per_sm = per_sm.min(cap);
         }
         let resident = per_sm * self.kernels.sms() as usize;
@@ -334,45 +335,16 @@ pub(crate) fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Resul
     Ok(KernelOrder { cell: disc.mesh.cell_type(), k: disc.order })
 }
 
-/// Threads per block of the block condensation forced by the environment variable
-/// `HDG_CUDA_CONDENSE_THREADS` (32..=1024, a multiple of 32; capped at the loaded kernel's
-/// own launch bound, so that kernels built with other bounds, `HDG_CUDA_KERNEL_DIR`, can be
-/// swept too), for sweeps with condense-bench; None (the size of [`block_threads`]) when
-/// unset or invalid. The kernels take any block size.
-pub(crate) fn condense_threads_override() -> Option<u32> {
-    let t: u32 = std::env::var("HDG_CUDA_CONDENSE_THREADS").ok()?.trim().parse().ok()?;
-    ((32..=1024).contains(&t) && t.is_multiple_of(32)).then_some(t)
-}
-
-/// At most this many resident blocks per multiprocessor for the block condensations, from the
-/// environment variable `HDG_CUDA_CONDENSE_BLOCKS_PER_SM` (a positive integer), for sweeps
-/// with condense-bench: fewer elements in flight write their K_e and Z into fewer L2 lines at
-/// a time. None (as many as fit) when unset or invalid.
-pub(crate) fn condense_blocks_override() -> Option<usize> {
-    let b: usize = std::env::var("HDG_CUDA_CONDENSE_BLOCKS_PER_SM").ok()?.trim().parse().ok()?;
-    (b >= 1).then_some(b)
-}
-
-/// The designs forced on a new discretization, per stage: the design of
-/// [`crate::design::with_design`] on this thread, else that of the environment variable
-/// `HDG_CUDA_DESIGN` (`thread`, `block`, `block-global`), where it is compiled for this cell
-/// type and order (`block-global` means `block` for recovery and postprocessing); the
-/// dispatch elsewhere, and everywhere when neither is set.
-pub(crate) fn designs_from_environment(cell: CellType, k: usize) -> Result<[Option<Design>; 3]> {
+/// The designs forced on a new discretization, per stage, by [`CudaSettings::design`]
+/// (`crate::settings`): that design where it is compiled for this cell type and order
+/// (`block-global` means `block` for recovery and postprocessing), the dispatch elsewhere.
+pub(crate) fn forced_designs(
+    forced: Option<Design>,
+    cell: CellType,
+    k: usize,
+) -> [Option<Design>; 3] {
     let mut designs = [None; 3];
-    let design = match crate::design::forced_design() {
-        Some(d) => d,
-        None => {
-            let value = std::env::var("HDG_CUDA_DESIGN").unwrap_or_default();
-            if value.trim().is_empty() {
-                return Ok(designs);
-            }
-            value
-                .trim()
-                .parse()
-                .map_err(|reason| CoreError::InvalidParameter { name: "HDG_CUDA_DESIGN", reason })?
-        }
-    };
+    let Some(design) = forced else { return designs };
     for stage in Stage::ALL {
         let d = match (stage, design) {
             (Stage::Recover | Stage::Postprocess, Design::BlockGlobal) => Design::BlockShared,
@@ -382,7 +354,7 @@ pub(crate) fn designs_from_environment(cell: CellType, k: usize) -> Result<[Opti
             designs[stage.index()] = Some(d);
         }
     }
-    Ok(designs)
+    designs
 }
 
 pub(crate) fn prepare<T: DeviceReal>(
@@ -402,7 +374,7 @@ pub(crate) fn prepare<T: DeviceReal>(
         });
     }
 
-    let mut clock = PhaseClock::from_environment("prepare");
+    let mut clock = PhaseClock::new("prepare", backend.settings().profile);
     let gpu = &backend.gpu;
     // The mesh, and the geometry computed from it on the device (the CPU's to the bit).
     let device_mesh = DeviceMesh::upload(backend, mesh)?;
@@ -522,7 +494,7 @@ pub(crate) fn prepare<T: DeviceReal>(
         cell_type,
         order: disc.order,
         kernels: Arc::new(ElementKernels::load(backend)?),
-        designs: designs_from_environment(cell_type, disc.order)?,
+        designs: forced_designs(backend.settings().design, cell_type, disc.order),
         grid_limit: None,
         backend: backend.clone(),
     };

@@ -48,7 +48,7 @@ use hdg_backend_cpu::condense::{
 };
 use hdg_backend_cuda::design::{compiled, shared_bytes, ElementSizes};
 use hdg_backend_cuda::{
-    CondensedArray, CudaBackend, Design, DevicePrepared, DeviceReal, Precision, Stage,
+    CondensedArray, CudaBackend, CudaSettings, Design, DevicePrepared, DeviceReal, Precision, Stage,
 };
 use hdg_core::geometry::{cell_geometry, GeometryLayout};
 use hdg_core::load::element_load;
@@ -622,7 +622,7 @@ fn host_elements<T: Real>(
 }
 
 fn run(args: &Args) -> Result<()> {
-    let g = CudaBackend::new()?;
+    let g = CudaBackend::new()?.with_settings(CudaSettings::from_environment()?)?;
     println!("device: {}", g.describe());
     println!(
         "median of {} launches after {} warm-up launches, each timed alone with CUDA events; \

@@ -33,7 +33,8 @@ use std::time::Instant;
 use cust::event::{Event, EventFlags};
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
-    CudaBackend, DeviceDbf, DeviceReal, DeviceTraceOperator, SpmvKernel, TraceOperatorKind,
+    CudaBackend, CudaSettings, DeviceDbf, DeviceReal, DeviceTraceOperator, SpmvKernel,
+    TraceOperatorKind,
 };
 use hdg_core::{
     Assembler, CoreError, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem,
@@ -287,7 +288,7 @@ fn export_csr(m: &DbfMatrix<f64>, dir: &Path) -> Result<usize> {
 }
 
 fn run(args: &Args) -> Result<()> {
-    let backend = CudaBackend::new()?;
+    let backend = CudaBackend::new()?.with_settings(CudaSettings::from_environment()?)?;
     println!("device: {}", backend.describe());
     let copy = copy_bandwidth(&backend, args.copy_mib, args.samples)?;
     println!(
@@ -503,7 +504,7 @@ where
 /// row-cell tables + y), effective bandwidth (bytes / time, and as a share of the copy
 /// bandwidth) and the ratios.
 fn run_matrix_free(args: &Args) -> Result<()> {
-    let backend = CudaBackend::new()?;
+    let backend = CudaBackend::new()?.with_settings(CudaSettings::from_environment()?)?;
     println!("device: {}", backend.describe());
     let copy = copy_bandwidth(&backend, args.copy_mib, args.samples)?;
     println!(
@@ -583,7 +584,7 @@ fn run_matrix_free(args: &Args) -> Result<()> {
 fn run_multigrid(args: &Args) -> Result<()> {
     use hdg_core::{Preconditioner, VertexSpace};
     use hdg_linalg::{Multigrid, MultigridSettings};
-    let backend = CudaBackend::new()?;
+    let backend = CudaBackend::new()?.with_settings(CudaSettings::from_environment()?)?;
     println!("device: {}", backend.describe());
     println!(
         "{:>2} {:>3} {:>11} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>8} {:>8} | levels",

@@ -1,0 +1,110 @@
+//! Tuning overrides of the CUDA backend, in one value set on the backend
+//! (`CudaBackend::with_settings`): the library itself reads no environment variable. The
+//! programs (`hdg`, `gpu-bench`, `condense-bench`) fill it from the environment with
+//! [`CudaSettings::from_environment`], for sweeps and kernel experiments on a machine with no
+//! Rust toolchain.
+use std::path::PathBuf;
+
+use hdg_core::CoreError;
+
+use crate::design::Design;
+
+/// Overrides of the dispatch and launch choices of [`crate::design`]; [`CudaSettings::auto`]
+/// overrides nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CudaSettings {
+    /// One design forced on every element stage where it is compiled (`block-global` means
+    /// `block` for recovery and postprocessing); None: the dispatch of [`crate::design`].
+    /// `HDG_CUDA_DESIGN` = `thread`, `block`, `block-global`, `bordered`.
+    pub design: Option<Design>,
+    /// Threads per block of the block condensations (32..=1024, a multiple of 32; capped at
+    /// the loaded kernel's own launch bound, so that kernels built with other bounds can be
+    /// swept too); None: [`crate::design::block_threads`]. `HDG_CUDA_CONDENSE_THREADS`.
+    pub condense_threads: Option<u32>,
+    /// At most this many resident blocks per multiprocessor for the block condensations
+    /// (fewer elements in flight write their K_e and Z into fewer L2 lines at a time); None:
+    /// as many as fit. `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`.
+    pub condense_blocks_per_sm: Option<usize>,
+    /// Print the wall-clock phases of `prepare` and of the error norms to standard error.
+    /// `HDG_CUDA_PROFILE` (set to anything).
+    pub profile: bool,
+    /// Load `STEM.sm_90.cubin` from this directory, where there is one, in place of the
+    /// embedded SASS of `kernels/STEM.cu` (compiled on the GPU machine with nvcc, say with
+    /// -lineinfo or a variant's defines). `HDG_CUDA_KERNEL_DIR`.
+    pub kernel_dir: Option<PathBuf>,
+}
+
+impl CudaSettings {
+    /// No overrides: every choice from [`crate::design`].
+    pub fn auto() -> Self {
+        Self::default()
+    }
+
+    /// The settings named in the environment (the variables in the field documentation); an
+    /// error names a variable whose value is not valid.
+    pub fn from_environment() -> Result<Self, CoreError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let invalid =
+            |name: &'static str, reason: String| CoreError::InvalidParameter { name, reason };
+        let settings = CudaSettings {
+            design: var("HDG_CUDA_DESIGN")
+                .map(|v| v.trim().parse().map_err(|r| invalid("HDG_CUDA_DESIGN", r)))
+                .transpose()?,
+            condense_threads: var("HDG_CUDA_CONDENSE_THREADS")
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .map_err(|e| invalid("HDG_CUDA_CONDENSE_THREADS", format!("{v}: {e}")))
+                })
+                .transpose()?,
+            condense_blocks_per_sm: var("HDG_CUDA_CONDENSE_BLOCKS_PER_SM")
+                .map(|v| {
+                    v.trim().parse().map_err(|e| {
+                        invalid("HDG_CUDA_CONDENSE_BLOCKS_PER_SM", format!("{v}: {e}"))
+                    })
+                })
+                .transpose()?,
+            profile: std::env::var_os("HDG_CUDA_PROFILE").is_some(),
+            kernel_dir: std::env::var_os("HDG_CUDA_KERNEL_DIR").map(PathBuf::from),
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Checks the values' ranges.
+    pub fn check(&self) -> Result<(), CoreError> {
+        if let Some(t) = self.condense_threads {
+            if !(32..=1024).contains(&t) || !t.is_multiple_of(32) {
+                return Err(CoreError::InvalidParameter {
+                    name: "condense threads",
+                    reason: format!("{t}: must be a multiple of 32 in 32..=1024"),
+                });
+            }
+        }
+        if self.condense_blocks_per_sm == Some(0) {
+            return Err(CoreError::InvalidParameter {
+                name: "condense blocks per multiprocessor",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CudaSettings;
+
+    #[test]
+    fn ranges_are_checked() {
+        assert!(CudaSettings::auto().check().is_ok());
+        for bad in [0, 16, 48, 2048] {
+            let s = CudaSettings { condense_threads: Some(bad), ..CudaSettings::auto() };
+            assert!(s.check().is_err(), "{bad}");
+        }
+        let s = CudaSettings { condense_threads: Some(128), ..CudaSettings::auto() };
+        assert!(s.check().is_ok());
+        let s = CudaSettings { condense_blocks_per_sm: Some(0), ..CudaSettings::auto() };
+        assert!(s.check().is_err());
+    }
+}
