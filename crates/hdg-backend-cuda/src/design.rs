@@ -29,8 +29,8 @@
 //!   at k = 5..7 (f64) and 6..8 (f32, as 3xTF32: mma.m16n8k8 on the TF32 parts of each
 //!   value, three products per tile, f32 accuracy) so do the factorisation, left-looking
 //!   (each block column takes all its updates at once, its sums in registers), K_e and the
-//!   back substitution (each warp takes its columns through all blocks, with no barrier):
-//!   f32 k = 8 1.54x over the CUDA cores; for tetrahedra at
+//!   back substitution (each warp takes its columns through all blocks, with no barrier),
+//!   measured faster than the CUDA cores there (BENCHMARKS.md); for tetrahedra at
 //!   k = 2..5 it condenses a sector's worth of consecutive elements in turn, stages their
 //!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
 //!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).
@@ -38,7 +38,7 @@
 //!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8. The f64 tetrahedron at
 //!   k = 8, whose whole bordered matrix (350 KB) does not fit, takes W in two passes of 91
 //!   columns ([`bordered_panel_columns`]: 226 KB of shared memory, the first pass's Y in a
-//!   global scratch; 2.6x over `BlockGlobal` on an H200).
+//!   global scratch; faster than `BlockGlobal`, BENCHMARKS.md).
 //!
 //! # Dispatch
 //!
@@ -313,10 +313,10 @@ fn threads_for(work: usize) -> u32 {
 /// Threads per block of a block-design kernel: one per panel column (condensation), per
 /// gradient row (recovery) or per post-processing unknown, in whole warps.
 ///
-/// One measured exception: the block condensation of tetrahedra at k = 5 in f32 runs 2.2x
-/// faster with 64 threads than with the 96 of this rule (condense-bench with
-/// `HDG_CUDA_CONDENSE_THREADS` = 64, 96, 128, 256 on an NVIDIA H100, 2026-11-21, twice: 2.91e6
-/// against 1.31e6 cells/s; f64 and the neighbouring orders gain nothing from it).
+/// One measured exception: the block condensation of tetrahedra at k = 5 in f32 runs faster
+/// with 64 threads than with the 96 of this rule; f64 and the neighbouring orders gain
+/// nothing from it (condense-bench sweeps of `CudaSettings::condense_threads`; the figures
+/// are in BENCHMARKS.md, "Design choices of the CUDA element kernels").
 ///
 /// The bordered condensation of tetrahedra: [`bordered_threads`]; of triangles, one thread per
 /// panel column as well.
@@ -338,23 +338,21 @@ pub fn block_threads(
 }
 
 /// Threads per block of the bordered condensation, chosen by measurement: condense-bench
-/// sweeps with `HDG_CUDA_CONDENSE_THREADS` (32 to 512) and `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`
-/// (2 to 32) on an NVIDIA H200, 2026-11-21, together with the kernels' NB, warp groups,
-/// register caps and output groups per order (`kernels/condense_bordered.cu`; BENCHMARKS.md).
+/// sweeps of `CudaSettings::condense_threads` and `condense_blocks_per_sm`, together with the
+/// kernels' NB, warp groups, register caps and output groups per order
+/// (`kernels/condense_bordered.cu`; the figures in BENCHMARKS.md).
 ///
 /// The f64 tetrahedron at k = 7 holds one element per multiprocessor (197 KB of shared
-/// memory) and runs 512 threads under its own launch bound: 1.26x over 256, whose 8 warps left
-/// the schedulers idle (146.6 against 185.3 ms for 1e5 cells on an NVIDIA H200, 2026-11-22;
-/// 640 to 1024 threads spill and are slower). So does the one at k = 8 (two passes, 226 KB):
-/// 334.0 ms against 360.1 with 384 threads and 477.9 with 256.
+/// memory) and runs 512 threads under its own launch bound: with 256 its 8 warps left the
+/// schedulers idle, and 640 to 1024 threads spill. So does the one at k = 8 (two passes,
+/// 226 KB).
 ///
-/// No order caps its resident blocks any more. A cap helped (1.2x to 2.0x at tetrahedra k = 3,
-/// 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
+/// No order caps its resident blocks any more. A cap helped (tetrahedra at k = 3, 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
 /// L2 sector is complete only once its 8 (f32) or 4 (f64) neighbouring elements are written,
 /// and with every block resident the partly written sectors exceeded the L2 and were evicted
 /// half written (a DRAM read-modify-write each). Those orders now stage their outputs per
-/// group of elements ([`bordered_output_group`]) and write whole sectors; the environment
-/// variable still caps for sweeps.
+/// group of elements ([`bordered_output_group`]) and write whole sectors;
+/// `CudaSettings::condense_blocks_per_sm` still caps for sweeps.
 pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
     let f32 = precision == Precision::F32;
     match (cell, k) {
@@ -397,13 +395,12 @@ pub struct OutputGroup {
 }
 
 /// The output groups of the bordered condensation (`kernels/condense_bordered.cu`
-/// instantiates the same), measured on an NVIDIA H200 (BENCHMARKS.md). The stores of K_e and
-/// Z were a third to a half of the kernel's time at k = 2..4. Tetrahedra at k = 2 stage in
-/// shared memory (1.2x in f64, 1.35x in f32). At k = 3..5 (and 6 in f32) the staged outputs
-/// (79 KB at k = 3) would cost shared memory and so occupancy, so they are staged in global
-/// scratch instead; with the registers capped for more resident blocks (launch bounds in the
-/// kernel file) that gives 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
-/// Elsewhere (f64 k = 6 and k >= 7) staging measured no faster: direct stores.
+/// instantiates the same), chosen by measurement (BENCHMARKS.md): the stores of K_e and Z
+/// were a third to a half of the kernel's time at k = 2..4. Tetrahedra at k = 2 stage in
+/// shared memory. At k = 3..5 (and 6 in f32) the staged outputs would cost shared memory and
+/// so occupancy, so they are staged in global scratch instead, with the registers capped for
+/// more resident blocks (launch bounds in the kernel file). Elsewhere (f64 k = 6 and k >= 7)
+/// staging measured no faster: direct stores.
 pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
     let staging = match (cell, k) {
         (CellType::Tetrahedron, 2) => OutputStaging::Shared,
@@ -498,14 +495,12 @@ pub fn global_scratch_per_block(
     }
 }
 
-/// The condensation design for (cell, k, precision), chosen by measurement: condense-bench on
-/// an NVIDIA H200 (2026-11-21; 1e5 cells, median of 5; its selection table is in
-/// BENCHMARKS.md). The thread design wins only where its local-memory scratch is small
-/// (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The bordered design wins for
-/// tetrahedra at k >= 2 (1.2x to 7.4x over the slowest design; at k = 5 in f32 only since its
-/// outputs are staged in global scratch: 1.6x over the block design) and for triangles in f64
-/// at k >= 3 (1.6x to 7.8x); the block design for the other triangles. The f64 tetrahedron at
-/// k = 8 runs the bordered design in two passes (2.6x over the global panel, 2026-11-22).
+/// The condensation design for (cell, k, precision), chosen by measurement (condense-bench;
+/// its selection table is in BENCHMARKS.md). The thread design wins only where its
+/// local-memory scratch is small (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The
+/// bordered design wins for tetrahedra at k >= 2 (at k = 5 in f32 only since its outputs are
+/// staged in global scratch) and for triangles in f64 at k >= 3; the block design for the
+/// other triangles. The f64 tetrahedron at k = 8 runs the bordered design in two passes.
 /// Where the shared memory does not suffice (`BlockShared` for tetrahedra at k = 8 in f64; on
 /// smaller devices the bordered design too) they fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
