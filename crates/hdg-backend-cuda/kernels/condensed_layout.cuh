@@ -1,6 +1,6 @@
 // The layout of the condensation's outputs (K_e, b_e, Z, u0), shared by the kernels that
 // write them (element_kernels.cu, condense_bordered.cu) and those that read them (recovery,
-// elements.cu: assembly, matrix_free.cu), and mirrored by src/elements.rs.
+// assemble.cu, matrix_free.cu), and mirrored by src/stages/layout.rs.
 #pragma once
 
 // Where value v (of `planes` per cell) of cell e lies in a sector-blocked array: the cells come

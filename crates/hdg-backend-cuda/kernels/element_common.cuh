@@ -1,4 +1,4 @@
-// What every element kernel shares (kernels/elements.cu: assembly; kernels/element_kernels.cu:
+// What every element kernel shares (kernels/assemble.cu; kernels/element_kernels.cu:
 // condensation, recovery, postprocessing in both designs): scalar helpers, the device structs
 // of the reference tables and the per-cell arrays, and the cell traits.
 //
@@ -31,11 +31,7 @@
 #define HDG_DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
 #endif
 
-typedef unsigned long long u64;
-typedef float f32;
-typedef double f64;
-
-#define NONE_INDEX 0xffffffffu
+#include "common.cuh"
 
 #include "condensed_layout.cuh"
 

@@ -26,17 +26,8 @@
 //   mf_face_gather: one thread per output entry (r, m): y[r n_f + m] = (0 + y_e0) + y_e1 over
 //     the row's one or two cells, side 0 first.
 
-typedef unsigned long long u64;
-typedef float f32;
-typedef double f64;
-
-#define NONE_INDEX 0xffffffffu
-
+#include "common.cuh"
 #include "condensed_layout.cuh"
-
-#define GRID_STRIDE(i, n)                                                   \
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
-         i += (u64)blockDim.x * gridDim.x)
 
 // Position of entry (a, b), a <= b, in the packed upper triangle of an nl x nl matrix.
 __host__ __device__ __forceinline__ unsigned packed_index(unsigned nl, unsigned a, unsigned b) {
@@ -48,7 +39,7 @@ __device__ __forceinline__ unsigned packed_symmetric(unsigned nl, unsigned a, un
     return a <= b ? packed_index(nl, a, b) : packed_index(nl, b, a);
 }
 
-// Round-to-nearest operations that nvcc never contracts into an FMA (as elements.cu), so the
+// Round-to-nearest operations that nvcc never contracts into an FMA (as assemble.cu), so the
 // right-hand side below is the DBF assembly's to the bit.
 __device__ __forceinline__ f64 mul(f64 a, f64 b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ f32 mul(f32 a, f32 b) { return __fmul_rn(a, b); }
@@ -180,11 +171,11 @@ __device__ void diagonal_blocks(u64 n_rows, u64 pitch, unsigned faces, unsigned 
 }
 
 // ---------------------------------------------------------------------------------------------
-// The right-hand side, exactly as the DBF assembly computes it (elements.cu, `assemble`): the
+// The right-hand side, exactly as the DBF assembly computes it (assemble.cu): the
 // gathered b_e, minus the Dirichlet columns, in the same operations and order (so the same bits).
 // Reads the condensation's full K_e (value a * NL + b) and b_e (value a), sector-blocked.
 
-// Topology planes of the assembly (the layout of `AssemblyTopology` in elements.cu).
+// Topology planes of the assembly (the layout of `AssemblyTopology` in element_common.cuh).
 struct RhsTopology {
     u64 row_cell;    // u32 [side][row]
     u64 row_local;   // u8 [side][row]

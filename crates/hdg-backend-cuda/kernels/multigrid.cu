@@ -7,11 +7,7 @@
 // DbfMatrix::project_blocks), so both give the same numbers up to the order of the CSR
 // partial sums. No atomics: every output has one writer, and results do not depend on timing.
 
-typedef unsigned long long u64;
-typedef float f32;
-typedef double f64;
-
-#define NONE 0xffffffffu
+#include "common.cuh"
 
 // y = A x, TPR consecutive threads per row (TPR divides 32): each takes every TPR-th entry of
 // the row, then a shuffle within the group sums the partials and its first thread writes.
@@ -49,7 +45,7 @@ __device__ void face_prolong_add(unsigned n_rows, unsigned n_f, unsigned d,
     T sum = T(0);
     for (unsigned i = 0; i < d; ++i) {
         const unsigned v = row_vertices[row * d + i];
-        if (v != NONE) sum += transfer[m * d + i] * coarse[v];
+        if (v != NONE_INDEX) sum += transfer[m * d + i] * coarse[v];
     }
     trace[(u64)row * n_f + m] += sum;
 }
@@ -78,7 +74,7 @@ __device__ void face_restrict(unsigned n_coarse, unsigned n_f, unsigned d,
 
 // out[((row * slots) + a) * m * m + i * m + j] = (B^T A_{row,a} B)[i][j] in f64, B the first
 // `rows` rows of an n_f x m basis (the rest zero), A_{row,a} read from the DBF planes
-// (kernels/hdg.cu's layout); zero for inactive slots. One thread per (slot, row), rows
+// (kernels/dbf.cu's layout); zero for inactive slots. One thread per (slot, row), rows
 // fastest: the plane reads coalesce.
 template <typename T>
 __device__ void dbf_project_blocks(unsigned n_rows, unsigned pitch, unsigned n_f, unsigned slots,

@@ -66,12 +66,7 @@ use std::str::FromStr;
 
 use hdg_core::CellType;
 
-/// Largest block size with compiled DBF SpMV and block-solve kernels (order k = 10 in 2D: n_f = k + 1).
-pub const MAX_BLOCK_SIZE: usize = 11;
-
-/// Block sizes beyond [`MAX_BLOCK_SIZE`] with compiled kernels: the triangular faces of
-/// tetrahedra at k = 4..=8 (`n_f = (k+1)(k+2)/2`), 7 slots only.
-pub const TETRAHEDRON_BLOCK_SIZES: [usize; 5] = [15, 21, 28, 36, 45];
+pub use crate::block_sizes::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
 
 /// Whether the DBF SpMV and block-solve kernels exist for blocks of `n_f` and `slots` slots.
 pub fn kernels_exist(n_f: usize, slots: usize) -> bool {

@@ -22,79 +22,65 @@ use hdg_core::{CoreError, Real, Result};
 use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
 
-/// One kernel file (`kernels/NAME.cu`) as build.rs compiles it: SASS for compute capability
+/// One kernel file (`kernels/STEM.cu`) as build.rs compiles it: SASS for compute capability
 /// 9.0 (H100, H200), loaded as it is, and portable PTX (compute_75) that the driver
 /// JIT-compiles for any other GPU from Turing on. Loading SASS matters: JIT-compiling the
 /// element kernels (one instantiation per cell type, order, precision and design) takes
 /// seconds at every start.
-struct KernelImage {
-    what: &'static str,
-    sm90: &'static [u8],
-    portable: &'static str,
+pub(crate) struct KernelImage {
+    /// `STEM.cu`.
+    pub(crate) file: &'static str,
+    pub(crate) sm90: &'static [u8],
+    pub(crate) portable: &'static str,
 }
+
+/// The [`KernelImage`] of `kernels/STEM.cu`.
+macro_rules! kernel_image {
+    ($stem:literal) => {
+        crate::device::KernelImage {
+            file: concat!($stem, ".cu"),
+            sm90: include_bytes!(concat!(env!("OUT_DIR"), "/", $stem, ".sm_90.cubin")),
+            portable: include_str!(concat!(env!("OUT_DIR"), "/", $stem, ".compute_75.ptx")),
+        }
+    };
+}
+pub(crate) use kernel_image;
 
 impl KernelImage {
     /// The module for a device of compute capability `major.minor`, and which image it is.
-    fn load(&self, major: i32, minor: i32) -> Result<(Module, &'static str)> {
+    pub(crate) fn load(&self, major: i32, minor: i32) -> Result<(Module, &'static str)> {
         if (major, minor) == (9, 0) {
             let module = Module::from_cubin(self.sm90, &[]).map_err(|e| {
-                cuda_error(format!("cannot load the sm_90 SASS of the {}", self.what), e)
+                cuda_error(format!("cannot load the sm_90 SASS of {}", self.file), e)
             })?;
             Ok((module, "sm_90 SASS"))
         } else {
             let module = Module::from_ptx(self.portable, &[]).map_err(|e| {
-                cuda_error(format!("cannot load the compute_75 PTX of the {}", self.what), e)
+                cuda_error(format!("cannot load the compute_75 PTX of {}", self.file), e)
             })?;
             Ok((module, "compute_75 PTX"))
         }
     }
 }
 
-/// The level-1, reduction and DBF kernels (`kernels/hdg.cu`).
-const HDG_KERNELS: KernelImage = KernelImage {
-    what: "vector and SpMV kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/hdg.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/hdg.compute_75.ptx")),
-};
-/// The element kernels (`kernels/elements.cu`).
-const ELEMENT_KERNELS: KernelImage = KernelImage {
-    what: "element kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/elements.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/elements.compute_75.ptx")),
-};
-/// The matrix-free operator's kernels (`kernels/matrix_free.cu`).
-const MATRIX_FREE_KERNELS: KernelImage = KernelImage {
-    what: "matrix-free operator kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/matrix_free.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/matrix_free.compute_75.ptx")),
-};
+/// The kernels launched with [`THREADS`] threads per block and no dynamic shared memory, one
+/// module per file, looked up by name in this order (the element stages' kernels, with launch
+/// configurations of their own, are `crate::element_kernels`).
+const FIXED_KERNELS: [KernelImage; 7] = [
+    kernel_image!("vector"),
+    kernel_image!("dbf"),
+    kernel_image!("multigrid"),
+    kernel_image!("matrix_free"),
+    kernel_image!("manufactured"),
+    kernel_image!("geometry"),
+    kernel_image!("assemble"),
+];
 
-/// The built-in manufactured problems' loads and error norms (`kernels/manufactured.cu`).
-const MANUFACTURED_KERNELS: KernelImage = KernelImage {
-    what: "manufactured-problem kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/manufactured.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/manufactured.compute_75.ptx")),
-};
-
-/// The geometry factors and element-fastest transposes of the setup (`kernels/geometry.cu`).
-const GEOMETRY_KERNELS: KernelImage = KernelImage {
-    what: "geometry kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/geometry.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/geometry.compute_75.ptx")),
-};
-
-/// The multigrid preconditioner's kernels (`kernels/multigrid.cu`).
-const MULTIGRID_KERNELS: KernelImage = KernelImage {
-    what: "multigrid kernels",
-    sm90: include_bytes!(concat!(env!("OUT_DIR"), "/multigrid.sm_90.cubin")),
-    portable: include_str!(concat!(env!("OUT_DIR"), "/multigrid.compute_75.ptx")),
-};
-
-/// Threads per block of every kernel (the reductions need exactly this many: see hdg.cu).
+/// Threads per block of every kernel (the reductions need exactly this many: see vector.cu).
 pub(crate) const THREADS: u32 = 256;
 /// Blocks of a reduction's first pass at most (its partials fit one scratch row).
 pub(crate) const MAX_REDUCE_BLOCKS: usize = 1024;
-/// Vector pairs one dot-product launch handles (`MAX_PAIRS` in hdg.cu).
+/// Vector pairs one dot-product launch handles (`MAX_PAIRS` in vector.cu).
 pub(crate) const MAX_PAIRS: usize = 32;
 /// Grid of the elementwise kernels at most (they loop over the rest: grid-stride).
 const MAX_ELEMENTWISE_BLOCKS: usize = 1 << 20;
@@ -160,7 +146,7 @@ pub(crate) fn address<T: DeviceCopy>(buffer: &DeviceBuffer<T>) -> u64 {
 /// Scratch memory of the reductions: per-block partials, the arrival counter of the blocks, and
 /// the results in page-locked host memory, reused by every reduction (behind a mutex: one
 /// reduction at a time uses it). The last block of a reduction kernel writes the results
-/// straight to the host memory (hdg.cu, `finish_reduction`).
+/// straight to the host memory (vector.cu, `finish_reduction`).
 pub(crate) struct Scratch {
     /// `MAX_PAIRS * MAX_REDUCE_BLOCKS` partial sums (read as f32 or f64).
     pub partials: DeviceBuffer<f64>,
@@ -205,19 +191,9 @@ unsafe impl Send for KernelHandle {}
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
     pub(crate) scratch: Mutex<Scratch>,
-    module: Module,
-    /// The element kernels (condensation, assembly, recovery, postprocessing).
-    elements: Module,
-    /// The matrix-free trace operator's kernels.
-    matrix_free: Module,
-    /// Loads and error norms of the built-in manufactured problems.
-    manufactured: Module,
-    /// Geometry factors and transposes of the setup.
-    geometry: Module,
-    /// The multigrid preconditioner's transfers, CSR products and block projections.
-    multigrid: Module,
-    /// Every kernel looked up so far, by name: a lookup walks the modules above one by one,
-    /// and a miss in the element kernels' module (thousands of functions) is slow.
+    /// The modules of [`FIXED_KERNELS`], in its order.
+    modules: Vec<Module>,
+    /// Every kernel looked up so far, by name: a lookup walks the modules one by one.
     functions: Mutex<HashMap<String, KernelHandle>>,
     pub(crate) stream: Stream,
     pub(crate) device: Device,
@@ -281,17 +257,13 @@ impl Gpu {
         if let Some(&f) = self.functions.lock().map_err(|_| poisoned())?.get(name) {
             return Ok(f);
         }
-        let function = [
-            &self.module,
-            &self.multigrid,
-            &self.matrix_free,
-            &self.manufactured,
-            &self.geometry,
-            &self.elements,
-        ]
-        .iter()
-        .find_map(|m| m.get_function(name).ok().map(|f| KernelHandle(f.to_raw())))
-        .ok_or_else(|| CoreError::Backend(format!("kernel {name} is missing from the modules")))?;
+        let function = self
+            .modules
+            .iter()
+            .find_map(|m| m.get_function(name).ok().map(|f| KernelHandle(f.to_raw())))
+            .ok_or_else(|| {
+                CoreError::Backend(format!("kernel {name} is missing from the modules"))
+            })?;
         self.functions.lock().map_err(|_| poisoned())?.insert(name.to_string(), function);
         Ok(function)
     }
@@ -419,12 +391,13 @@ impl CudaBackend {
         let sms = attribute(DeviceAttribute::MultiprocessorCount)?;
         let name = device.name().map_err(|e| cuda_error("device name query failed", e))?;
         let memory = device.total_memory().map_err(|e| cuda_error("memory query failed", e))?;
-        let (module, image) = HDG_KERNELS.load(major, minor)?;
-        let (elements, _) = ELEMENT_KERNELS.load(major, minor)?;
-        let (matrix_free, _) = MATRIX_FREE_KERNELS.load(major, minor)?;
-        let (manufactured, _) = MANUFACTURED_KERNELS.load(major, minor)?;
-        let (geometry, _) = GEOMETRY_KERNELS.load(major, minor)?;
-        let (multigrid, _) = MULTIGRID_KERNELS.load(major, minor)?;
+        let mut modules = Vec::with_capacity(FIXED_KERNELS.len());
+        let mut image = "";
+        for kernels in &FIXED_KERNELS {
+            let (module, which) = kernels.load(major, minor)?;
+            modules.push(module);
+            image = which;
+        }
         let stream = Stream::new(StreamFlags::DEFAULT, None)
             .map_err(|e| cuda_error("stream creation failed", e))?;
         let description = format!(
@@ -457,12 +430,7 @@ impl CudaBackend {
         }
         let gpu = Gpu {
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
-            module,
-            elements,
-            matrix_free,
-            manufactured,
-            geometry,
-            multigrid,
+            modules,
             functions: Mutex::new(HashMap::new()),
             stream,
             device,

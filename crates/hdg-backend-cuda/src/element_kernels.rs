@@ -13,30 +13,12 @@ use cust::function::{BlockSize, Function, FunctionAttribute};
 use cust::module::Module;
 use hdg_core::{CoreError, Result};
 
-use crate::device::{cuda_error, CudaBackend};
+use crate::device::{cuda_error, kernel_image, CudaBackend, KernelImage};
 
-/// A kernel file's two images: SASS for compute capability 9.0 and portable PTX (compute_75,
-/// JIT-compiled by the driver elsewhere).
-struct Images {
-    file: &'static str,
-    sm90: &'static [u8],
-    portable: &'static str,
-}
-
-/// The kernel files of this module, each compiled by build.rs on its own (so that changing
-/// one does not recompile the other's minutes of ptxas).
-const FILES: [Images; 2] = [
-    Images {
-        file: "element_kernels.cu",
-        sm90: include_bytes!(concat!(env!("OUT_DIR"), "/element_kernels.sm_90.cubin")),
-        portable: include_str!(concat!(env!("OUT_DIR"), "/element_kernels.compute_75.ptx")),
-    },
-    Images {
-        file: "condense_bordered.cu",
-        sm90: include_bytes!(concat!(env!("OUT_DIR"), "/condense_bordered.sm_90.cubin")),
-        portable: include_str!(concat!(env!("OUT_DIR"), "/condense_bordered.compute_75.ptx")),
-    },
-];
+/// The kernel files of the element stages, each compiled by build.rs on its own (so that
+/// changing one does not recompile the other's minutes of ptxas).
+const FILES: [KernelImage; 2] =
+    [kernel_image!("element_kernels"), kernel_image!("condense_bordered")];
 
 /// For kernel experiments on a GPU machine without Rust: `STEM.sm_90.cubin` from
 /// [`crate::CudaSettings::kernel_dir`], where there is one, in place of the embedded SASS of
@@ -104,18 +86,11 @@ impl ElementKernels {
         let image = if sass { "sm_90 SASS" } else { "compute_75 PTX" };
         let modules = FILES
             .iter()
-            .map(|f| {
-                let module = match (
-                    sass,
-                    experimental_cubin(backend.settings().kernel_dir.as_deref(), f.file)?,
-                ) {
-                    (true, Some(bytes)) => Module::from_cubin(bytes, &[]),
-                    (true, None) => Module::from_cubin(f.sm90, &[]),
-                    (false, _) => Module::from_ptx(f.portable, &[]),
-                };
-                module.map_err(|e| {
-                    cuda_error(format!("cannot load the {image} of the kernels of {}", f.file), e)
-                })
+            .map(|f| match experimental_cubin(backend.settings().kernel_dir.as_deref(), f.file)? {
+                Some(bytes) if sass => Module::from_cubin(bytes, &[]).map_err(|e| {
+                    cuda_error(format!("cannot load the experimental SASS of {}", f.file), e)
+                }),
+                _ => f.load(major, minor).map(|(module, _)| module),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(ElementKernels { modules, sms, max_shared_optin, image, backend: backend.clone() })

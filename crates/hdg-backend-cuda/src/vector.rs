@@ -44,7 +44,7 @@ impl<T: DeviceCopy> DeviceVector<T> {
     }
 }
 
-/// The pointers of one dot_many launch, passed by value (`struct Pairs` in hdg.cu).
+/// The pointers of one dot_many launch, passed by value (`struct Pairs` in vector.cu).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Pairs {

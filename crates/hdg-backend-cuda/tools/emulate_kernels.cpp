@@ -1,4 +1,4 @@
-// Host emulation of the element kernels (kernels/element_kernels.cu and kernels/elements.cu):
+// Host emulation of the element kernels (kernels/element_kernels.cu and kernels/assemble.cu):
 // checks their index arithmetic and barrier structure without a GPU.
 //
 //     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
@@ -113,7 +113,7 @@ inline void hdg_emulated_mma_tf32_16x8x8(float (&c)[4], const float (&a)[4], con
 
 #include "element_kernels.cu"
 #include "condense_bordered.cu"
-#include "elements.cu"
+#include "assemble.cu"
 
 // Runs fn on `grid` blocks of `threads` threads, blocks one after the other.
 void launch(unsigned grid, unsigned threads, size_t shared, const std::function<void()>& fn) {

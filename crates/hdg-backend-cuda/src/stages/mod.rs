@@ -17,7 +17,7 @@
 //! from measurements (`condense-bench`), and can be forced per stage with
 //! [`DevicePrepared::set_design`] or [`crate::CudaSettings::design`]. Those kernels
 //! are in `kernels/element_kernels.cu` (own module and launch configurations:
-//! `element_kernels.rs`); the assembly (`kernels/elements.cu`, one thread per block row, 5
+//! `element_kernels.rs`); the assembly (`kernels/assemble.cu`, one thread per block row, 5
 //! slots for triangles, 7 for tetrahedra) mirrors `dbf::assemble` to the bit.
 //!
 //! # Device layouts (element-fastest)

@@ -306,7 +306,7 @@ pub(crate) fn precision<T: DeviceReal>() -> Precision {
 }
 
 /// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the
-/// order and `_tet` for tetrahedra (`dbf_assemble_f64_k3_tet`); see `kernels/elements.cu`.
+/// order and `_tet` for tetrahedra (`dbf_assemble_f64_k3_tet`); see `kernels/assemble.cu`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KernelOrder {
     pub(crate) cell: CellType,
