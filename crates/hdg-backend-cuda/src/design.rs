@@ -192,41 +192,7 @@ impl fmt::Display for Stage {
     }
 }
 
-/// The working precision of a launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Precision {
-    /// f32.
-    F32,
-    /// f64.
-    F64,
-}
-
-impl Precision {
-    /// The precision of a type by its kernel suffix ("f32" or "f64").
-    pub fn from_suffix(suffix: &str) -> Precision {
-        if suffix == "f32" {
-            Precision::F32
-        } else {
-            Precision::F64
-        }
-    }
-
-    /// Bytes per value.
-    pub fn bytes(self) -> usize {
-        match self {
-            Precision::F32 => 4,
-            Precision::F64 => 8,
-        }
-    }
-
-    /// "f32" or "f64".
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        }
-    }
-}
+pub use hdg_core::Precision;
 
 /// Sizes of one (cell type, order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

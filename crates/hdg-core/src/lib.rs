@@ -47,7 +47,7 @@ pub use pipeline::{
 pub use problem::{
     Coefficient, ExactSolution, Manufactured, ManufacturedSpec, Problem, ScalarField, VectorField,
 };
-pub use real::Real;
+pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 pub use tables::ElementTables;
 pub use topology::{TraceTopology, NONE};

@@ -109,14 +109,7 @@ impl ProblemKind {
     }
 }
 
-/// Floating-point precision of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Precision {
-    /// Double precision.
-    F64,
-    /// Single precision.
-    F32,
-}
+pub use hdg_core::Precision;
 
 /// Parses a solver name of the suite (for clap).
 pub fn parse_solver(name: &str) -> Result<SolverChoice, String> {

@@ -47,7 +47,7 @@ struct Common {
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     backend: BackendKind,
     /// Floating-point precision.
-    #[arg(long, value_enum, default_value_t = Precision::F64)]
+    #[arg(long, default_value = "f64", value_parser = parse_precision)]
     precision: Precision,
     /// Manufactured problem (exact solution known).
     #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
@@ -152,6 +152,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse()
 }
 
 fn parse_tolerance(s: &str) -> Result<f64, String> {
@@ -413,10 +417,7 @@ fn convergence(
             common.problem,
             common.diagonal,
             common.perturb,
-            match common.precision {
-                Precision::F64 => "f64",
-                Precision::F32 => "f32",
-            }
+            common.precision.name()
         );
         println!(
             "{:>6} {:>10} {:>6} {:>11} {:>6} {:>11} {:>6} {:>11} {:>6}",

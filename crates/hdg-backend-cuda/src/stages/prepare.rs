@@ -302,7 +302,7 @@ pub(crate) struct StageLaunch {
 
 /// The [`Precision`] of T.
 pub(crate) fn precision<T: DeviceReal>() -> Precision {
-    Precision::from_suffix(T::SUFFIX)
+    Precision::of::<T>()
 }
 
 /// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the

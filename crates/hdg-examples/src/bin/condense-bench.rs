@@ -354,7 +354,7 @@ fn run_case<T: DeviceReal>(
     export: Option<&mut ExportBatch>,
 ) -> Result<CaseReport> {
     let cell = mesh.cell_type();
-    let precision = Precision::from_suffix(T::SUFFIX);
+    let precision = Precision::of::<T>();
     let t_setup = Instant::now();
     let disc = Discretization::<T>::new(mesh, problem, k)?;
     let prep: DevicePrepared<T> = LocalSolver::<T>::prepare(g, &disc)?;
@@ -544,7 +544,7 @@ impl ExportBatch {
         g: &CudaBackend,
         host: &[HostElement<T>],
     ) -> Result<()> {
-        let precision = Precision::from_suffix(T::SUFFIX);
+        let precision = Precision::of::<T>();
         let p = precision.name();
         self.meta.push((format!("ours_{p}_seconds"), format!("{:e}", best.seconds)));
         self.meta.push((format!("ours_{p}_design"), best.design.name().to_string()));
