@@ -60,7 +60,7 @@ pub fn run_cpu_direct<T: Real>(
         mesh,
         problem,
         order,
-        &Krylov(&hdg_linalg::DirectCholesky),
+        &hdg_linalg::DirectCholesky,
         options,
         &mut Silent,
     )

@@ -15,7 +15,8 @@ use faer::sparse::linalg::cholesky::{
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Conj, MatMut, Side};
 use hdg_core::{
-    CoreError, HostCsr, KrylovSolver, Real, Result, SolveReport, TraceOperator, VectorOps,
+    Assembler, CoreError, Discretization, HostCsr, Real, Result, SolveReport, TraceOperator,
+    TraceSolver, VectorOps,
 };
 
 use crate::cg::{rhs_norm, true_residual};
@@ -25,8 +26,9 @@ use crate::cg::{rhs_norm, true_residual};
 /// its lower triangle's symmetric completion. Assembly rounding stays far below this.
 const SYMMETRY_TOLERANCE: f64 = 1e-10;
 
-/// Sparse Cholesky (LL^T) with an AMD fill-reducing ordering, through faer, as a
-/// [`KrylovSolver`] for any backend and precision.
+/// Sparse Cholesky (LL^T) with an AMD fill-reducing ordering, through faer: a [`TraceSolver`]
+/// of the pipeline for any backend and precision, and [`DirectCholesky::solve`] for any
+/// operator (not an iterative method, so not a `KrylovSolver`).
 ///
 /// The report has `iterations = 0`, `relative_residual` recomputed on the backend with the
 /// operator, two operator applications (that check, and nothing else), and notes with the
@@ -142,13 +144,31 @@ fn factor_and_solve(csr: &HostCsr, b: &mut [f64]) -> Result<Vec<String>> {
     ])
 }
 
-impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for DirectCholesky {
+impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for DirectCholesky {
     fn name(&self) -> String {
-        "direct-cholesky".into()
+        Self::NAME.into()
     }
 
     fn solve(
         &self,
+        backend: &B,
+        _disc: &Discretization<'_, T>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
+        DirectCholesky::solve(backend, operator, rhs, x)
+    }
+}
+
+impl DirectCholesky {
+    /// The name in reports.
+    pub const NAME: &'static str = "direct-cholesky";
+
+    /// Solves `operator x = rhs`: the operator's CSR export factored on the host in f64, the
+    /// solution copied back to the backend (the type documentation says what the report
+    /// holds).
+    pub fn solve<T: Real, B: VectorOps<T>>(
         backend: &B,
         operator: &dyn TraceOperator<T, Vector = B::Vector>,
         rhs: &B::Vector,

@@ -149,7 +149,7 @@ impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for Suite {
         let (tol, max) = (self.tolerance, self.max_iterations);
         let mut cost = SolveReport::default();
         let report = match self.choice {
-            SolverChoice::Direct => DirectCholesky.solve(backend, operator, rhs, x)?,
+            SolverChoice::Direct => DirectCholesky::solve(backend, operator, rhs, x)?,
             SolverChoice::Cg => ConjugateGradient::new(tol, max, Preconditioning::None)
                 .solve(backend, operator, rhs, x)?,
             SolverChoice::PcgJacobi => ConjugateGradient::new(tol, max, Preconditioning::Jacobi)

@@ -4,7 +4,7 @@ mod support;
 
 use faer::prelude::Solve;
 use hdg_backend_cpu::CpuBackend;
-use hdg_core::{CoreError, DemoteOperator, KrylovSolver, Result, SolveReport, TraceOperator};
+use hdg_core::{CoreError, DemoteOperator, Result, SolveReport, TraceOperator};
 use hdg_linalg::DirectCholesky;
 use support::{hdg_system, scaled_laplacian, Dense};
 
@@ -13,13 +13,7 @@ fn solve(
     b: &[f64],
 ) -> Result<(Vec<f64>, SolveReport)> {
     let mut x = vec![1.0; op.dim()]; // a nonzero guess: the direct solver must ignore it
-    let report = KrylovSolver::<f64, CpuBackend>::solve(
-        &DirectCholesky,
-        &CpuBackend,
-        op,
-        &b.to_vec(),
-        &mut x,
-    )?;
+    let report = DirectCholesky::solve(&CpuBackend, op, &b.to_vec(), &mut x)?;
     Ok((x, report))
 }
 
@@ -80,9 +74,7 @@ fn direct_runs_in_f32_with_an_f64_factorisation() {
     let op32 = DemoteOperator::<CpuBackend>::demote(&op).unwrap();
     let rhs32: Vec<f32> = rhs.iter().map(|&v| v as f32).collect();
     let mut x = vec![0.0f32; rhs.len()];
-    let report =
-        KrylovSolver::<f32, CpuBackend>::solve(&DirectCholesky, &CpuBackend, &op32, &rhs32, &mut x)
-            .unwrap();
+    let report = DirectCholesky::solve(&CpuBackend, &op32, &rhs32, &mut x).unwrap();
     // The f32 operator's own residual of the rounded solution: f32 accuracy, no worse.
     assert!(report.converged);
     assert!(report.relative_residual < 1e-4, "{}", report.relative_residual);

@@ -22,8 +22,7 @@ fn solve<P: Preconditioner<f64, CpuBackend>>(
 
 fn direct(op: Op<'_>, b: &[f64]) -> Vec<f64> {
     let mut x = vec![0.0; op.dim()];
-    KrylovSolver::<f64, CpuBackend>::solve(&DirectCholesky, &CpuBackend, op, &b.to_vec(), &mut x)
-        .unwrap();
+    DirectCholesky::solve(&CpuBackend, op, &b.to_vec(), &mut x).unwrap();
     x
 }
 
