@@ -54,8 +54,8 @@ use hdg_backend_cpu::CpuBackend;
 use hdg_backend_cuda::{CudaBackend, DeviceReal, TraceOperatorKind, MAX_ELEMENT_ORDER};
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
-    Backend, CellType, Coefficient, Discretization, ErrorNorms, Krylov, LocalSolver, Manufactured,
-    MultigridOps, Postprocessor, Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
+    Backend, CellType, Coefficient, Discretization, ErrorNorms, Krylov, Manufactured, MultigridOps,
+    Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
 };
 use hdg_linalg::{MultigridPrecision, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -391,42 +391,6 @@ trait Precision: DeviceReal + MultigridPrecision<CpuBackend> + MultigridPrecisio
 impl Precision for f32 {}
 impl Precision for f64 {}
 
-/// Host copies of what the comparison needs that the backend traits do not provide.
-trait HostCopies<T: Real>: Backend<T> {
-    fn trace_matrices(&self, condensed: &Self::Condensed) -> hdg_core::Result<Vec<T>>;
-    fn postprocessed(&self, post: &Self::Postprocessed) -> hdg_core::Result<Vec<T>>;
-}
-
-impl<T: Real> HostCopies<T> for CpuBackend {
-    fn trace_matrices(
-        &self,
-        condensed: &<Self as LocalSolver<T>>::Condensed,
-    ) -> hdg_core::Result<Vec<T>> {
-        Ok(condensed.trace_matrices.clone())
-    }
-    fn postprocessed(
-        &self,
-        post: &<Self as Postprocessor<T>>::Postprocessed,
-    ) -> hdg_core::Result<Vec<T>> {
-        Ok(post.clone())
-    }
-}
-
-impl<T: DeviceReal> HostCopies<T> for CudaBackend {
-    fn trace_matrices(
-        &self,
-        condensed: &<Self as LocalSolver<T>>::Condensed,
-    ) -> hdg_core::Result<Vec<T>> {
-        condensed.trace_matrices_to_host()
-    }
-    fn postprocessed(
-        &self,
-        post: &<Self as Postprocessor<T>>::Postprocessed,
-    ) -> hdg_core::Result<Vec<T>> {
-        post.to_host()
-    }
-}
-
 /// What one backend computed for a case.
 struct Answers<T> {
     trace_matrices: Vec<T>,
@@ -442,7 +406,7 @@ struct Answers<T> {
 }
 
 /// Runs every stage of `case` on backend `b`.
-fn answers<T: MultigridPrecision<B>, B: HostCopies<T> + MultigridOps<T>>(
+fn answers<T: MultigridPrecision<B>, B: Backend<T> + MultigridOps<T>>(
     b: &B,
     mesh: &Mesh,
     problem: &Problem,
@@ -454,8 +418,8 @@ fn answers<T: MultigridPrecision<B>, B: HostCopies<T> + MultigridOps<T>>(
     case.tau.apply(&mut disc.tau);
     let prep = b.prepare(&disc)?;
     let condensed = b.condense(&disc, &prep)?;
-    let trace_matrices = b.trace_matrices(&condensed)?;
-    let (operator, rhs) = b.assemble(&disc, &condensed)?;
+    let trace_matrices = b.condensed_to_host(&condensed)?.trace_matrices;
+    let (operator, rhs) = b.assemble(&disc, &prep, &condensed)?;
     let dim = operator.dim();
     let mut applied = Vec::with_capacity(vectors.len());
     for x in vectors {
@@ -487,7 +451,7 @@ fn answers<T: MultigridPrecision<B>, B: HostCopies<T> + MultigridOps<T>>(
             trace: b.to_host(&out.trace)?,
             u: fields.u,
             q: fields.q,
-            u_star: b.postprocessed(&out.postprocessed)?,
+            u_star: b.postprocessed_to_host(&out.postprocessed)?,
             errors: out.report.errors.expect("errors of a manufactured problem"),
             solve: out.report.solve,
         })
@@ -508,7 +472,7 @@ fn answers<T: MultigridPrecision<B>, B: HostCopies<T> + MultigridOps<T>>(
             trace: b.to_host(&x)?,
             u: host.u,
             q: host.q,
-            u_star: b.postprocessed(&post)?,
+            u_star: b.postprocessed_to_host(&post)?,
             errors,
             solve,
         })

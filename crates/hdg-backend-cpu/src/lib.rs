@@ -13,8 +13,8 @@ mod vector;
 use hdg_core::error_norms;
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};
 use hdg_core::{
-    Assembler, Backend, CoreError, Discretization, ErrorNorms, ExactSolution, HostFields,
-    LocalSolver, Postprocessor, Real, Result, NONE,
+    Assembler, Backend, CoreError, Discretization, ErrorNorms, ExactSolution, HostCondensed,
+    HostFields, LocalSolver, Postprocessor, Real, Result, NONE,
 };
 use rayon::prelude::*;
 
@@ -45,32 +45,13 @@ pub struct CpuPrepared<T> {
     pub orientations: Vec<u8>,
 }
 
-/// Condensed element data, element-contiguous.
-pub struct CpuCondensed<T> {
-    /// K_e, nl x nl per element.
-    pub trace_matrices: Vec<T>,
-    /// b_e, nl per element.
-    pub trace_loads: Vec<T>,
-    /// Z = S^-1 P, n x nl per element.
-    pub recovery_operator: Vec<T>,
-    /// u0 = S^-1 F, n per element.
-    pub recovery_load: Vec<T>,
-}
-
-impl<T> CpuCondensed<T> {
-    /// Bytes held for recovery (Z and u0).
-    pub fn recovery_bytes(&self) -> usize {
-        (self.recovery_operator.len() + self.recovery_load.len()) * std::mem::size_of::<T>()
-    }
-}
-
 fn not_spd(element: usize, (pivot, value): (usize, impl Real)) -> CoreError {
     CoreError::NotPositiveDefinite { element, pivot, value: value.as_f64() }
 }
 
 impl<T: Real> LocalSolver<T> for CpuBackend {
     type Prepared = CpuPrepared<T>;
-    type Condensed = CpuCondensed<T>;
+    type Condensed = HostCondensed<T>;
     type LocalFields = HostFields<T>;
 
     fn prepare(&self, disc: &Discretization<'_, T>) -> Result<CpuPrepared<T>> {
@@ -89,11 +70,11 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         &self,
         disc: &Discretization<'_, T>,
         prep: &CpuPrepared<T>,
-    ) -> Result<CpuCondensed<T>> {
+    ) -> Result<HostCondensed<T>> {
         let t = &disc.tables;
         let (n, nl) = (t.n, t.n_local_trace());
         let n_cells = disc.mesh.n_cells();
-        let mut out = CpuCondensed {
+        let mut out = HostCondensed {
             trace_matrices: vec![T::zero(); n_cells * nl * nl],
             trace_loads: vec![T::zero(); n_cells * nl],
             recovery_operator: vec![T::zero(); n_cells * n * nl],
@@ -138,7 +119,7 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         &self,
         disc: &Discretization<'_, T>,
         prep: &CpuPrepared<T>,
-        condensed: &CpuCondensed<T>,
+        condensed: &HostCondensed<T>,
         trace: &Vec<T>,
     ) -> Result<HostFields<T>> {
         let t = &disc.tables;
@@ -183,6 +164,10 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         Ok(fields)
     }
 
+    fn condensed_to_host(&self, condensed: &HostCondensed<T>) -> Result<HostCondensed<T>> {
+        Ok(condensed.clone())
+    }
+
     fn fields_to_host(&self, fields: &HostFields<T>) -> Result<HostFields<T>> {
         Ok(fields.clone())
     }
@@ -194,7 +179,8 @@ impl<T: Real> Assembler<T> for CpuBackend {
     fn assemble(
         &self,
         disc: &Discretization<'_, T>,
-        condensed: &CpuCondensed<T>,
+        _prep: &CpuPrepared<T>,
+        condensed: &HostCondensed<T>,
     ) -> Result<(DbfMatrix<T>, Vec<T>)> {
         Ok(dbf::assemble(
             &disc.topology,
@@ -235,6 +221,10 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
             },
         )?;
         Ok(u_star)
+    }
+
+    fn postprocessed_to_host(&self, u_star: &Vec<T>) -> Result<Vec<T>> {
+        Ok(u_star.clone())
     }
 
     fn error_norms(

@@ -1,5 +1,6 @@
-//! Level-1 vector operations on host vectors, parallel over large vectors.
-use hdg_core::{CoreError, MixedPrecisionOps, Real, Result, VectorOps};
+//! Vector operations on host vectors, parallel over large vectors: level 1, the solvers'
+//! fusions (one pass, one reduction), batched block Jacobi, and the precision conversions.
+use hdg_core::{BlockOps, CoreError, FusedOps, MixedPrecisionOps, Real, Result, VectorOps};
 use rayon::prelude::*;
 
 use crate::{dense, CpuBackend};
@@ -75,6 +76,9 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         x.par_iter_mut().with_min_len(MIN_PARALLEL_CHUNK).for_each(|v| *v *= alpha);
         Ok(())
     }
+}
+
+impl<T: Real> FusedOps<T> for CpuBackend {
     fn dot_many(&self, pairs: &[(&Vec<T>, &Vec<T>)]) -> Result<Vec<T>> {
         // One pass over each chunk computes every product: one reduction phase for all.
         let len = pairs.first().map_or(0, |(x, _)| x.len());
@@ -117,6 +121,9 @@ impl<T: Real> VectorOps<T> for CpuBackend {
             .collect();
         Ok(partials.into_iter().sum())
     }
+}
+
+impl<T: Real> BlockOps<T> for CpuBackend {
     fn factor_blocks(&self, blocks: &mut Vec<T>, block_size: usize) -> Result<()> {
         let bsz = block_size * block_size;
         blocks.par_chunks_mut(bsz).enumerate().try_for_each(|(b, block)| {

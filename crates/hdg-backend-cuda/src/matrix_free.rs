@@ -724,7 +724,7 @@ mod tests {
             let disc = Discretization::<f64>::new(&mesh, &problem, k).unwrap();
             let prep = CpuBackend.prepare(&disc).unwrap();
             let cond = CpuBackend.condense(&disc, &prep).unwrap();
-            let (dbf, _) = CpuBackend.assemble(&disc, &cond).unwrap();
+            let (dbf, _) = CpuBackend.assemble(&disc, &prep, &cond).unwrap();
             let topo = &disc.topology;
             let (nf, n_rows) = (disc.tables.n_f, topo.n_rows());
             let faces = topo.faces_per_cell;

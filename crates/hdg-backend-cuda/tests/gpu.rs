@@ -12,9 +12,9 @@ use hdg_backend_cuda::{
 };
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
-    Assembler, CellType, Coefficient, CoreError, DemoteOperator, Discretization, ErrorNorms,
-    Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps, Postprocessor, Problem,
-    TraceOperator, TraceSolver, VectorOps,
+    Assembler, BlockOps, CellType, Coefficient, CoreError, DemoteOperator, Discretization,
+    ErrorNorms, FusedOps, Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps,
+    Postprocessor, Problem, TraceOperator, TraceSolver, VectorOps,
 };
 use hdg_linalg::{refine, MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -182,7 +182,7 @@ where
         for (k, v) in got.iter().enumerate() {
             assert_eq!(v.to_bits_u64(), many[k % 3].to_bits_u64(), "dot_many of 40, entry {k}");
         }
-        assert!(VectorOps::<T>::dot_many(&g, &[]).unwrap().is_empty());
+        assert!(FusedOps::<T>::dot_many(&g, &[]).unwrap().is_empty());
 
         // cg_update
         let (p, ap) = (random::<T>(n, seed + 3), random::<T>(n, seed + 4));
@@ -340,7 +340,7 @@ fn hdg_system(n: usize, k: usize) -> (DbfMatrix<f64>, Vec<f64>) {
     let backend = CpuBackend;
     let prep = backend.prepare(&disc).unwrap();
     let condensed = backend.condense(&disc, &prep).unwrap();
-    backend.assemble(&disc, &condensed).unwrap()
+    backend.assemble(&disc, &prep, &condensed).unwrap()
 }
 
 fn rel_inf<T: DeviceReal>(a: &[T], b: &[T]) -> f64 {
@@ -600,7 +600,7 @@ fn cpu_chain<U: DeviceReal>(case: &Case, xs: &[Vec<U>], trace: &[U]) -> CpuChain
     let cpu = CpuBackend;
     let prep = cpu.prepare(&disc).unwrap();
     let cond = cpu.condense(&disc, &prep).unwrap();
-    let (op, rhs) = cpu.assemble(&disc, &cond).unwrap();
+    let (op, rhs) = cpu.assemble(&disc, &prep, &cond).unwrap();
     let ax = xs
         .iter()
         .map(|x| {
@@ -769,7 +769,7 @@ fn element_stages_match<T: DeviceReal>(
         // Assembly: right-hand side, the operator applied to random vectors (where the DBF
         // SpMV has a kernel for the block size), its diagonal and diagonal blocks, its export
         // and its Gershgorin bounds.
-        let (gop, grhs) = Assembler::<T>::assemble(g, &disc, &gcond).unwrap();
+        let (gop, grhs) = Assembler::<T>::assemble(g, &disc, &gprep, &gcond).unwrap();
         assert_eq!(TraceOperator::dim(&gop), dim);
         assert_eq!(gop.block_size(), disc.tables.n_f);
         check(&what("rhs"), &download(g, &grhs), &cpu.rhs, r.map(|r| &r.rhs[..]), tol);
@@ -1134,7 +1134,7 @@ fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
 
         // The same fields, the norms computed both ways.
         let cond = g.condense(&disc, &prep).unwrap();
-        let (op, rhs) = g.assemble(&disc, &cond).unwrap();
+        let (op, rhs) = g.assemble(&disc, &prep, &cond).unwrap();
         let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
         let mut x = g.zeros(disc.trace_dofs()).unwrap();
         Krylov::<T, CudaBackend>(&suite).solve(&g, &disc, &op, &rhs, &mut x).unwrap();
@@ -1174,8 +1174,8 @@ fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
     let cpu_disc = Discretization::<T>::new(&mesh, &problem, 2).unwrap();
     let cpu_prep = CpuBackend.prepare(&cpu_disc).unwrap();
     let cpu_cond = CpuBackend.condense(&cpu_disc, &cpu_prep).unwrap();
-    let (_, cpu_rhs) = CpuBackend.assemble(&cpu_disc, &cpu_cond).unwrap();
-    let (_, gpu_rhs) = g.assemble(&disc, &g.condense(&disc, &prep).unwrap()).unwrap();
+    let (_, cpu_rhs) = CpuBackend.assemble(&cpu_disc, &cpu_prep, &cpu_cond).unwrap();
+    let (_, gpu_rhs) = g.assemble(&disc, &prep, &g.condense(&disc, &prep).unwrap()).unwrap();
     let tol = if T::NAME == "f64" { 1e-11 } else { 1e-4 };
     assert_rel("replaced source [rhs]", &download(&g, &gpu_rhs), &cpu_rhs, tol);
 }

@@ -6,7 +6,7 @@
 //!
 //! Every test needs a GPU, so every test is `#[ignore]`d (reported as ignored, never as passed,
 //! on a machine without one). On a GPU machine: `matrix_free-<hash> --ignored --test-threads 1`.
-use hdg_backend_cpu::{CpuBackend, CpuCondensed, DbfMatrix};
+use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
     CudaBackend, DeviceReal, DeviceTraceOperator, DeviceVector, MatrixFreeOperator,
     TraceOperatorKind,
@@ -176,18 +176,15 @@ fn operators<T: DeviceReal>(g: &CudaBackend, case: &Case) -> Operators<T> {
     let prep = LocalSolver::<T>::prepare(g, &disc).unwrap();
     let cond = LocalSolver::<T>::condense(g, &disc, &prep).unwrap();
     let (dbf, dbf_rhs) =
-        Assembler::<T>::assemble(&with(g, TraceOperatorKind::Dbf), &disc, &cond).unwrap();
+        Assembler::<T>::assemble(&with(g, TraceOperatorKind::Dbf), &disc, &prep, &cond).unwrap();
     let (mf, mf_rhs) =
-        Assembler::<T>::assemble(&with(g, TraceOperatorKind::MatrixFree), &disc, &cond).unwrap();
+        Assembler::<T>::assemble(&with(g, TraceOperatorKind::MatrixFree), &disc, &prep, &cond)
+            .unwrap();
     assert_eq!(dbf.kind(), TraceOperatorKind::Dbf);
     assert_eq!(mf.kind(), TraceOperatorKind::MatrixFree);
-    let host = CpuCondensed {
-        trace_matrices: cond.trace_matrices_to_host().unwrap(),
-        trace_loads: cond.trace_loads_to_host().unwrap(),
-        recovery_operator: Vec::new(),
-        recovery_load: Vec::new(),
-    };
-    let (cpu, cpu_rhs) = CpuBackend.assemble(&disc, &host).unwrap();
+    let host = g.condensed_to_host(&cond).unwrap();
+    let cpu_prep = LocalSolver::<T>::prepare(&CpuBackend, &disc).unwrap();
+    let (cpu, cpu_rhs) = CpuBackend.assemble(&disc, &cpu_prep, &host).unwrap();
     Operators { dbf, dbf_rhs, mf, mf_rhs, cpu, cpu_rhs }
 }
 
@@ -281,9 +278,9 @@ fn backend_selects_the_trace_operator() {
     let disc = Discretization::<f64>::new(&case.mesh, &case.problem, case.k).unwrap();
     let prep = LocalSolver::<f64>::prepare(&g, &disc).unwrap();
     let cond = LocalSolver::<f64>::condense(&g, &disc, &prep).unwrap();
-    let (op, _) = Assembler::<f64>::assemble(&g, &disc, &cond).unwrap();
+    let (op, _) = Assembler::<f64>::assemble(&g, &disc, &prep, &cond).unwrap();
     assert!(op.as_dbf().is_some() && op.as_matrix_free().is_none());
-    let (op, _) = Assembler::<f64>::assemble(&mf, &disc, &cond).unwrap();
+    let (op, _) = Assembler::<f64>::assemble(&mf, &disc, &prep, &cond).unwrap();
     assert!(op.as_dbf().is_none() && op.as_matrix_free().is_some());
     let low = op.demote().unwrap();
     assert_eq!(low.kind(), TraceOperatorKind::MatrixFree, "demotion keeps the kind");

@@ -11,7 +11,9 @@ use crate::error::{CoreError, Result};
 use crate::problem::ExactSolution;
 use crate::real::Real;
 
-/// Vector storage and the level-1 operations Krylov methods need.
+/// Vector storage and the level-1 operations (BLAS-1 and elementwise) every solver is built
+/// from: what a new backend implements first. Fusions of them that solvers use are
+/// [`FusedOps`], batched dense blocks [`BlockOps`].
 ///
 /// Every operation returns a `Result` because on a device any launch may fail. Scalars (dot
 /// products) come back to the host: a solver decides when it needs them.
@@ -32,6 +34,10 @@ pub trait VectorOps<T: Real>: Sync {
     fn axpy(&self, alpha: T, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
     /// y = x + beta y.
     fn xpby(&self, x: &Self::Vector, beta: T, y: &mut Self::Vector) -> Result<()>;
+    /// y = alpha x + beta y.
+    fn axpby(&self, alpha: T, x: &Self::Vector, beta: T, y: &mut Self::Vector) -> Result<()>;
+    /// x = alpha x.
+    fn scale(&self, alpha: T, x: &mut Self::Vector) -> Result<()>;
     /// x . y (one global reduction).
     fn dot(&self, x: &Self::Vector, y: &Self::Vector) -> Result<T>;
     /// y = a .* x (elementwise).
@@ -39,14 +45,12 @@ pub trait VectorOps<T: Real>: Sync {
         -> Result<()>;
     /// v = 1 ./ v (elementwise).
     fn reciprocal(&self, v: &mut Self::Vector) -> Result<()>;
+}
 
-    // Fused operations: a backend overrides them to touch memory once and launch one kernel;
-    // the defaults compose the basic operations, so a new backend works before it is tuned.
-
-    /// y = alpha x + beta y.
-    fn axpby(&self, alpha: T, x: &Self::Vector, beta: T, y: &mut Self::Vector) -> Result<()>;
-    /// x = alpha x.
-    fn scale(&self, alpha: T, x: &mut Self::Vector) -> Result<()>;
+/// Fusions of level-1 operations that Krylov solvers use. Each has a default that composes
+/// [`VectorOps`], so a new backend works with `impl FusedOps<T> for MyBackend {}`; a tuned one
+/// overrides them to touch memory once, launch one kernel and synchronise once.
+pub trait FusedOps<T: Real>: VectorOps<T> {
     /// Several dot products in one global reduction phase: `[x_i . y_i]`.
     fn dot_many(&self, pairs: &[(&Self::Vector, &Self::Vector)]) -> Result<Vec<T>> {
         pairs.iter().map(|(x, y)| self.dot(x, y)).collect()
@@ -64,12 +68,16 @@ pub trait VectorOps<T: Real>: Sync {
         self.axpy(-alpha, ap, r)?;
         self.dot(r, r)
     }
-    /// Factorises in place a batch of SPD blocks (`blocks` holds n_blocks dense b x b blocks,
-    /// row-major, b = `block_size`) for [`VectorOps::solve_blocks`] (block Jacobi): a Cholesky
+}
+
+/// Batched small dense SPD blocks, for block Jacobi: `blocks` holds n_blocks dense b x b
+/// blocks, row-major, b = `block_size`.
+pub trait BlockOps<T: Real>: VectorOps<T> {
+    /// Factorises every block in place for [`BlockOps::solve_blocks`]: a Cholesky
     /// factorisation (a block that is not SPD is an error), then each block is replaced by its
     /// inverse, so that a solve is one small matrix-vector product with no division.
     fn factor_blocks(&self, blocks: &mut Self::Vector, block_size: usize) -> Result<()>;
-    /// z = blockdiag(B)^-1 r with the inverses of [`VectorOps::factor_blocks`].
+    /// z = blockdiag(B)^-1 r with the inverses of [`BlockOps::factor_blocks`].
     fn solve_blocks(
         &self,
         factors: &Self::Vector,
@@ -80,7 +88,7 @@ pub trait VectorOps<T: Real>: Sync {
 }
 
 /// Conversions between the two precisions of one backend, for mixed-precision solvers.
-pub trait MixedPrecisionOps: VectorOps<f64> + VectorOps<f32> {
+pub trait MixedPrecisionOps: FusedOps<f64> + FusedOps<f32> {
     /// y = x rounded to f32.
     fn demote(
         &self,
@@ -200,7 +208,7 @@ pub trait TraceOperator<T: Real>: Sync {
 /// operations: sparse matrices in compressed sparse row form (its coarse levels and their
 /// transfers; any shape, values in the working precision), and the face-by-face transfer E
 /// between the trace space and the P1 vertex space ([`crate::auxiliary`]).
-pub trait MultigridOps<T: Real>: VectorOps<T> {
+pub trait MultigridOps<T: Real>: FusedOps<T> + BlockOps<T> {
     /// A CSR matrix resident on the backend.
     type Csr: Send + Sync;
     /// The transfer E of a [`VertexSpace`] resident on the backend.
@@ -280,6 +288,9 @@ pub trait LocalSolver<T: Real>: VectorOps<T> {
         condensed: &Self::Condensed,
         trace: &Self::Vector,
     ) -> Result<Self::LocalFields>;
+    /// Host copy of the condensed element data, element-contiguous (for checks and export;
+    /// a device backend converts from its own layout).
+    fn condensed_to_host(&self, condensed: &Self::Condensed) -> Result<HostCondensed<T>>;
     /// Host copy of the local fields.
     fn fields_to_host(&self, fields: &Self::LocalFields) -> Result<HostFields<T>>;
 }
@@ -292,6 +303,7 @@ pub trait Assembler<T: Real>: LocalSolver<T> {
     fn assemble(
         &self,
         disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
         condensed: &Self::Condensed,
     ) -> Result<(Self::Operator, Self::Vector)>;
 }
@@ -307,6 +319,8 @@ pub trait Postprocessor<T: Real>: LocalSolver<T> {
         prep: &Self::Prepared,
         fields: &Self::LocalFields,
     ) -> Result<Self::Postprocessed>;
+    /// Host copy of u*, element-contiguous: `[e * n' + j]`, n' the P_{k+1} basis size.
+    fn postprocessed_to_host(&self, post: &Self::Postprocessed) -> Result<Vec<T>>;
     /// L2 errors of u_h, q_h and u* against an exact solution.
     fn error_norms(
         &self,
@@ -399,8 +413,8 @@ impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for Krylov<'_, T, B> {
     }
 }
 
-/// A backend: all stages.
-pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> {
+/// A backend: all stages, and the vector operations the solvers of `hdg-linalg` use.
+pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> + FusedOps<T> + BlockOps<T> {
     /// Short name ("cpu", "cuda").
     fn name(&self) -> &'static str;
     /// One line about the hardware it runs on.
@@ -437,6 +451,27 @@ pub struct ErrorNorms {
     pub q: f64,
     /// ||u - u*||
     pub u_star: f64,
+}
+
+/// Condensed element data on the host, element-contiguous (n: local unknowns of u, nl: trace
+/// unknowns of one element's faces).
+#[derive(Clone, Debug, Default)]
+pub struct HostCondensed<T> {
+    /// K_e: `[e * nl * nl + a * nl + b]`.
+    pub trace_matrices: Vec<T>,
+    /// b_e: `[e * nl + a]`.
+    pub trace_loads: Vec<T>,
+    /// Z = S^-1 P: `[e * n * nl + i * nl + a]`.
+    pub recovery_operator: Vec<T>,
+    /// u0 = S^-1 F: `[e * n + i]`.
+    pub recovery_load: Vec<T>,
+}
+
+impl<T> HostCondensed<T> {
+    /// Bytes held for recovery (Z and u0).
+    pub fn recovery_bytes(&self) -> usize {
+        (self.recovery_operator.len() + self.recovery_load.len()) * std::mem::size_of::<T>()
+    }
 }
 
 /// Local fields on the host, element-contiguous: `u[e*n + i]`, `q[(e*d + r)*n + i]`.

@@ -10,7 +10,7 @@
 //! | setup (geometry, topology, Dirichlet data) | [`geometry`], [`topology`], [`discretization`] | [`LocalSolver::prepare`] |
 //! | local solve (static condensation) | | [`LocalSolver::condense`] |
 //! | assembly | [`topology`] (structure) | [`Assembler`] |
-//! | trace solve | [`TraceOperator`], [`KrylovSolver`] (`hdg-linalg`) | [`VectorOps`] |
+//! | trace solve | [`TraceOperator`], [`KrylovSolver`] (`hdg-linalg`) | [`VectorOps`], [`FusedOps`], [`BlockOps`] |
 //! | recovery | | [`LocalSolver::recover`] |
 //! | postprocess, errors | | [`Postprocessor`] |
 //!
@@ -33,9 +33,10 @@ pub mod topology;
 
 pub use auxiliary::VertexSpace;
 pub use backend::{
-    check_lengths, Assembler, Backend, DemoteOperator, ErrorNorms, HostCsr, HostFields, Krylov,
-    KrylovSolver, LocalSolver, MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner,
-    SolveReport, TraceOperator, TraceSolver, VectorOps,
+    check_lengths, Assembler, Backend, BlockOps, DemoteOperator, ErrorNorms, FusedOps,
+    HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver, MixedPrecisionOps,
+    MultigridOps, Postprocessor, Preconditioner, SolveReport, TraceOperator, TraceSolver,
+    VectorOps,
 };
 pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};

@@ -150,8 +150,9 @@ pub fn solve<T: Real, B: Backend<T>>(
     })?;
     let condensed =
         timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
-    let (operator, rhs) =
-        timed(progress, Stage::Assemble, &mut t.assemble, || backend.assemble(&disc, &condensed))?;
+    let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
+        backend.assemble(&disc, &prep, &condensed)
+    })?;
     let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
         let mut x = backend.zeros(disc.trace_dofs())?;
         let report = solver.solve(backend, &disc, &operator, &rhs, &mut x)?;

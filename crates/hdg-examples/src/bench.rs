@@ -173,7 +173,7 @@ pub fn run(
         let condensed = backend.condense(&disc, &prep)?;
         let condense_s = s.elapsed().as_secs_f64();
         let s = Instant::now();
-        let (matrix, rhs) = backend.assemble(&disc, &condensed)?;
+        let (matrix, rhs) = backend.assemble(&disc, &prep, &condensed)?;
         let assemble_s = s.elapsed().as_secs_f64();
         let dofs = disc.trace_dofs();
 

@@ -50,7 +50,7 @@ pub fn compare(
     let disc = Discretization::<f64>::new(mesh, problem, order)?;
     let prep = backend.prepare(&disc)?;
     let condensed = backend.condense(&disc, &prep)?;
-    let (operator, rhs) = backend.assemble(&disc, &condensed)?;
+    let (operator, rhs) = backend.assemble(&disc, &prep, &condensed)?;
     let exact = problem.exact.as_ref().ok_or_else(|| CoreError::InvalidParameter {
         name: "problem",
         reason: "the comparison needs an exact solution".into(),

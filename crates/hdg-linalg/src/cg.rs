@@ -4,7 +4,8 @@
 //! [`KrylovSolver`], the Lanczos spectrum estimate and the CG-then-Chebyshev hybrid call it with
 //! an observer that receives every step's coefficients.
 use hdg_core::{
-    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+    CoreError, FusedOps, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator,
+    VectorOps,
 };
 
 use crate::precond::{Identity, Jacobi};
@@ -120,7 +121,7 @@ pub(crate) fn true_residual<T: Real, B: VectorOps<T>>(
 /// Preconditioned CG from the initial guess in `x`. Returns the report; the final
 /// `relative_residual` is the true one. A breakdown (p.Ap <= 0: the operator or the
 /// preconditioner is not SPD) or a non-finite residual is an error.
-pub fn run_cg<T: Real, B: VectorOps<T>>(
+pub fn run_cg<T: Real, B: FusedOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
     preconditioner: &dyn Preconditioner<T, B>,
@@ -266,7 +267,7 @@ impl ConjugateGradient {
     }
 }
 
-impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for ConjugateGradient {
+impl<T: Real, B: FusedOps<T>> KrylovSolver<T, B> for ConjugateGradient {
     fn name(&self) -> String {
         match self.preconditioning {
             Preconditioning::None => "cg".into(),
@@ -303,7 +304,7 @@ pub struct PreconditionedCg<P> {
     pub preconditioner: P,
 }
 
-impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for PreconditionedCg<P> {
+impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for PreconditionedCg<P> {
     fn name(&self) -> String {
         format!("pcg-{}", self.preconditioner.name())
     }

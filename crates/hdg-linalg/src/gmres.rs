@@ -13,7 +13,7 @@
 //! explicit norm taken. The Hessenberg matrix, the Givens rotations and the small triangular
 //! solve live on the host in f64; the basis vectors stay on the backend.
 use hdg_core::{
-    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+    CoreError, FusedOps, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator,
 };
 
 use crate::cg::{check_tolerance, rhs_norm, true_residual};
@@ -71,7 +71,7 @@ fn givens(a: f64, b: f64) -> (f64, f64, f64) {
 }
 
 /// `[w . v_0, ..., w . v_j, w . w]` in one reduction phase.
-fn fused_dots<T: Real, B: VectorOps<T>>(
+fn fused_dots<T: Real, B: FusedOps<T>>(
     backend: &B,
     basis: &[B::Vector],
     w: &B::Vector,
@@ -81,7 +81,7 @@ fn fused_dots<T: Real, B: VectorOps<T>>(
     backend.dot_many(&pairs)
 }
 
-impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for Gmres<P> {
+impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for Gmres<P> {
     fn name(&self) -> String {
         format!("gmres({})-{}", self.restart, self.preconditioner.name())
     }

@@ -2,7 +2,7 @@
 //! estimate the spectrum of M^-1 A (the Lanczos connection); Chebyshev iteration then goes on
 //! from the CG iterate with those bounds and needs no inner product between residual checks.
 use hdg_core::{
-    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+    CoreError, FusedOps, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator,
 };
 
 use crate::cg::{check_tolerance, run_cg, CgSettings, Flow};
@@ -95,7 +95,7 @@ fn accumulate(total: &mut SolveReport, phase: &SolveReport) {
     total.notes.extend(phase.notes.iter().cloned());
 }
 
-impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for CgThenChebyshev<P> {
+impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for CgThenChebyshev<P> {
     fn name(&self) -> String {
         format!("cg{}-chebyshev-{}", self.cg_iterations, self.preconditioner.name())
     }

@@ -13,7 +13,7 @@
 //! monitors with true-residual checks and, if the recurrence claims convergence the true
 //! residual does not confirm, closes by restarting from the current iterate.
 use hdg_core::{
-    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+    CoreError, FusedOps, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator,
 };
 
 use crate::cg::{check_tolerance, rhs_norm, true_residual};
@@ -68,7 +68,7 @@ struct State<V> {
     p: V,
 }
 
-impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for PipelinedCg<P> {
+impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for PipelinedCg<P> {
     fn name(&self) -> String {
         format!("pipelined-cg-{}", self.preconditioner.name())
     }

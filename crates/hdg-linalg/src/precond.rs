@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use hdg_core::{
-    CoreError, MixedPrecisionOps, Preconditioner, Real, Result, TraceOperator, VectorOps,
+    BlockOps, CoreError, MixedPrecisionOps, Preconditioner, Real, Result, TraceOperator, VectorOps,
 };
 
 /// No preconditioning: z = r.
@@ -53,7 +53,7 @@ pub struct BlockJacobi<V> {
 
 impl<V> BlockJacobi<V> {
     /// Builds the preconditioner of `operator`. Errors if a diagonal block is not SPD.
-    pub fn new<T: Real, B: VectorOps<T, Vector = V>>(
+    pub fn new<T: Real, B: BlockOps<T, Vector = V>>(
         backend: &B,
         operator: &dyn TraceOperator<T, Vector = V>,
     ) -> Result<Self> {
@@ -64,7 +64,7 @@ impl<V> BlockJacobi<V> {
     }
 }
 
-impl<T: Real, B: VectorOps<T>> Preconditioner<T, B> for BlockJacobi<B::Vector> {
+impl<T: Real, B: BlockOps<T>> Preconditioner<T, B> for BlockJacobi<B::Vector> {
     fn name(&self) -> String {
         "block-jacobi".into()
     }

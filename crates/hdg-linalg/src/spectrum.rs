@@ -12,7 +12,7 @@
 //! - [`power_iteration`]: lambda_max of M^-1 A from below by a Rayleigh quotient.
 //!
 //! Everything runs through [`VectorOps`]: only scalars come back to the host.
-use hdg_core::{CoreError, Preconditioner, Real, Result, TraceOperator, VectorOps};
+use hdg_core::{CoreError, FusedOps, Preconditioner, Real, Result, TraceOperator};
 
 use crate::cg::{run_cg, CgSettings, CgStep, Flow};
 
@@ -138,7 +138,7 @@ pub fn lanczos_from_cg(steps: &[CgStep]) -> (f64, f64) {
 /// 1e-13 relative: by then the Krylov space holds the extreme eigenvectors, and going on would
 /// only feed rounding noise into the tridiagonal. Cost: the CG run's operator applications and
 /// reductions (about one application and two reductions a step).
-pub fn lanczos_estimate<T: Real, B: VectorOps<T>>(
+pub fn lanczos_estimate<T: Real, B: FusedOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
     preconditioner: &dyn Preconditioner<T, B>,
@@ -228,7 +228,7 @@ fn start_vector<T: Real>(n: usize) -> Vec<T> {
 /// Stops when the estimate changes by less than `tolerance` (relative) between two steps or
 /// after `iterations` steps. Each step costs one operator application, one preconditioner
 /// application and one reduction phase (three fused dots). lambda_min is not estimated (NaN).
-pub fn power_iteration<T: Real, B: VectorOps<T>>(
+pub fn power_iteration<T: Real, B: FusedOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
     preconditioner: &dyn Preconditioner<T, B>,

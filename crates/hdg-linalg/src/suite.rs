@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use hdg_core::{
-    Assembler, CoreError, DemoteOperator, Discretization, KrylovSolver, MixedPrecisionOps,
-    MultigridOps, Preconditioner, Real, Result, SolveReport, TraceOperator, TraceSolver, VectorOps,
-    VertexSpace,
+    Assembler, BlockOps, CoreError, DemoteOperator, Discretization, FusedOps, KrylovSolver,
+    MixedPrecisionOps, MultigridOps, Preconditioner, Real, Result, SolveReport, TraceOperator,
+    TraceSolver, VectorOps, VertexSpace,
 };
 
 use crate::{
@@ -107,7 +107,7 @@ fn cg_settings(s: &Suite) -> CgSettings {
 
 /// Eigenvalue bounds of D^-1 A from Lanczos, widened by the safety factors; the estimate's cost
 /// is added to `cost`.
-fn jacobi_bounds<T: Real, B: VectorOps<T>>(
+fn jacobi_bounds<T: Real, B: FusedOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
     jacobi: &Jacobi<B::Vector>,
@@ -134,7 +134,7 @@ fn add_cost(mut report: SolveReport, cost: SolveReport) -> SolveReport {
     report
 }
 
-impl<T: Real, B: VectorOps<T>> KrylovSolver<T, B> for Suite {
+impl<T: Real, B: FusedOps<T> + BlockOps<T>> KrylovSolver<T, B> for Suite {
     fn name(&self) -> String {
         self.choice.name().into()
     }
@@ -249,7 +249,7 @@ fn vertex_space<T: Real>(
 }
 
 /// PCG with `preconditioner`, its setup notes first in the report.
-fn pcg_with<T: Real, B: VectorOps<T>>(
+fn pcg_with<T: Real, B: FusedOps<T>>(
     suite: &Suite,
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,

@@ -8,7 +8,7 @@ use crate::device::{address, arg, grid, CudaBackend, DeviceReal};
 use crate::matrix_free::MatrixFreeOperator;
 use crate::operator::DeviceTraceOperator;
 use crate::stages::condense::DeviceCondensed;
-use crate::stages::prepare::kernel_order;
+use crate::stages::prepare::{kernel_order, DevicePrepared};
 use crate::vector::{uninitialized, DeviceVector};
 use crate::TraceOperatorKind;
 
@@ -17,16 +17,17 @@ use crate::TraceOperatorKind;
 pub(crate) fn assemble<T: DeviceReal>(
     backend: &CudaBackend,
     disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
     condensed: &DeviceCondensed<T>,
 ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
     let k = kernel_order(disc)?;
     if backend.trace_operator() == TraceOperatorKind::MatrixFree {
-        let parts = condensed.matrix_free_parts();
+        let parts = condensed.matrix_free_parts(&prep.topology);
         let (operator, rhs) = MatrixFreeOperator::assemble(backend, disc.tables.n_f, &parts)?;
         return Ok((DeviceTraceOperator::MatrixFree(operator), rhs));
     }
     let nf = disc.tables.n_f;
-    let topo = &condensed.topology;
+    let topo = &prep.topology;
     let (n_rows, slots) = (topo.n_rows, topo.slots);
     let pitch = DeviceDbf::<T>::pitch_for(n_rows);
     // Zeros: the padding rows of every plane stay zero; the kernel writes every real row.

@@ -2,7 +2,7 @@
 use std::sync::Arc;
 
 use cust::memory::DeviceBuffer;
-use hdg_core::{CoreError, Discretization, Result};
+use hdg_core::{CoreError, Discretization, HostCondensed, Result};
 
 use crate::design::{Design, Stage};
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
@@ -37,7 +37,6 @@ pub struct DeviceCondensed<T: DeviceReal> {
     pub(crate) recovery_operator: DeviceBuffer<T>,
     /// u0, sector-blocked, value `i`.
     pub(crate) recovery_load: DeviceBuffer<T>,
-    pub(crate) topology: Arc<DeviceTopology<T>>,
     /// Per element: 0, or the failing pivot + 1 (-1 at element 0: a launch configuration error).
     pub(crate) info: DeviceBuffer<i32>,
     /// The failing pivot's value per element.
@@ -51,9 +50,11 @@ pub struct DeviceCondensed<T: DeviceReal> {
 
 impl<T: DeviceReal> DeviceCondensed<T> {
     /// What the matrix-free operator reads (`crate::matrix_free`): K_e, b_e, the Dirichlet
-    /// data and the topology planes, in their device layouts.
-    pub(crate) fn matrix_free_parts(&self) -> CondensedParts<'_, T> {
-        let t = &*self.topology;
+    /// data and the topology planes (of `t`, the prepared topology), in their device layouts.
+    pub(crate) fn matrix_free_parts<'a>(
+        &'a self,
+        t: &'a DeviceTopology<T>,
+    ) -> CondensedParts<'a, T> {
         CondensedParts {
             n_cells: self.n_cells,
             n_rows: t.n_rows,
@@ -96,6 +97,16 @@ impl<T: DeviceReal> DeviceCondensed<T> {
     /// u0 of every element, element-contiguous (`[e * n + i]`).
     pub fn recovery_load_to_host(&self) -> Result<Vec<T>> {
         self.download(&self.recovery_load)
+    }
+
+    /// K_e, b_e, Z and u0 of every element, element-contiguous.
+    pub fn to_host(&self) -> Result<HostCondensed<T>> {
+        Ok(HostCondensed {
+            trace_matrices: self.trace_matrices_to_host()?,
+            trace_loads: self.trace_loads_to_host()?,
+            recovery_operator: self.recovery_operator_to_host()?,
+            recovery_load: self.recovery_load_to_host()?,
+        })
     }
 
     /// Cells.
@@ -202,7 +213,6 @@ impl CudaBackend {
             trace_loads,
             recovery_operator,
             recovery_load,
-            topology: prep.topology.clone(),
             info: self.gpu.zeros::<i32>(n_cells.max(1))?,
             pivots: self.gpu.zeros::<T>(n_cells.max(1))?,
             scratch: None,

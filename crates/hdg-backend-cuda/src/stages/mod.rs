@@ -77,8 +77,8 @@ pub mod prepare;
 pub mod recover;
 
 use hdg_core::{
-    Assembler, Backend, Discretization, ErrorNorms, ExactSolution, HostFields, LocalSolver,
-    Postprocessor, Result,
+    Assembler, Backend, Discretization, ErrorNorms, ExactSolution, HostCondensed, HostFields,
+    LocalSolver, Postprocessor, Result,
 };
 
 use crate::device::{CudaBackend, DeviceReal};
@@ -116,6 +116,10 @@ impl<T: DeviceReal> LocalSolver<T> for CudaBackend {
         recover::recover(self, disc, prep, condensed, trace)
     }
 
+    fn condensed_to_host(&self, condensed: &DeviceCondensed<T>) -> Result<HostCondensed<T>> {
+        condensed.to_host()
+    }
+
     fn fields_to_host(&self, fields: &DeviceFields<T>) -> Result<HostFields<T>> {
         recover::fields_to_host(self, fields)
     }
@@ -127,9 +131,10 @@ impl<T: DeviceReal> Assembler<T> for CudaBackend {
     fn assemble(
         &self,
         disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
         condensed: &DeviceCondensed<T>,
     ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
-        assemble::assemble(self, disc, condensed)
+        assemble::assemble(self, disc, prep, condensed)
     }
 }
 
@@ -143,6 +148,10 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
         fields: &DeviceFields<T>,
     ) -> Result<DevicePostprocessed<T>> {
         postprocess::postprocess(self, disc, prep, fields)
+    }
+
+    fn postprocessed_to_host(&self, post: &DevicePostprocessed<T>) -> Result<Vec<T>> {
+        post.to_host()
     }
 
     fn error_norms(

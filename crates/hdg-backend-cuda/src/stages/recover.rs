@@ -118,7 +118,7 @@ impl CudaBackend {
         }
         let launch = prep.launch_for(Stage::Recover, design)?;
         let (tb, cells) = (prep.tables.addresses(), prep.cells());
-        let topo = &condensed.topology;
+        let topo = &prep.topology;
         let (fi, tr, dir, zp, u0p, up, qp, ip) = (
             address(&topo.free_index),
             trace.address(),

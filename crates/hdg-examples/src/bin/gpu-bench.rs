@@ -251,7 +251,7 @@ fn build(dim: usize, k: usize, dofs: f64) -> Result<DbfMatrix<f64>> {
     let cpu = CpuBackend;
     let prep = cpu.prepare(&disc)?;
     let condensed = cpu.condense(&disc, &prep)?;
-    let (matrix, _rhs) = cpu.assemble(&disc, &condensed)?;
+    let (matrix, _rhs) = cpu.assemble(&disc, &prep, &condensed)?;
     eprintln!(
         "k = {k}: {label} mesh, {} trace unknowns, built on the CPU in {:.1} s",
         matrix.dim(),
@@ -404,8 +404,8 @@ fn build_on_device(
     let condensed = LocalSolver::<f64>::condense(backend, &disc, &prep)?;
     let dbf_backend = backend.clone().with_trace_operator(TraceOperatorKind::Dbf);
     let mf_backend = backend.clone().with_trace_operator(TraceOperatorKind::MatrixFree);
-    let (dbf, _) = Assembler::<f64>::assemble(&dbf_backend, &disc, &condensed)?;
-    let (mf, _) = Assembler::<f64>::assemble(&mf_backend, &disc, &condensed)?;
+    let (dbf, _) = Assembler::<f64>::assemble(&dbf_backend, &disc, &prep, &condensed)?;
+    let (mf, _) = Assembler::<f64>::assemble(&mf_backend, &disc, &prep, &condensed)?;
     backend.synchronize()?;
     eprintln!(
         "k = {k}: {label} mesh, {} cells, {} trace unknowns, built on the device in {:.1} s \
@@ -606,7 +606,7 @@ fn run_multigrid(args: &Args) -> Result<()> {
         let prep = LocalSolver::<f64>::prepare(&backend, &disc)?;
         let condensed = LocalSolver::<f64>::condense(&backend, &disc, &prep)?;
         let dbf_backend = backend.clone().with_trace_operator(TraceOperatorKind::Dbf);
-        let (op, rhs) = Assembler::<f64>::assemble(&dbf_backend, &disc, &condensed)?;
+        let (op, rhs) = Assembler::<f64>::assemble(&dbf_backend, &disc, &prep, &condensed)?;
         drop(condensed);
         let low = DemoteOperator::<CudaBackend>::demote(&op)?;
         let settings = MultigridSettings::auto(mesh.dim(), k);

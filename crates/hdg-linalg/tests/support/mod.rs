@@ -91,7 +91,7 @@ pub fn assemble(disc: &Discretization<'_, f64>) -> (DbfMatrix<f64>, Vec<f64>) {
     let backend = CpuBackend;
     let prep = backend.prepare(disc).unwrap();
     let condensed = backend.condense(disc, &prep).unwrap();
-    backend.assemble(disc, &condensed).unwrap()
+    backend.assemble(disc, &prep, &condensed).unwrap()
 }
 
 /// All eigenvalues of a symmetric operator, ascending (dense, faer).
