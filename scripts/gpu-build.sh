@@ -6,6 +6,7 @@
 #   gpu-tests            crates/hdg-backend-cuda/tests/gpu.rs (CPU-vs-GPU, fixed cases)
 #   matrix-free-tests    crates/hdg-backend-cuda/tests/matrix_free.rs (when that target exists)
 #   cross-backend-tests  tests/tests/cross_backend.rs (CPU-vs-GPU property tests, proptest)
+#   pipeline-tests       tests/tests/pipeline/ (the pipeline tests, each run per backend)
 #   gpu-bench            SpMV benchmark
 #   condense-bench       condensation benchmark (when that target exists)
 #   hdg                  the program, with --backend cuda
@@ -33,7 +34,7 @@ trap 'rm -rf "$artifacts" "$stage"' EXIT
 # One cargo invocation for every target, so that all binaries share one build of
 # hdg-backend-cuda (one feature set: the same kernels in every binary, and nvcc runs once).
 # Targets that other work adds are taken when they are declared.
-targets=(--test gpu --test cross_backend --bin hdg --bin gpu-bench)
+targets=(--test gpu --test cross_backend --test pipeline --bin hdg --bin gpu-bench)
 declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-examples/Cargo.toml; }
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
@@ -45,6 +46,7 @@ cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples
 # (kind, target name) -> packed name; the executables from this build's messages (never a stale
 # binary from an older build lying in target/cuda/release/deps).
 wanted="test:gpu:gpu-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
+test:pipeline:pipeline-tests
 bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:hdg:hdg"
 executables="$(python3 - "$artifacts" <<'EOF'
 import json, sys

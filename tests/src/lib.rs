@@ -1,11 +1,104 @@
-//! Shared helpers of the integration tests: run the whole pipeline on a mesh and hand back
-//! everything a test wants to look at.
+//! Shared helpers of the integration tests: run the whole pipeline on a mesh, on any backend,
+//! and hand back (on the host) everything a test wants to look at.
+//!
+//! The pipeline tests are written once, as functions of a [`BackendKind`], and [`per_backend!`]
+//! makes one test per backend of each (libCEED style): `name::cpu` runs everywhere,
+//! `name::cuda` is `#[ignore]`d, so that it is reported as ignored (never as passed) where no
+//! GPU is asked for, and runs with `--ignored` on a GPU machine (`scripts/gpu-run.sh`). Built
+//! without the `cuda` feature, a CUDA test run with `--ignored` fails and says why.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Discretization, Krylov, PipelineOptions, PipelineOutput, Problem, Real, Silent,
+    solve, Backend, Discretization, HostCsr, HostFields, Krylov, PipelineOptions, PipelineReport,
+    Problem, Real, Result, Silent, TraceOperator, TraceSolver,
 };
-use hdg_linalg::{ConjugateGradient, Preconditioning};
+use hdg_linalg::{ConjugateGradient, DirectCholesky, Preconditioning};
 use hdg_mesh::Mesh;
+
+/// Makes one test per backend of a test written as a function of the backend:
+///
+/// ```ignore
+/// per_backend! {
+///     /// What the test shows.
+///     fn polynomials_are_reproduced(backend) {
+///         let out = backend.run::<f64>(&mesh, &problem, 2);
+///         ...
+///     }
+/// }
+/// ```
+///
+/// gives the tests `polynomials_are_reproduced::cpu` and `polynomials_are_reproduced::cuda`.
+#[macro_export]
+macro_rules! per_backend {
+    ($($(#[$meta:meta])* fn $name:ident($backend:ident) $body:block)*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($backend: $crate::BackendKind) $body
+
+            #[test]
+            fn cpu() {
+                body($crate::BackendKind::Cpu)
+            }
+
+            #[test]
+            #[ignore = "needs a CUDA device and the cuda feature; run with --ignored on a GPU machine"]
+            fn cuda() {
+                body($crate::BackendKind::Cuda)
+            }
+        }
+    )*};
+}
+
+/// A backend the pipeline tests run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// `hdg-backend-cpu`.
+    Cpu,
+    /// `hdg-backend-cuda` on the first device.
+    Cuda,
+}
+
+/// A precision that every backend of this build runs in.
+#[cfg(feature = "cuda")]
+pub trait TestReal: Real + hdg_backend_cuda::DeviceReal {}
+/// A precision that every backend of this build runs in.
+#[cfg(not(feature = "cuda"))]
+pub trait TestReal: Real {}
+impl TestReal for f32 {}
+impl TestReal for f64 {}
+
+/// How a run solves the trace system.
+#[derive(Clone, Debug)]
+pub enum TraceSolve {
+    /// A conjugate gradient method.
+    Cg(ConjugateGradient),
+    /// The sparse direct solve (faster than CG on the small 3D meshes of the tests, and free
+    /// of an iteration tolerance).
+    Direct,
+}
+
+impl TraceSolve {
+    /// Jacobi-preconditioned CG to [`tolerance`], far below discretisation errors.
+    pub fn cg<T: Real>() -> Self {
+        TraceSolve::Cg(ConjugateGradient::new(tolerance::<T>(), 100_000, Preconditioning::Jacobi))
+    }
+}
+
+/// What a run computed, copied to the host.
+pub struct HostRun<T> {
+    /// The pipeline's report (errors, solve, sizes).
+    pub report: PipelineReport,
+    /// Free trace values.
+    pub trace: Vec<T>,
+    /// u_h and q_h, element-contiguous.
+    pub fields: HostFields<T>,
+    /// u*, element-contiguous.
+    pub u_star: Vec<T>,
+    /// The trace matrix and right-hand side, when asked for ([`BackendKind::run_keeping`]).
+    pub operator: Option<(HostCsr, Vec<T>)>,
+}
 
 /// Default tolerance of the trace solve in a precision: far below discretisation errors.
 pub fn tolerance<T: Real>() -> f64 {
@@ -16,26 +109,132 @@ pub fn tolerance<T: Real>() -> f64 {
     }
 }
 
-/// Runs the CPU pipeline, keeping the operator.
-pub fn run_cpu<T: Real>(
+impl BackendKind {
+    /// The highest polynomial order the backend runs.
+    pub fn max_order(self) -> usize {
+        match self {
+            BackendKind::Cpu => hdg_core::MAX_ORDER,
+            BackendKind::Cuda => hdg_backend_cuda::MAX_ELEMENT_ORDER,
+        }
+    }
+
+    /// Runs the pipeline; any error is returned.
+    pub fn try_run<T: TestReal>(
+        self,
+        mesh: &Mesh,
+        problem: &Problem,
+        order: usize,
+        trace_solve: &TraceSolve,
+        keep_operator: bool,
+    ) -> Result<HostRun<T>> {
+        match self {
+            BackendKind::Cpu => {
+                run_on(&CpuBackend, mesh, problem, order, trace_solve, keep_operator)
+            }
+            BackendKind::Cuda => run_on_cuda(mesh, problem, order, trace_solve, keep_operator),
+        }
+    }
+
+    /// Runs the pipeline with [`TraceSolve::cg`]; panics on an error or an unconverged solve.
+    pub fn run<T: TestReal>(self, mesh: &Mesh, problem: &Problem, order: usize) -> HostRun<T> {
+        self.checked(mesh, problem, order, &TraceSolve::cg::<T>(), false)
+    }
+
+    /// As [`BackendKind::run`], keeping the trace matrix and right-hand side.
+    pub fn run_keeping<T: TestReal>(
+        self,
+        mesh: &Mesh,
+        problem: &Problem,
+        order: usize,
+    ) -> HostRun<T> {
+        self.checked(mesh, problem, order, &TraceSolve::cg::<T>(), true)
+    }
+
+    /// Runs the pipeline with the sparse direct trace solve; panics on an error.
+    pub fn run_direct<T: TestReal>(
+        self,
+        mesh: &Mesh,
+        problem: &Problem,
+        order: usize,
+    ) -> HostRun<T> {
+        self.checked(mesh, problem, order, &TraceSolve::Direct, false)
+    }
+
+    fn checked<T: TestReal>(
+        self,
+        mesh: &Mesh,
+        problem: &Problem,
+        order: usize,
+        trace_solve: &TraceSolve,
+        keep_operator: bool,
+    ) -> HostRun<T> {
+        let out = self
+            .try_run::<T>(mesh, problem, order, trace_solve, keep_operator)
+            .unwrap_or_else(|e| panic!("{self:?} pipeline at order {order}: {e}"));
+        assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
+        out
+    }
+}
+
+/// Runs the pipeline on `backend` and copies what it computed to the host.
+fn run_on<T: Real, B: Backend<T>>(
+    backend: &B,
     mesh: &Mesh,
     problem: &Problem,
     order: usize,
-) -> PipelineOutput<T, CpuBackend> {
-    let cg = ConjugateGradient::new(tolerance::<T>(), 100_000, Preconditioning::Jacobi);
-    let options = PipelineOptions { keep_operator: true };
-    let out = solve::<T, CpuBackend>(
-        &CpuBackend,
-        mesh,
-        problem,
-        order,
-        &Krylov(&cg),
-        options,
-        &mut Silent,
-    )
-    .expect("pipeline runs");
-    assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
-    out
+    trace_solve: &TraceSolve,
+    keep_operator: bool,
+) -> Result<HostRun<T>> {
+    let krylov;
+    let solver: &dyn TraceSolver<T, B> = match trace_solve {
+        TraceSolve::Cg(cg) => {
+            krylov = Krylov(cg);
+            &krylov
+        }
+        TraceSolve::Direct => &DirectCholesky,
+    };
+    let options = PipelineOptions { keep_operator };
+    let out = solve::<T, B>(backend, mesh, problem, order, solver, options, &mut Silent)?;
+    let operator = match &out.operator {
+        Some((op, rhs)) => Some((op.to_host_csr()?, backend.to_host(rhs)?)),
+        None => None,
+    };
+    Ok(HostRun {
+        trace: backend.to_host(&out.trace)?,
+        fields: backend.fields_to_host(&out.fields)?,
+        u_star: backend.postprocessed_to_host(&out.postprocessed)?,
+        operator,
+        report: out.report,
+    })
+}
+
+#[cfg(feature = "cuda")]
+fn run_on_cuda<T: TestReal>(
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+    trace_solve: &TraceSolve,
+    keep_operator: bool,
+) -> Result<HostRun<T>> {
+    let backend = hdg_backend_cuda::CudaBackend::new().unwrap_or_else(|e| {
+        panic!("the CUDA variant of this test needs a CUDA device and its driver: {e}")
+    });
+    run_on(&backend, mesh, problem, order, trace_solve, keep_operator)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_on_cuda<T: TestReal>(
+    _mesh: &Mesh,
+    _problem: &Problem,
+    _order: usize,
+    _trace_solve: &TraceSolve,
+    _keep_operator: bool,
+) -> Result<HostRun<T>> {
+    Err(hdg_core::CoreError::Backend(
+        "this test binary was built without the `cuda` feature: build it with \
+         `--features tests/cuda` (scripts/gpu-build.sh does) to run the CUDA variant"
+            .into(),
+    ))
 }
 
 /// The discretization of a run (rebuilt on the host, for diagnostics).
@@ -45,24 +244,4 @@ pub fn discretization<'a, T: Real>(
     order: usize,
 ) -> Discretization<'a, T> {
     Discretization::new(mesh, problem, order).expect("valid discretization")
-}
-
-/// Runs the CPU pipeline with the sparse direct trace solve (faster than CG on the small 3D
-/// meshes of the tests, and free of an iteration tolerance).
-pub fn run_cpu_direct<T: Real>(
-    mesh: &Mesh,
-    problem: &Problem,
-    order: usize,
-) -> PipelineOutput<T, CpuBackend> {
-    let options = PipelineOptions { keep_operator: false };
-    solve::<T, CpuBackend>(
-        &CpuBackend,
-        mesh,
-        problem,
-        order,
-        &hdg_linalg::DirectCholesky,
-        options,
-        &mut Silent,
-    )
-    .expect("pipeline runs")
 }

@@ -1,7 +1,7 @@
 //! Observed rates of convergence over the last two refinements: k+1 for u and q, k+2 for u*.
 use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Diagonal, Mesh};
-use tests::run_cpu;
+use tests::{per_backend, BackendKind};
 
 fn mesh(n: usize, perturbed: bool) -> Mesh {
     let m = generate::unit_square(n, Diagonal::Alternating).unwrap();
@@ -12,14 +12,14 @@ fn mesh(n: usize, perturbed: bool) -> Mesh {
     }
 }
 
-fn check_rates(solution: Manufactured, perturbed: bool) {
+fn check_rates(backend: BackendKind, solution: Manufactured, perturbed: bool) {
     for k in 1..=4usize {
         let sizes: [usize; 3] = if k <= 2 { [8, 16, 32] } else { [4, 8, 16] };
         let errors: Vec<_> = sizes
             .iter()
             .map(|&n| {
                 let problem = Problem::manufactured(solution, 1.0, 0.0);
-                run_cpu::<f64>(&mesh(n, perturbed), &problem, k).report.errors.unwrap()
+                backend.run::<f64>(&mesh(n, perturbed), &problem, k).report.errors.unwrap()
             })
             .collect();
         let rate = |a: f64, b: f64| (a / b).log2();
@@ -36,22 +36,20 @@ fn check_rates(solution: Manufactured, perturbed: bool) {
     }
 }
 
-#[test]
-fn sine_structured() {
-    check_rates(Manufactured::Sine, false);
-}
+per_backend! {
+    fn sine_structured(backend) {
+        check_rates(backend, Manufactured::Sine, false);
+    }
 
-#[test]
-fn sine_perturbed() {
-    check_rates(Manufactured::Sine, true);
-}
+    fn sine_perturbed(backend) {
+        check_rates(backend, Manufactured::Sine, true);
+    }
 
-#[test]
-fn exp_sin_structured() {
-    check_rates(Manufactured::ExpSin, false);
-}
+    fn exp_sin_structured(backend) {
+        check_rates(backend, Manufactured::ExpSin, false);
+    }
 
-#[test]
-fn exp_sin_perturbed() {
-    check_rates(Manufactured::ExpSin, true);
+    fn exp_sin_perturbed(backend) {
+        check_rates(backend, Manufactured::ExpSin, true);
+    }
 }

@@ -1,0 +1,15 @@
+//! The whole pipeline, each test written once and run for every backend ([`tests::per_backend!`]:
+//! `name::cpu` always, `name::cuda` with `--ignored` on a GPU machine).
+//!
+//! - `exactness`: polynomials of degree k are reproduced to round-off (triangles);
+//! - `convergence`: observed rates k+1 (u, q) and k+2 (u*) on triangles;
+//! - `tetrahedra`: exactness, rates and the six face orientations on tetrahedra;
+//! - `structure`: local conservation, a symmetric trace matrix, single-valued fluxes;
+//! - `invariance`: precision and numbering change the answer only by round-off;
+//! - `bad_input`: bad input gives a typed error, never a panic.
+mod bad_input;
+mod convergence;
+mod exactness;
+mod invariance;
+mod structure;
+mod tetrahedra;
