@@ -1,6 +1,9 @@
 //! Vector operations on host vectors, parallel over large vectors: level 1, the solvers'
 //! fusions (one pass, one reduction), batched block Jacobi, and the precision conversions.
-use hdg_core::{BlockOps, CoreError, FusedOps, MixedPrecisionOps, Real, Result, VectorOps};
+use hdg_core::{
+    check_lengths, whole_blocks, BlockOps, CoreError, FusedOps, MixedPrecisionOps, Real, Result,
+    VectorOps,
+};
 use rayon::prelude::*;
 
 use crate::{dense, CpuBackend};
@@ -24,6 +27,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         v.len()
     }
     fn copy(&self, src: &Vec<T>, dst: &mut Vec<T>) -> Result<()> {
+        check_lengths("copy", &[dst.len()], &[src.len()])?;
         dst.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(src.par_iter())
@@ -31,6 +35,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         Ok(())
     }
     fn axpy(&self, alpha: T, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
+        check_lengths("axpy", &[y.len()], &[x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(x.par_iter())
@@ -38,6 +43,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         Ok(())
     }
     fn xpby(&self, x: &Vec<T>, beta: T, y: &mut Vec<T>) -> Result<()> {
+        check_lengths("xpby", &[y.len()], &[x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(x.par_iter())
@@ -45,6 +51,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         Ok(())
     }
     fn dot(&self, x: &Vec<T>, y: &Vec<T>) -> Result<T> {
+        check_lengths("dot", &[x.len()], &[y.len()])?;
         // Partial sums per chunk, then a sum of the partials: deterministic for a given length
         // (chunk boundaries do not depend on the thread count).
         Ok(x.par_chunks(MIN_PARALLEL_CHUNK)
@@ -55,6 +62,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
             .sum())
     }
     fn pointwise_mul(&self, a: &Vec<T>, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
+        check_lengths("pointwise_mul", &[y.len(), y.len()], &[a.len(), x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(a.par_iter().zip(x.par_iter()))
@@ -66,6 +74,7 @@ impl<T: Real> VectorOps<T> for CpuBackend {
         Ok(())
     }
     fn axpby(&self, alpha: T, x: &Vec<T>, beta: T, y: &mut Vec<T>) -> Result<()> {
+        check_lengths("axpby", &[y.len()], &[x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(x.par_iter())
@@ -80,6 +89,10 @@ impl<T: Real> VectorOps<T> for CpuBackend {
 
 impl<T: Real> FusedOps<T> for CpuBackend {
     fn dot_many(&self, pairs: &[(&Vec<T>, &Vec<T>)]) -> Result<Vec<T>> {
+        let n = pairs.first().map_or(0, |(x, _)| x.len());
+        for (x, y) in pairs {
+            check_lengths("dot_many", &[n, n], &[x.len(), y.len()])?;
+        }
         // One pass over each chunk computes every product: one reduction phase for all.
         let len = pairs.first().map_or(0, |(x, _)| x.len());
         let m = pairs.len();
@@ -105,6 +118,8 @@ impl<T: Real> FusedOps<T> for CpuBackend {
         x: &mut Vec<T>,
         r: &mut Vec<T>,
     ) -> Result<T> {
+        let n = x.len();
+        check_lengths("cg_update", &[n, n, n], &[p.len(), ap.len(), r.len()])?;
         let partials: Vec<T> = x
             .par_chunks_mut(MIN_PARALLEL_CHUNK)
             .zip(r.par_chunks_mut(MIN_PARALLEL_CHUNK))
@@ -126,6 +141,7 @@ impl<T: Real> FusedOps<T> for CpuBackend {
 impl<T: Real> BlockOps<T> for CpuBackend {
     fn factor_blocks(&self, blocks: &mut Vec<T>, block_size: usize) -> Result<()> {
         let bsz = block_size * block_size;
+        whole_blocks("factor_blocks", blocks.len(), bsz)?;
         blocks.par_chunks_mut(bsz).enumerate().try_for_each(|(b, block)| {
             dense::cholesky(block_size, block).map_err(|(pivot, value)| {
                 CoreError::Solver(format!(
@@ -145,6 +161,8 @@ impl<T: Real> BlockOps<T> for CpuBackend {
         z: &mut Vec<T>,
     ) -> Result<()> {
         let bsz = block_size * block_size;
+        let n_blocks = whole_blocks("solve_blocks", r.len(), block_size)?;
+        check_lengths("solve_blocks", &[r.len(), n_blocks * bsz], &[z.len(), factors.len()])?;
         z.par_chunks_mut(block_size)
             .zip(r.par_chunks(block_size))
             .zip(factors.par_chunks(bsz))
@@ -160,6 +178,7 @@ impl<T: Real> BlockOps<T> for CpuBackend {
 
 impl MixedPrecisionOps for CpuBackend {
     fn demote(&self, x: &Vec<f64>, y: &mut Vec<f32>) -> Result<()> {
+        check_lengths("demote", &[y.len()], &[x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(x.par_iter())
@@ -167,6 +186,7 @@ impl MixedPrecisionOps for CpuBackend {
         Ok(())
     }
     fn promote_add(&self, x: &Vec<f32>, y: &mut Vec<f64>) -> Result<()> {
+        check_lengths("promote_add", &[y.len()], &[x.len()])?;
         y.par_iter_mut()
             .with_min_len(MIN_PARALLEL_CHUNK)
             .zip(x.par_iter())
@@ -225,6 +245,31 @@ mod tests {
         assert!((z[2] - 1.5).abs() < 1e-15 && (z[3] - 0.8).abs() < 1e-15);
         let mut bad: Vec<f64> = vec![1.0, 2.0, 2.0, 1.0];
         assert!(b.factor_blocks(&mut bad, 2).is_err());
+    }
+
+    /// Vectors of the wrong lengths and blocks that do not tile a vector are errors, never a
+    /// silently truncated result or a panic.
+    #[test]
+    fn mismatched_lengths_and_blocks_are_errors() {
+        let b = CpuBackend;
+        let (x, mut y) = (v(5, |i| i as f64), v(4, |_| 1.0));
+        assert!(VectorOps::<f64>::axpy(&b, 1.0, &x, &mut y).is_err());
+        assert!(VectorOps::<f64>::dot(&b, &x, &y).is_err());
+        assert!(VectorOps::<f64>::copy(&b, &x, &mut y).is_err());
+        assert!(FusedOps::<f64>::dot_many(&b, &[(&x, &x), (&x, &y)]).is_err());
+        let (p, ap, mut r) = (x.clone(), x.clone(), x.clone());
+        assert!(FusedOps::<f64>::cg_update(&b, 1.0, &p, &ap, &mut y, &mut r).is_err());
+        let mut blocks = v(8, |_| 1.0);
+        assert!(BlockOps::<f64>::factor_blocks(&b, &mut blocks, 0).is_err());
+        assert!(BlockOps::<f64>::factor_blocks(&b, &mut blocks, 2).is_err());
+        let mut z = v(4, |_| 0.0);
+        assert!(BlockOps::<f64>::solve_blocks(&b, &blocks, 3, &y, &mut z).is_err());
+        let mut short = v(3, |_| 0.0);
+        assert!(BlockOps::<f64>::solve_blocks(&b, &blocks, 2, &y, &mut short).is_err());
+        assert!(BlockOps::<f64>::solve_blocks(&b, &blocks[..4].to_vec(), 2, &y, &mut z).is_err());
+        BlockOps::<f64>::solve_blocks(&b, &blocks, 2, &y, &mut z).expect("2 blocks of 2");
+        let mut low = vec![0.0f32; 3];
+        assert!(b.demote(&x, &mut low).is_err());
     }
 
     #[test]

@@ -165,6 +165,18 @@ pub fn check_lengths(what: &str, expected: &[usize], got: &[usize]) -> Result<()
     })
 }
 
+/// The number of whole blocks of `block_len` entries in a vector of `len` entries ([`BlockOps`]),
+/// or the error of a vector that is not whole blocks, or of an empty block.
+pub fn whole_blocks(what: &str, len: usize, block_len: usize) -> Result<usize> {
+    if block_len == 0 || !len.is_multiple_of(block_len) {
+        return Err(CoreError::InvalidParameter {
+            name: "block size",
+            reason: format!("{what}: {len} entries are not whole blocks of {block_len} entries"),
+        });
+    }
+    Ok(len / block_len)
+}
+
 /// Stage "trace solve": the assembled (or matrix-free) global trace operator, Dirichlet unknowns
 /// eliminated, applied to a backend vector.
 pub trait TraceOperator<T: Real>: Sync {

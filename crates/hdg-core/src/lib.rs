@@ -33,10 +33,10 @@ pub mod topology;
 
 pub use auxiliary::VertexSpace;
 pub use backend::{
-    check_lengths, Assembler, Backend, BlockOps, DemoteOperator, ErrorNorms, FusedOps,
-    HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver, MixedPrecisionOps,
-    MultigridOps, Postprocessor, Preconditioner, SolveReport, TraceOperator, TraceSolver,
-    VectorOps,
+    check_lengths, whole_blocks, Assembler, Backend, BlockOps, DemoteOperator, ErrorNorms,
+    FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
+    MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner, SolveReport, TraceOperator,
+    TraceSolver, VectorOps,
 };
 pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};

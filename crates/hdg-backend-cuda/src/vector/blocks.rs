@@ -1,7 +1,7 @@
 //! Block Jacobi on the device: batched Cholesky factorisation and inversion of the diagonal
 //! blocks, and the block solve (unrolled for the block sizes of `crate::block_sizes`).
 use cust::memory::CopyDestination;
-use hdg_core::{check_lengths, BlockOps, CoreError, Result};
+use hdg_core::{check_lengths, whole_blocks, BlockOps, CoreError, Result};
 
 use super::DeviceVector;
 use crate::design::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
@@ -10,16 +10,7 @@ use crate::device::{address, arg, cuda_error, elementwise_blocks, CudaBackend, D
 impl<T: DeviceReal> BlockOps<T> for CudaBackend {
     fn factor_blocks(&self, blocks: &mut DeviceVector<T>, block_size: usize) -> Result<()> {
         let bsz = block_size * block_size;
-        if block_size == 0 || !blocks.len().is_multiple_of(bsz) {
-            return Err(CoreError::InvalidParameter {
-                name: "block size",
-                reason: format!(
-                    "{} entries are not whole {block_size}x{block_size} blocks",
-                    blocks.len()
-                ),
-            });
-        }
-        let n_blocks = blocks.len() / bsz;
+        let n_blocks = whole_blocks("factor_blocks", blocks.len(), bsz)?;
         if n_blocks == 0 {
             return Ok(());
         }
@@ -61,19 +52,9 @@ impl<T: DeviceReal> BlockOps<T> for CudaBackend {
         r: &DeviceVector<T>,
         z: &mut DeviceVector<T>,
     ) -> Result<()> {
-        check_lengths("solve_blocks", &[r.len()], &[z.len()])?;
-        if block_size == 0 || !r.len().is_multiple_of(block_size) {
-            return Err(CoreError::InvalidParameter {
-                name: "block size",
-                reason: format!("{} entries are not whole blocks of {block_size}", r.len()),
-            });
-        }
-        let n_blocks = r.len() / block_size;
-        check_lengths(
-            "solve_blocks factors",
-            &[n_blocks * block_size * block_size],
-            &[factors.len()],
-        )?;
+        let n_blocks = whole_blocks("solve_blocks", r.len(), block_size)?;
+        let bsz = block_size * block_size;
+        check_lengths("solve_blocks", &[r.len(), n_blocks * bsz], &[z.len(), factors.len()])?;
         if n_blocks == 0 {
             return Ok(());
         }
