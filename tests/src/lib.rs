@@ -8,8 +8,8 @@
 //! without the `cuda` feature, a CUDA test run with `--ignored` fails and says why.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Backend, Discretization, HostCsr, HostFields, Krylov, PipelineOptions, PipelineReport,
-    Problem, Real, Result, Silent, TraceOperator, TraceSolver,
+    solve, Backend, Discretization, ErrorNorms, HostCsr, HostFields, Krylov, PipelineOptions,
+    PipelineReport, Problem, Real, Result, Silent, TraceOperator, TraceSolver,
 };
 use hdg_linalg::{ConjugateGradient, DirectCholesky, Preconditioning};
 use hdg_mesh::Mesh;
@@ -235,6 +235,19 @@ fn run_on_cuda<T: TestReal>(
          `--features tests/cuda` (scripts/gpu-build.sh does) to run the CUDA variant"
             .into(),
     ))
+}
+
+/// Asserts the rates of convergence observed between a mesh and its refinement (h halved) at
+/// order k: k+1 for u and q, k+2 for u*, each within 0.2.
+pub fn assert_rates(label: &str, k: usize, coarse: ErrorNorms, fine: ErrorNorms) {
+    let rate = |a: f64, b: f64| (a / b).log2();
+    let (c, f) = (coarse, fine);
+    let rates = [rate(c.u, f.u), rate(c.q, f.q), rate(c.u_star, f.u_star)];
+    println!("{label} k={k}: errors {f:?} rates {rates:?}");
+    let expect = [k as f64 + 1.0, k as f64 + 1.0, k as f64 + 2.0];
+    for (name, (r, e)) in ["u", "q", "u*"].iter().zip(rates.iter().zip(expect)) {
+        assert!((r - e).abs() <= 0.2, "{label} k={k}: rate of {name} is {r:.3}, expected {e}");
+    }
 }
 
 /// The discretization of a run (rebuilt on the host, for diagnostics).

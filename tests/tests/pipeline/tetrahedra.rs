@@ -4,7 +4,7 @@ use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Mesh};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use tests::{per_backend, BackendKind};
+use tests::{assert_rates, per_backend, BackendKind};
 
 fn cube(n: usize, perturbation: f64, seed: u64) -> Mesh {
     let mesh = generate::unit_cube(n).unwrap();
@@ -39,18 +39,7 @@ fn check_rates(backend: BackendKind, solution: Manufactured, perturbation: f64) 
                     .unwrap()
             })
             .collect();
-        let rate = |a: f64, b: f64| (a / b).log2();
-        let (c, f) = (errors[1], errors[2]);
-        let rates = [rate(c.u, f.u), rate(c.q, f.q), rate(c.u_star, f.u_star)];
-        println!("{solution:?} perturbation {perturbation} k={k}: errors {f:?} rates {rates:?}");
-        let expect = [k as f64 + 1.0, k as f64 + 1.0, k as f64 + 2.0];
-        for (name, (r, e)) in ["u", "q", "u*"].iter().zip(rates.iter().zip(expect)) {
-            assert!(
-                (r - e).abs() <= 0.2,
-                "{solution:?} perturbation {perturbation} k={k}: rate of {name} is {r:.3}, \
-                 expected {e}"
-            );
-        }
+        assert_rates(&format!("{solution:?} perturbation {perturbation}"), k, errors[1], errors[2]);
     }
 }
 
