@@ -1,8 +1,8 @@
 // The BORDERED design of the condensation (one thread block per element, a persistent grid),
 // the design for the mid and high orders: every phase keeps all warps busy, with one or two
 // barriers per NB columns instead of one per column, and no thread walks a whole column alone.
-// Loaded by src/element_kernels.rs as a module of its own; src/design.rs chooses it and mirrors
-// the sizes below.
+// Loaded by src/element_kernels.rs; src/design.rs chooses it and its launch, from the table of
+// src/element_instances.rs, from which build.rs generates the instantiations at the end.
 //
 // The algebra. The element's condensation needs, with W = [P | F] (n x (nl + 1)):
 //     L = chol(S),  Y = W^T L^-T,  K_e = A - Y Y^T (its last row: b_e),  [Z | u0] = L^-T Y^T.
@@ -31,23 +31,22 @@
 //      the warps in RW groups; group g takes the chunks g, g + RW, ..., its warps the columns
 //      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
 //      bank conflict; the panel values of the thread's rows stay in registers for all its
-//      columns); barrier. Or (LEFT, on sm_80 and later, where measured faster: tetrahedra at
-//      k = 5..7 in f64, 6..8 in f32) left-looking on the tensor cores (MmaTile: f64, or f32
-//      as 3xTF32), 8 columns per step: the block column takes the updates of all the columns
-//      left of it at once (M x 8 mma tiles, the sums in registers, each entry read and
+//      columns); barrier. Or (LEFT, on sm_80 and later, where the table says so)
+//      left-looking on the tensor cores (MmaTile: f64, or f32 as 3xTF32), 8 columns per
+//      step: the block column takes the updates of all the columns left of it at once
+//      (M x 8 mma tiles, the sums in registers, each entry read and
 //      written once per step instead of once per step of every column left of it), warp 0
 //      factors the diagonal block, one thread per row the panel below it; three barriers per
 //      step.
 //   3. K_e = A - Y Y^T and b_e (row nl). On sm_80 and later, in f64 and in f32 where the
 //      factorisation is LEFT, on the tensor cores: warp tasks of M x 8 tiles at or below the
 //      diagonal, k-steps of K columns of Y (every fragment value one shared-memory read, the
-//      A fragment split once for all the task's tiles); in f64 1.2x to 1.3x over the
-//      CUDA-core path below at k = 2..5 on an H200, where that path's broadcast reads of Y
-//      were a fifth of all instructions. Elsewhere (older GPUs; f32 right-looking): warp w
-//      takes TR rows at a time, lane
-//      l the columns l, l + 32, ... at or below the diagonal, the sums in registers over j < n
-//      (broadcast reads of the rows, consecutive reads of the columns). Both: A formed on the
-//      fly from the tables; K_e written to both triangles, so it is exactly symmetric.
+//      A fragment split once for all the task's tiles; the CUDA-core path's broadcast reads
+//      of Y cost more). Elsewhere (older GPUs; f32 right-looking): warp w takes TR rows at a
+//      time, lane l the columns l, l + 32, ... at or below the diagonal, the sums in
+//      registers over j < n (broadcast reads of the rows, consecutive reads of the columns).
+//      Both: A formed on the fly from the tables; K_e written to both triangles, so it is
+//      exactly symmetric.
 //   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: the panel columns come in
 //      32-column chunks, group g takes the chunks g, g + RW, ...; every warp of the group
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
@@ -60,19 +59,25 @@
 // registers (G = 1; a warp's 32 values of one element fall in 8 cache lines), or, with G > 1,
 // staged for G = 32 / sizeof(T) consecutive elements (one block of the layout), condensed one
 // after the other by the block, and written out as one contiguous range (where one store per
-// value would touch a sector per value). The staging area is
-// in shared memory, or (GLOBAL_STAGE) the block's own G OUT values of the global scratch
-// (`scratch`, grid x G x OUT values): written and read back by the same block within a few
-// microseconds, it stays in L2, costs no shared memory and so no occupancy.
+// value would touch a sector per value). The staging area is in shared memory, or
+// (GLOBAL_STAGE) the block's own G OUT values of the global scratch (`scratch`, grid x G x
+// OUT values): written and read back by the same block within a few microseconds, it stays in
+// L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
-// Launched with any multiple of 32 threads (up to the launch bound: 512 in f32 and for the
-// f64 tetrahedron at k = 7 and 8, else 256 in f64; when RW does not divide the warps, one group);
-// checks its dynamic shared memory.
+// Launched with any multiple of 32 threads up to its launch bound (when RW does not divide the
+// warps, one group); checks its dynamic shared memory.
 //
-// Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
-// f64 tetrahedron at k = 8 in two passes; src/design.rs falls back to the block design's global
+// The kernel: condense_bordered below drives the phases, the member functions of
+// BorderedCondensation (one per step above, inlined).
+//
+// Names (src/element_kernels.rs: the scheme): condense_bordered_{f32,f64}_{tri,tet}{K}, for
+// triangles and tetrahedra at the orders of the table (the f64 tetrahedron at k = 8 in two
+// passes; src/design.rs falls back to the block design's global
 // panel where even that does not fit, as on an A100's 163 KB).
 #include "block_common.cuh"
+#ifndef HDG_EMULATION  // the emulation defines BORDERED_SLACK and instantiates its own kernels
+#include "element_instances.cuh"  // generated by build.rs from src/element_instances.rs
+#endif
 
 // Tensor-core tiles (sm_80 and later; the host emulation supplies the products): one warp-wide
 // D = A B + C of an M x K tile A, a K x 8 tile B and an M x 8 tile C, every lane holding AV
@@ -264,14 +269,15 @@ __host__ __device__ constexpr int bordered_outputs() {
     return NL * NL + NL + N * NL + N;
 }
 
-// Values of slack at the end of the shared memory: the tensor-core tiles read whole tiles of
-// rows (up to 15 past the last row of the last column), whose extra rows only reach entries
-// that are not written back; the slack keeps those reads inside the allocation.
-constexpr int BORDERED_SLACK = 16;
+// BORDERED_SLACK (src/element_instances.rs): values of slack at the end of the shared memory,
+// which the tensor-core tiles read into (whole tiles of rows, up to M - 1 past the last row of
+// the last column; those extra rows only reach entries that are not written back).
+static_assert(BORDERED_SLACK >= MmaTile<f32>::M - 1 && BORDERED_SLACK >= MmaTile<f64>::M - 1,
+              "the slack must cover a tile's rows past the end");
 
-// Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
-// the trapezoid (n columns of order R = n + nl + 1), dinv (n), with G > 1 the staged outputs
-// of G elements, and the slack.
+// Bytes of dynamic shared memory of the bordered condensation (what src/design.rs launches it
+// with; shared_memory_ok catches a disagreement): the trapezoid (n columns of order
+// R = n + nl + 1), dinv (n), with G > 1 the staged outputs of G elements, and the slack.
 template <typename T, int N, int NL, int G, int PW = NL + 1>
 __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
     return (u64)sizeof(T) * ((u64)N * (N + PW) - (u64)N * (N - 1) / 2 + N +
@@ -976,80 +982,14 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 }
 
 #ifndef HDG_EMULATION
-// Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task,
-// the launch bounds (max threads: 512 in f32, 256 in f64, whose register tiles are twice as
-// large, but for the tetrahedron at k = 7; and where given, the minimum of resident blocks,
-// which caps the registers), G elements
-// per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory, and
-// the factorisation: right-looking (RIGHT) or, in f64 where the GPU has tensor cores,
-// left-looking on them (LEFT).
-#define SMEM false
-#define GMEM true
-#define RIGHT false
-#define LEFT true
-#define BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, PW)              \
-    extern "C" __global__ void __launch_bounds__ BOUNDS                                            \
-        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,        \
-                                          T* u0_out, int* info, T* pv, T* scratch) {               \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE, FACTOR, PW>(     \
-            tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                                \
+// Instantiations: one per row of the table in src/element_instances.rs (BorderedTuning there
+// says what each parameter tunes; BENCHMARKS.md has the measurements behind the choices).
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)              \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                        \
+        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
+                                          T* u0_out, int* info, T* pv, T* scratch) {           \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, GLOBAL_STAGE, LEFT, \
+                          PW>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);          \
     }
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR)                           \
-    BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, 0)
-
-// Per order: (NB, RW, TR, bounds, G, staging, factorisation), measured on an H200
-// (src/design.rs mirrors the launch: bordered_threads, bordered_output_group). Triangles:
-// (4, 1), TR = 8 in f32, 4 in f64, direct stores, right-looking. Tetrahedra: one warp group
-// but for f32 at k = 8 and f64 at k = 6 and 8 (two: 1.08x at f32 k = 8; one group is 1.12x at
-// f32 k = 7 and 1.05x to 1.08x at f64 k = 5, 7); at k = 2 the outputs of a sector's worth of
-// elements staged in shared memory;
-// at k = 3..5 (and 6 in f32) staged in a global scratch per block, with the registers capped
-// (the bounds' minimum of resident blocks; some spill, and still win) so that more blocks
-// are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
-// LEFT (the factorisation, K_e and, with it, the back substitution on the tensor cores)
-// where it measured faster (1e5 cells, H200, twice, against right-looking): f64 k = 5 (1.15x
-// with the factorisation alone; the back substitution's turn was 0.97x to 1.0x), 6 (1.16x: 58.2 against 67.9 ms), 7 (1.10x);
-// f32 k = 6 (1.03x: 51.4 against 53.2 ms), 7 (1.26x: 87.6 against 110.7), 8 (1.54x: 200.2
-// against 308.6). Not at f64 k = 4 (0.83x), f32 k = 4, 5 (0.77x, 0.86x), nor (measured with
-// the factorisation alone) at k = 2, 3 or on triangles. With LEFT, NB, RW and TR set only
-// the CUDA-core paths, which those kernels do not take on sm_80 and later.
-// The f64 tetrahedron at k = 7 (one block per SM: 197 KB of shared memory) runs 16 warps: its
-// time was latency (8 warps, 0.26 eligible per scheduler, ncu); 512 threads under (512)
-// bounds (128 registers, 4 bytes spilled) are 1.26x over 256 (146.6 against 185.3 ms, 1e5
-// cells, H200, twice); 640 and 768 threads spill (1.08x slower), one group beats two or four
-// (156, 165 ms), and f64 k = 6 gains nothing from it (75 to 89 ms against 68).
-// The f32 tetrahedron at k = 8 (right-looking): TR = 4 was 1.03x over 8 (308.8 against
-// 317.4 ms, twice); 640 to 1024 threads were slower with every RW and TR tried (338 to 510).
-// The f64 tetrahedron at k = 8 (BORDERED_PASSES, PW the panel columns per pass): two passes of
-// 91 columns, LEFT, 512 threads (28 bytes spilled): 333.6 ms for 1e5 cells on an H200, against
-// 360.1 with 384 threads, 477.9 with 256, and 871.4 for the block design's global panel it
-// replaces.
-#define BORDERED_TRI(T, TR, BOUNDS)                                                                \
-    BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 3, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 4, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 5, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 6, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 7, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 8, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)
-
-BORDERED_TRI(f32, 8, (512))
-BORDERED(f32, Tet, tet, 1, 4, 1, 8, (512), 1, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, LEFT)
-BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, LEFT)
-BORDERED(f32, Tet, tet, 8, 8, 2, 4, (512), 1, SMEM, LEFT)
-BORDERED_TRI(f64, 4, (256))
-BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
-BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
-BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, LEFT)
-BORDERED(f64, Tet, tet, 7, 8, 1, 4, (512), 1, SMEM, LEFT)
-BORDERED_PASSES(f64, Tet, tet, 8, 8, 1, 4, (512), 1, SMEM, LEFT, 91)
+FOR_EACH_BORDERED(BORDERED)
 #endif  // HDG_EMULATION
