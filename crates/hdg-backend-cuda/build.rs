@@ -15,6 +15,9 @@ use std::process::Command;
 #[path = "src/block_sizes.rs"]
 #[allow(dead_code)]
 mod block_sizes;
+#[path = "src/element_instances.rs"]
+#[allow(dead_code)]
+mod element_instances;
 
 /// The targets: (output file suffix, nvcc output kind, nvcc -arch value).
 const TARGETS: [(&str, &str, &str); 2] =
@@ -47,11 +50,17 @@ fn main() {
     for source in &sources {
         println!("cargo:rerun-if-changed={}", source.display());
     }
-    // The kernels' block-size instantiation lists, from the one Rust source of those sizes.
-    let generated = block_sizes_header();
-    std::fs::write(out_dir.join("block_sizes.cuh"), &generated)
-        .unwrap_or_else(|e| panic!("cannot write block_sizes.cuh: {e}"));
+    // The kernels' instantiation lists, from the Rust sources of those facts.
+    let generated = [
+        ("block_sizes.cuh", block_sizes_header()),
+        ("element_instances.cuh", element_instances_header()),
+    ];
+    for (name, text) in &generated {
+        std::fs::write(out_dir.join(name), text)
+            .unwrap_or_else(|e| panic!("cannot write {name}: {e}"));
+    }
     println!("cargo:rerun-if-changed=src/block_sizes.rs");
+    println!("cargo:rerun-if-changed=src/element_instances.rs");
     // Every (file, target) pair is an independent nvcc run: run them side by side (the element
     // kernels' SASS alone takes minutes of ptxas). No -lineinfo: it doubles the embedded
     // images, and every binary that links this crate carries them.
@@ -67,28 +76,31 @@ fn main() {
             })
         })
         .collect();
-    // The headers every kernel file may include: part of every job's fingerprint.
-    let headers: Vec<u8> = sources
+    // Every header by name (kernels/*.cuh and the generated ones), for the fingerprints.
+    let mut headers: std::collections::HashMap<String, Vec<u8>> = sources
         .iter()
         .filter(|p| p.extension().is_some_and(|x| x == "cuh"))
-        .flat_map(|p| {
-            std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+        .map(|p| {
+            let name = p.file_name().expect("a header has a name").to_string_lossy().into_owned();
+            (name, std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display())))
         })
-        .chain(generated.into_bytes())
         .collect();
+    headers.extend(generated.into_iter().map(|(name, text)| (name.to_owned(), text.into_bytes())));
     let nvcc_version =
         Command::new(&nvcc).arg("--version").output().map(|o| o.stdout).unwrap_or_default();
     std::thread::scope(|scope| {
         let handles: Vec<_> = jobs
             .iter()
-            // A job whose inputs (source, headers, target, nvcc) are those of the output already
-            // in OUT_DIR is skipped: cargo reruns this script when any kernel file changes, and
-            // recompiling the unchanged element kernels costs minutes of ptxas.
+            // A job whose inputs (source, the headers it includes, target, nvcc) are those of the
+            // output already in OUT_DIR is skipped: cargo reruns this script when any kernel file
+            // changes, and recompiling an unchanged kernel file can cost minutes of ptxas.
             .filter_map(|job| {
                 let (source, kind, arch, output_path) = job;
                 let mut inputs = std::fs::read(source)
                     .unwrap_or_else(|e| panic!("cannot read {}: {e}", source.display()));
-                inputs.extend_from_slice(&headers);
+                for header in included_headers(&inputs, &headers) {
+                    inputs.extend_from_slice(&headers[header]);
+                }
                 inputs.extend_from_slice(format!("{kind} {arch} -O3 -std=c++17").as_bytes());
                 inputs.extend_from_slice(&nvcc_version);
                 let fingerprint = format!("{:016x}", fnv1a(&inputs));
@@ -147,6 +159,79 @@ fn block_sizes_header() -> String {
         list(&mut (1..=block_sizes::MAX_BLOCK_SIZE)),
         list(&mut block_sizes::TETRAHEDRON_BLOCK_SIZES.into_iter()),
     )
+}
+
+/// `element_instances.cuh`: the compiled orders and the bordered condensation's table.
+/// `FOR_EACH_ELEMENT_ORDER(X, ...)` expands to `X(..., 1) .. X(..., MAX)`,
+/// `FOR_EACH_THREAD_TETRAHEDRON_ORDER(X, ...)` to the thread design's tetrahedron orders, and
+/// `FOR_EACH_BORDERED(X)` to `X(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)`
+/// per row of the table (PW 0: the whole panel in one pass).
+fn element_instances_header() -> String {
+    use element_instances::{OutputStaging, BORDERED, BORDERED_SLACK};
+    let orders = |max: usize| {
+        (1..=max).map(|k| format!("X(__VA_ARGS__, {k})")).collect::<Vec<_>>().join(" ")
+    };
+    let bordered: Vec<String> = BORDERED
+        .iter()
+        .map(|t| {
+            let cell = match t.cell {
+                "tri" => "Tri",
+                "tet" => "Tet",
+                other => panic!("element_instances.rs: unknown cell {other}"),
+            };
+            let bounds = match t.min_blocks {
+                0 => format!("({})", t.max_threads),
+                blocks => format!("({}, {blocks})", t.max_threads),
+            };
+            format!(
+                "    X({}, {cell}, {}, {}, {}, {}, {}, {bounds}, {}, {}, {}, {})",
+                t.precision,
+                t.cell,
+                t.k,
+                t.step_columns,
+                t.warp_groups,
+                t.gram_rows,
+                t.output_group(),
+                t.staging == OutputStaging::Global,
+                t.left_looking,
+                t.panel_columns.unwrap_or(0),
+            )
+        })
+        .collect();
+    format!(
+        "// Generated by build.rs from src/element_instances.rs: do not edit.\n#pragma once\n\
+         #define FOR_EACH_ELEMENT_ORDER(X, ...) {}\n\
+         #define FOR_EACH_THREAD_TETRAHEDRON_ORDER(X, ...) {}\n\
+         #define BORDERED_SLACK {BORDERED_SLACK}\n\
+         #define FOR_EACH_BORDERED(X) \\\n{}\n",
+        orders(element_instances::MAX_ELEMENT_ORDER),
+        orders(element_instances::MAX_THREAD_ORDER_TETRAHEDRON),
+        bordered.join(" \\\n"),
+    )
+}
+
+/// The headers (by name, among `headers`) that a kernel file includes, directly or through
+/// other headers.
+fn included_headers<'a>(
+    source: &[u8],
+    headers: &'a std::collections::HashMap<String, Vec<u8>>,
+) -> Vec<&'a str> {
+    let mut found: Vec<&'a str> = Vec::new();
+    let mut pending = vec![source];
+    while let Some(text) = pending.pop() {
+        for line in String::from_utf8_lossy(text).lines() {
+            let Some(rest) = line.trim_start().strip_prefix("#include \"") else { continue };
+            let Some(name) = rest.split('"').next() else { continue };
+            if let Some((key, bytes)) = headers.get_key_value(name) {
+                if !found.contains(&key.as_str()) {
+                    found.push(key.as_str());
+                    pending.push(bytes);
+                }
+            }
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 /// nvcc from HDG_NVCC, PATH, or the default CUDA install.

@@ -1,9 +1,11 @@
 // The DBF assembly of the CUDA backend (dbf.rs: assemble), for triangles and tetrahedra,
 // orders k = 1..=8: one thread per block row, writing the DeviceDbf layout directly.
 //
-// The condensation, recovery and postprocessing kernels are in element_kernels.cu (loaded by
-// src/element_kernels.rs with their own launch configurations); this file is loaded by
-// device.rs with the other fixed-configuration kernels (256 threads, no dynamic shared memory).
+// The condensation, recovery and postprocessing kernels are in condense.cu,
+// condense_bordered.cu, recover.cu and postprocess.cu (loaded by src/element_kernels.rs with
+// their own launch configurations); this file is loaded by device.rs with the other
+// fixed-configuration kernels (256 threads, no dynamic shared memory). Kernel names:
+// dbf_assemble_{f32,f64}_{tri,tet}{K} (src/element_kernels.rs: the scheme).
 //
 // The kernel mirrors dbf::assemble operation for operation, in the same order (slot 0: side 0
 // then side 1 added to zero; the right-hand side: b_e of side 0, of side 1, then the Dirichlet
@@ -107,26 +109,19 @@ __device__ void assemble(u64 n_rows, u64 pitch, unsigned slots, u64 n_cells,
 }
 
 #ifndef HDG_EMULATION  // the host emulation instantiates what it checks itself
-#define ASSEMBLY_KERNEL(T, CELL, K, SUFFIX)                                                     \
-    extern "C" __global__ void dbf_assemble_##T##_k##K##SUFFIX(                                 \
+// Instantiations: n_f = CELL::nf(K) for every order of src/element_instances.rs.
+#include "element_instances.cuh"
+
+#define ASSEMBLY_KERNEL(T, CELL, NAME, K)                                                       \
+    extern "C" __global__ void dbf_assemble_##T##_##NAME##K(                                    \
         u64 n_rows, u64 pitch, unsigned slots, u64 n_cells, AssemblyTopology t, const T* k,    \
         const T* b, const T* dir, T* values, unsigned* columns, T* rhs) {                      \
         assemble<CELL, T, CELL::nf(K)>(n_rows, pitch, slots, n_cells, t, k, b, dir, values,    \
                                        columns, rhs);                                          \
     }
 
-#define ASSEMBLY_ORDERS(T, CELL, SUFFIX)                                                        \
-    ASSEMBLY_KERNEL(T, CELL, 1, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 2, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 3, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 4, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 5, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 6, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 7, SUFFIX)                                                         \
-    ASSEMBLY_KERNEL(T, CELL, 8, SUFFIX)
-
-ASSEMBLY_ORDERS(f32, Tri, )
-ASSEMBLY_ORDERS(f64, Tri, )
-ASSEMBLY_ORDERS(f32, Tet, _tet)
-ASSEMBLY_ORDERS(f64, Tet, _tet)
+FOR_EACH_ELEMENT_ORDER(ASSEMBLY_KERNEL, f32, Tri, tri)
+FOR_EACH_ELEMENT_ORDER(ASSEMBLY_KERNEL, f64, Tri, tri)
+FOR_EACH_ELEMENT_ORDER(ASSEMBLY_KERNEL, f32, Tet, tet)
+FOR_EACH_ELEMENT_ORDER(ASSEMBLY_KERNEL, f64, Tet, tet)
 #endif  // HDG_EMULATION

@@ -1,7 +1,7 @@
-// What the block-design kernels share (kernels/element_kernels.cu: the block condensation,
-// recovery and postprocessing; kernels/condense_bordered.cu: the bordered condensation): packed
-// triangle indexing, the shared-memory check of a launch, and the per-element scalars of the
-// condensation. Every block kernel is called by all threads of its block.
+// What the block-design kernels share (condense.cu, recover.cu, postprocess.cu: the block
+// designs; condense_bordered.cu: the bordered condensation): packed triangle indexing, the
+// shared-memory check of a launch, and the per-element scalars of the condensation (and of the
+// recovery and postprocessing). Every block kernel is called by all threads of its block.
 #pragma once
 #include "element_common.cuh"
 
@@ -115,5 +115,34 @@ struct CondenseCoefficients {
         T v = coef_a[f][h] * gtg[m * NF + l];
         if (a == b) v += coef_face[f];
         return v;
+    }
+};
+
+// Per-element scalars of the block recovery and postprocessing.
+template <class C, typename T>
+struct LocalCoefficients {
+    T det;
+    T kappa;
+    T jinv[C::DIM * C::DIM];
+    T fj[C::NFACES];
+    T nrm[C::NFACES * C::DIM];
+    T metric_b[C::DIM * C::DIM];  // B_st
+    int orient[C::NFACES];
+    T fail_value;
+
+    __device__ void load(const Cells& c, u64 e) {
+        const u64 nc = c.n_cells;
+        Geometry<C, T> g;
+        g.load(ptr<T>(c.geometry), nc, e);
+        det = g.det;
+        kappa = ptr<T>(c.kappa)[e];
+        for (int v = 0; v < C::DIM * C::DIM; ++v) jinv[v] = g.jinv[v];
+        metric<C::DIM>(g.jinv, metric_b);
+        for (int f = 0; f < C::NFACES; ++f) {
+            fj[f] = g.fj[f];
+            orient[f] = ptr<unsigned char>(c.orientations)[f * nc + e];
+        }
+        for (int v = 0; v < C::NFACES * C::DIM; ++v) nrm[v] = g.nrm[v];
+        fail_value = T(0);
     }
 };

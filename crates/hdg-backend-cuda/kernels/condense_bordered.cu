@@ -1,8 +1,8 @@
 // The BORDERED design of the condensation (one thread block per element, a persistent grid),
 // the design for the mid and high orders: every phase keeps all warps busy, with one or two
 // barriers per NB columns instead of one per column, and no thread walks a whole column alone.
-// Loaded by src/element_kernels.rs as a module of its own; src/design.rs chooses it and mirrors
-// the sizes below.
+// Loaded by src/element_kernels.rs; src/design.rs chooses it and its launch, from the table of
+// src/element_instances.rs, from which build.rs generates the instantiations at the end.
 //
 // The algebra. The element's condensation needs, with W = [P | F] (n x (nl + 1)):
 //     L = chol(S),  Y = W^T L^-T,  K_e = A - Y Y^T (its last row: b_e),  [Z | u0] = L^-T Y^T.
@@ -31,23 +31,22 @@
 //      the warps in RW groups; group g takes the chunks g, g + RW, ..., its warps the columns
 //      in turn, lane l row l of each chunk (a warp reads consecutive rows of one column: no
 //      bank conflict; the panel values of the thread's rows stay in registers for all its
-//      columns); barrier. Or (LEFT, on sm_80 and later, where measured faster: tetrahedra at
-//      k = 5..7 in f64, 6..8 in f32) left-looking on the tensor cores (MmaTile: f64, or f32
-//      as 3xTF32), 8 columns per step: the block column takes the updates of all the columns
-//      left of it at once (M x 8 mma tiles, the sums in registers, each entry read and
+//      columns); barrier. Or (LEFT, on sm_80 and later, where the table says so)
+//      left-looking on the tensor cores (MmaTile: f64, or f32 as 3xTF32), 8 columns per
+//      step: the block column takes the updates of all the columns left of it at once
+//      (M x 8 mma tiles, the sums in registers, each entry read and
 //      written once per step instead of once per step of every column left of it), warp 0
 //      factors the diagonal block, one thread per row the panel below it; three barriers per
 //      step.
 //   3. K_e = A - Y Y^T and b_e (row nl). On sm_80 and later, in f64 and in f32 where the
 //      factorisation is LEFT, on the tensor cores: warp tasks of M x 8 tiles at or below the
 //      diagonal, k-steps of K columns of Y (every fragment value one shared-memory read, the
-//      A fragment split once for all the task's tiles); in f64 1.2x to 1.3x over the
-//      CUDA-core path below at k = 2..5 on an H200, where that path's broadcast reads of Y
-//      were a fifth of all instructions. Elsewhere (older GPUs; f32 right-looking): warp w
-//      takes TR rows at a time, lane
-//      l the columns l, l + 32, ... at or below the diagonal, the sums in registers over j < n
-//      (broadcast reads of the rows, consecutive reads of the columns). Both: A formed on the
-//      fly from the tables; K_e written to both triangles, so it is exactly symmetric.
+//      A fragment split once for all the task's tiles; the CUDA-core path's broadcast reads
+//      of Y cost more). Elsewhere (older GPUs; f32 right-looking): warp w takes TR rows at a
+//      time, lane l the columns l, l + 32, ... at or below the diagonal, the sums in
+//      registers over j < n (broadcast reads of the rows, consecutive reads of the columns).
+//      Both: A formed on the fly from the tables; K_e written to both triangles, so it is
+//      exactly symmetric.
 //   4. [Z | u0] = L^-T Y^T, blocked from the last NB rows up: the panel columns come in
 //      32-column chunks, group g takes the chunks g, g + RW, ...; every warp of the group
 //      solves the NB x NB diagonal block for those columns in registers (the same numbers in
@@ -60,19 +59,25 @@
 // registers (G = 1; a warp's 32 values of one element fall in 8 cache lines), or, with G > 1,
 // staged for G = 32 / sizeof(T) consecutive elements (one block of the layout), condensed one
 // after the other by the block, and written out as one contiguous range (where one store per
-// value would touch a sector per value). The staging area is
-// in shared memory, or (GLOBAL_STAGE) the block's own G OUT values of the global scratch
-// (`scratch`, grid x G x OUT values): written and read back by the same block within a few
-// microseconds, it stays in L2, costs no shared memory and so no occupancy.
+// value would touch a sector per value). The staging area is in shared memory, or
+// (GLOBAL_STAGE) the block's own G OUT values of the global scratch (`scratch`, grid x G x
+// OUT values): written and read back by the same block within a few microseconds, it stays in
+// L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
-// Launched with any multiple of 32 threads (up to the launch bound: 512 in f32 and for the
-// f64 tetrahedron at k = 7 and 8, else 256 in f64; when RW does not divide the warps, one group);
-// checks its dynamic shared memory.
+// Launched with any multiple of 32 threads up to its launch bound (when RW does not divide the
+// warps, one group); checks its dynamic shared memory.
 //
-// Names: condense_bordered_{f32,f64}_{tri,tet}{K}, for triangles and tetrahedra k = 1..8 (the
-// f64 tetrahedron at k = 8 in two passes; src/design.rs falls back to the block design's global
+// The kernel: condense_bordered below drives the phases, the member functions of
+// BorderedCondensation (one per step above, inlined).
+//
+// Names (src/element_kernels.rs: the scheme): condense_bordered_{f32,f64}_{tri,tet}{K}, for
+// triangles and tetrahedra at the orders of the table (the f64 tetrahedron at k = 8 in two
+// passes; src/design.rs falls back to the block design's global
 // panel where even that does not fit, as on an A100's 163 KB).
 #include "block_common.cuh"
+#ifndef HDG_EMULATION  // the emulation defines BORDERED_SLACK and instantiates its own kernels
+#include "element_instances.cuh"  // generated by build.rs from src/element_instances.rs
+#endif
 
 // Tensor-core tiles (sm_80 and later; the host emulation supplies the products): one warp-wide
 // D = A B + C of an M x K tile A, a K x 8 tile B and an M x 8 tile C, every lane holding AV
@@ -264,82 +269,88 @@ __host__ __device__ constexpr int bordered_outputs() {
     return NL * NL + NL + N * NL + N;
 }
 
-// Values of slack at the end of the shared memory: the tensor-core tiles read whole tiles of
-// rows (up to 15 past the last row of the last column), whose extra rows only reach entries
-// that are not written back; the slack keeps those reads inside the allocation.
-constexpr int BORDERED_SLACK = 16;
+// BORDERED_SLACK (src/element_instances.rs): values of slack at the end of the shared memory,
+// which the tensor-core tiles read into (whole tiles of rows, up to M - 1 past the last row of
+// the last column; those extra rows only reach entries that are not written back).
+static_assert(BORDERED_SLACK >= MmaTile<f32>::M - 1 && BORDERED_SLACK >= MmaTile<f64>::M - 1,
+              "the slack must cover a tile's rows past the end");
 
-// Bytes of dynamic shared memory of the bordered condensation (src/design.rs mirrors this):
-// the trapezoid (n columns of order R = n + nl + 1), dinv (n), with G > 1 the staged outputs
-// of G elements, and the slack.
+// Bytes of dynamic shared memory of the bordered condensation (what src/design.rs launches it
+// with; shared_memory_ok catches a disagreement): the trapezoid (n columns of order
+// R = n + nl + 1), dinv (n), with G > 1 the staged outputs of G elements, and the slack.
 template <typename T, int N, int NL, int G, int PW = NL + 1>
 __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
     return (u64)sizeof(T) * ((u64)N * (N + PW) - (u64)N * (N - 1) / 2 + N +
                              (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
 }
 
+// One thread's view of the bordered condensation of one kernel (the template parameters: a
+// row of src/element_instances.rs) and its phases, the numbered steps at the top of this file.
+// Every thread of the block holds one (its indices, the layout of the shared memory) and calls
+// every phase; the phases are inlined into the kernel, so the register tiles of each stay in
+// registers.
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT, int CH = 0>
-__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
-                                  T* __restrict__ b_out, T* __restrict__ z_out,
-                                  T* __restrict__ u0_out, int* __restrict__ info,
-                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
-    constexpr int F = C::NFACES;
-    constexpr int NL = F * NF;
-    constexpr int LD = NL + 1;  // columns of W: P (NL), then F
+          bool LEFT, int CH>
+struct BorderedCondensation {
+    static constexpr int F = C::NFACES;
+    static constexpr int NL = F * NF;
+    static constexpr int LD = NL + 1;  // columns of W: P (NL), then F
     // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
-    constexpr int PW = CH > 0 && CH < LD ? CH : LD;
-    constexpr int PASSES = (LD + PW - 1) / PW;
+    static constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    static constexpr int PASSES = (LD + PW - 1) / PW;
     static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
-    constexpr int R = N + PW;   // order of the bordered matrix (of one pass)
-    constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
-    constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
-    constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
-    constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
-    constexpr int OUT = bordered_outputs<N, NL>();
-    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
-    constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G, PW>(), info)) return;
-    HDG_DYNAMIC_SHARED(smem_raw);
-    T* a = reinterpret_cast<T*>(smem_raw);
-    T* dinv = a + (N * R - N * (N - 1) / 2);
+    static constexpr int R = N + PW;              // order of the bordered matrix (of one pass)
+    static constexpr int PM = (R + 31) / 32;      // 32-row chunks of the bordered matrix
+    static constexpr int PMW = (PM + RW - 1) / RW;  // chunks per row group (trailing update)
+    static constexpr int QA = (PW + 31) / 32;     // 32-column chunks of the panel (steps 3, 4)
+    static constexpr int QAW = (QA + RW - 1) / RW;  // chunks per column group (step 4)
+    static constexpr int OUT = bordered_outputs<N, NL>();
+    static constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
+    static constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
+
+    const Tables& tb;
+    const Cells& c;
+    CondenseCoefficients<C, T>& cf;
+    // The first n columns of the bordered matrix (a) and 1 / L(j, j) (dinv) in shared memory.
+    T* a;
+    T* dinv;
     // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
     // or in the block's own G OUT values of the global scratch.
-    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
+    T* stage;
     // PASSES > 1: Y of the passes before the last, in the block's own part of the global
     // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
     // j PW + r), read back by the Gram products of the later passes while still in L2.
-    T* y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
-    __shared__ CondenseCoefficients<C, T> cf;
-
-    const int tid = threadIdx.x;
-    const int nt = blockDim.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int warps = nt >> 5;
+    T* y_saved;
+    int tid, nt, lane, warp, warps;
     // Warp groups of steps 2c and 4: RW groups (of rows, of panel columns) when the warps
     // divide evenly, else one; each group's warps share out the columns (rows) cyclically.
-    const int groups = (warps % RW == 0) ? RW : 1;
-    const int group = warp % groups;
-    const int member = warp / groups;
-    const int members = warps / groups;
-    const u64 nc = c.n_cells;
-    const T* fk = ptr<T>(c.load);
+    int groups, group, member, members;
+    u64 nc;
+    const T* fk;
 
-    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
-    const u64 n_groups = (nc + G - 1) / G;
-    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
-    for (int gi = 0; gi < G; ++gi) {
-        const u64 e = group_index * G + gi;
-        if (e >= nc) break;  // the same for every thread
-        T* st = stage + gi * OUT;
-        if (tid == 0) cf.load(c, e);
-        __syncthreads();
-        int bad = 0;
-        T bad_value = T(0);
-    // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1 of W.
-    for (int pass = 0; pass < PASSES; ++pass) {
-        const int c0 = pass * PW;
+    __device__ __forceinline__ BorderedCondensation(const Tables& tb_, const Cells& c_,
+                                                    CondenseCoefficients<C, T>& cf_, T* smem,
+                                                    T* scratch)
+        : tb(tb_), c(c_), cf(cf_) {
+        a = smem;
+        dinv = a + (N * R - N * (N - 1) / 2);
+        stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
+        y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
+        tid = threadIdx.x;
+        nt = blockDim.x;
+        lane = tid & 31;
+        warp = tid >> 5;
+        warps = nt >> 5;
+        groups = (warps % RW == 0) ? RW : 1;
+        group = warp % groups;
+        member = warp / groups;
+        members = warps / groups;
+        nc = c.n_cells;
+        fk = ptr<T>(c.load);
+    }
+
+    // 1. The pass's columns c0.. of the bordered matrix of element e, formed from the tables.
+    __device__ __forceinline__ void form(int pass, int c0, u64 e) const {
 
         // 1. S (rows i >= j of column j; the first pass) and W^T (rows n + r of column j).
         // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
@@ -355,8 +366,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             }
         }
         // W^T, the pass's columns: those of P (consecutive threads take consecutive entries of
-        // a row of W^T; one loop for P alone measured 1.01x to 1.02x over one for all of W at
-        // k = 6..8), then F, and zero past it.
+        // a row of W^T; one loop for P alone measured faster than one for all of W), then F,
+        // and zero past it.
         {
             const int np = NL - c0 < PW ? NL - c0 : PW;  // columns of P in this pass
 #pragma unroll 2
@@ -373,121 +384,124 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             }
         }
         __syncthreads();
+    }
 
-        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time; in
-        // the later passes L is known and only the panel's rows are solved (Y = W^T L^-T).
-        if constexpr (LEFT && HDG_HAS_MMA) {
-            // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
-            // as 3xTF32): (1) the block column takes the updates of all the columns left of it
-            // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
-            // (each entry read and written once per step, where the right-looking update below
-            // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
-            // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
-            using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M;
-            __shared__ int bad_shared;
-            __shared__ T bad_value_shared;
-            for (int jb = 0; jb < N; jb += LB) {
-                const int nb = N - jb < LB ? N - jb : LB;
-                // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
-                // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
-                // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
-                // Later passes: the panel's rows only.
-                if (jb > 0) {
-                    const int first_row = pass > 0 ? N : jb;
-                    const int tiles = (R - first_row + TM - 1) / TM;
-                    for (int I = warp; I < tiles; I += warps) {
-                        const int i0 = first_row + TM * I;
-                        typename Mma::Acc acc[2];
+    // 2, on the tensor cores. bad: 0, or the failing pivot + 1 (its value in bad_value).
+    __device__ __forceinline__ void factor_left_looking(int pass, int& bad, T& bad_value) const {
+        // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
+        // as 3xTF32): (1) the block column takes the updates of all the columns left of it
+        // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
+        // (each entry read and written once per step, where the right-looking update below
+        // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
+        // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
+        using Mma = MmaTile<T>;
+        constexpr int LB = 8, TM = Mma::M;
+        __shared__ int bad_shared;
+        __shared__ T bad_value_shared;
+        for (int jb = 0; jb < N; jb += LB) {
+            const int nb = N - jb < LB ? N - jb : LB;
+            // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
+            // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
+            // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
+            // Later passes: the panel's rows only.
+            if (jb > 0) {
+                const int first_row = pass > 0 ? N : jb;
+                const int tiles = (R - first_row + TM - 1) / TM;
+                for (int I = warp; I < tiles; I += warps) {
+                    const int i0 = first_row + TM * I;
+                    typename Mma::Acc acc[2];
 #pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v) {
-                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                            const bool mine = c < jb + nb && i >= c && i < R;
-                            Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
-                            Mma::set(acc[1], v, T(0));
-                        }
-                        // Rows past R read on into the next columns (k < jb < n): they only
-                        // reach rows of C that are not written back.
-                        mma_steps<T>(
-                            acc, lane, 0, jb,
-                            [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
-                            [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
-#pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v) {
-                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                            if (c < jb + nb && i >= c && i < R)
-                                a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
-                        }
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                        const bool mine = c < jb + nb && i >= c && i < R;
+                        Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
+                        Mma::set(acc[1], v, T(0));
                     }
-                    __syncthreads();
-                }
-                // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
-                // rank-1 update of the rest of the block one entry per lane.
-                if (warp == 0 && pass == 0) {
-                    int wbad = 0;
-                    T wbad_value = T(0);
-                    for (int s = 0; s < nb; ++s) {
-                        T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
-                        const T d = cs[s];
-                        if (!(d > T(0))) {
-                            wbad = jb + s + 1;
-                            wbad_value = d;
-                            break;
-                        }
-                        // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
-                        const T inv = rsqrt(d);
-                        const T piv = d * inv;
-                        __syncwarp();
-                        if (lane == 0) {
-                            cs[s] = piv;
-                            dinv[jb + s] = inv;
-                        }
-                        if (lane > s && lane < nb) cs[lane] *= inv;
-                        __syncwarp();
-                        const int m = nb - 1 - s;
-                        if (lane < m * (m + 1) / 2) {
-                            int rr, qq;
-                            packed_row_col(lane, rr, qq);
-                            const int r = s + 1 + rr, q = s + 1 + qq;
-                            T* cq = a + col_start(R, jb + q) - q;
-                            cq[r] = fmad(-cs[r], cs[q], cq[r]);
-                        }
-                        __syncwarp();
-                    }
-                    if (lane == 0) {
-                        bad_shared = wbad;
-                        bad_value_shared = wbad_value;
-                    }
-                }
-                __syncthreads();
-                if (pass == 0) {
-                    bad = bad_shared;
-                    bad_value = bad_value_shared;
-                }
-                if (bad) break;  // the same decision in every thread
-                // (3) The rows below the block (later passes: the panel's): x L_d^T =
-                // a(i, jb..jb+nb-1).
-                for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
-                    T x[LB];
+                    // Rows past R read on into the next columns (k < jb < n): they only
+                    // reach rows of C that are not written back.
+                    mma_steps<T>(
+                        acc, lane, 0, jb,
+                        [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
+                        [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
 #pragma unroll
-                    for (int s = 0; s < LB; ++s) {
-                        if (s < nb) {
-                            const T* cs = a + col_start(R, jb + s) - s;
-                            T* p = a + col_start(R, jb + s) + i - jb - s;
-                            T v = *p;
-#pragma unroll
-                            for (int q = 0; q < s; ++q) {
-                                const T* cq = a + col_start(R, jb + q) - q;
-                                v = fmad(-x[q], cq[s], v);
-                            }
-                            x[s] = v * dinv[jb + s];
-                            *p = x[s];
-                        }
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                        if (c < jb + nb && i >= c && i < R)
+                            a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
                     }
                 }
                 __syncthreads();
             }
-        } else
+            // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
+            // rank-1 update of the rest of the block one entry per lane.
+            if (warp == 0 && pass == 0) {
+                int wbad = 0;
+                T wbad_value = T(0);
+                for (int s = 0; s < nb; ++s) {
+                    T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
+                    const T d = cs[s];
+                    if (!(d > T(0))) {
+                        wbad = jb + s + 1;
+                        wbad_value = d;
+                        break;
+                    }
+                    // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
+                    const T inv = rsqrt(d);
+                    const T piv = d * inv;
+                    __syncwarp();
+                    if (lane == 0) {
+                        cs[s] = piv;
+                        dinv[jb + s] = inv;
+                    }
+                    if (lane > s && lane < nb) cs[lane] *= inv;
+                    __syncwarp();
+                    const int m = nb - 1 - s;
+                    if (lane < m * (m + 1) / 2) {
+                        int rr, qq;
+                        packed_row_col(lane, rr, qq);
+                        const int r = s + 1 + rr, q = s + 1 + qq;
+                        T* cq = a + col_start(R, jb + q) - q;
+                        cq[r] = fmad(-cs[r], cs[q], cq[r]);
+                    }
+                    __syncwarp();
+                }
+                if (lane == 0) {
+                    bad_shared = wbad;
+                    bad_value_shared = wbad_value;
+                }
+            }
+            __syncthreads();
+            if (pass == 0) {
+                bad = bad_shared;
+                bad_value = bad_value_shared;
+            }
+            if (bad) break;  // the same decision in every thread
+            // (3) The rows below the block (later passes: the panel's): x L_d^T =
+            // a(i, jb..jb+nb-1).
+            for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
+                T x[LB];
+#pragma unroll
+                for (int s = 0; s < LB; ++s) {
+                    if (s < nb) {
+                        const T* cs = a + col_start(R, jb + s) - s;
+                        T* p = a + col_start(R, jb + s) + i - jb - s;
+                        T v = *p;
+#pragma unroll
+                        for (int q = 0; q < s; ++q) {
+                            const T* cq = a + col_start(R, jb + q) - q;
+                            v = fmad(-x[q], cq[s], v);
+                        }
+                        x[s] = v * dinv[jb + s];
+                        *p = x[s];
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+
+    // 2, on the CUDA cores (as factor_left_looking).
+    __device__ __forceinline__ void factor_right_looking(int pass, int& bad, T& bad_value) const {
         for (int jb = 0; jb < N; jb += NB) {
             const int nb = N - jb < NB ? N - jb : NB;
             const int r0 = jb + nb;  // first row (and column) below the block
@@ -509,8 +523,8 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         bad = jb + s + 1;
                         bad_value = d;
                     }
-                    // f32: 1 / sqrt(d) to 2 ulp in one step (1.01x to 1.07x at k = 2..8 on an
-                    // H200); f64 keeps the correctly rounded root and quotient.
+                    // f32: 1 / sqrt(d) to 2 ulp in one step (measured faster); f64 keeps the
+                    // correctly rounded root and quotient.
                     T piv, inv;
                     if constexpr (sizeof(T) == 4) {
                         inv = rsqrt(d);
@@ -597,39 +611,14 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             }
             __syncthreads();
         }
-        if (bad) {
-            if (tid == 0) {
-                info[e] = bad;
-                pivot_value[e] = bad_value;
-            }
-            __syncthreads();
-            break;
-        }
+    }
 
-        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
-        // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
-        // earlier pass (read back from y_saved; this pass's go there first, if a later one
-        // needs them).
-        // The entry (a, b) of the result, sum = (Y Y^T)(a, b), goes out here: K_e(a, b) =
-        // A(a, b) - sum to both triangles, b_e(b) = sum on row nl.
-        auto gram_out = [&](int ar, int b, T sum) {
-            if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
-            if (ar == NL) {
-                if constexpr (G > 1)
-                    st[OFF_B + b] = sum;
-                else
-                    b_out[condensed_at<T>(NL, b, e)] = sum;
-            } else {
-                const T v = cf.template trace<NF>(tb, ar, b) - sum;
-                if constexpr (G > 1) {
-                    st[ar * NL + b] = v;
-                    st[b * NL + ar] = v;
-                } else {
-                    k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
-                    if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
-                }
-            }
-        };
+    // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
+    // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
+    // earlier pass (read back from y_saved; this pass's go there first, if a later one needs
+    // them); gram_out(a, b, sum) takes the entry (a, b) of Y Y^T out.
+    template <class GramOut>
+    __device__ __forceinline__ void gram(int pass, int c0, GramOut gram_out) const {
         if (pass + 1 < PASSES) {
             T* ys = y_saved + (u64)pass * PW * N;
             for (int t = tid; t < N * PW; t += nt) {
@@ -640,301 +629,293 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         }
         // The block of rows r of pass rp (this one: here) with the columns s of this pass.
         for (int rp = 0; rp <= pass; ++rp) {
-        const bool here = rp == pass;
-        const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
-        // The block's (r, s) out: at or below the diagonal of this pass's own block (the
-        // entries of K_e at or above it come with the row), as (c0 + s, rp PW + r) with an
-        // earlier pass's rows (which come first).
-        auto block_out = [&](int r, int s, T sum) {
-            if (r >= PW || s >= PW) return;
-            if (here)
-                gram_out(c0 + r, c0 + s, sum);
-            else
-                gram_out(c0 + s, rp * PW + r, sum);
-        };
-        if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
-            // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
-            // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
-            // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
-            // row I, up to JC of its column tiles (JC accumulators). Lane l reads its A
-            // fragment from rows M I.. of the rows' Y (from global memory for an earlier
-            // pass's rows; reading the next k-step's ahead measured no faster there, and 1.02x
-            // to 1.08x slower from shared memory), its B fragments (B = Y^T) from rows 8 J..
-            // (every value one read).
-            using Mma = MmaTile<T>;
-            constexpr int TM = Mma::M, TK = Mma::K;
-            constexpr int TROWS = (PW + TM - 1) / TM, TCOLS = (PW + 7) / 8;
-            constexpr int JC = TCOLS < 8 ? TCOLS : 8;
-            // Column tiles of tile row I: those at or below the diagonal, within the matrix.
-            auto row_tiles = [&](int I) {
-                const int c = (TM * (I + 1) - 1) / 8 + 1;
-                return c < TCOLS && here ? c : TCOLS;
+            const bool here = rp == pass;
+            const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
+            // The block's (r, s) out: at or below the diagonal of this pass's own block (the
+            // entries of K_e at or above it come with the row), as (c0 + s, rp PW + r) with an
+            // earlier pass's rows (which come first).
+            auto block_out = [&](int r, int s, T sum) {
+                if (r >= PW || s >= PW) return;
+                if (here)
+                    gram_out(c0 + r, c0 + s, sum);
+                else
+                    gram_out(c0 + s, rp * PW + r, sum);
             };
-            // A(r, j), j < k-step end: Y(r, j), zero for j >= n (the last k-step reads column
-            // n - 1). This pass's rows past PW read on past the column (into the next one,
-            // dinv, or the slack at the end): they only reach entries that are not written;
-            // an earlier pass's are zero.
-            auto load_a = [&](T (&fa)[Mma::AV], int j0, int I) {
+            if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
+                // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
+                // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
+                // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
+                // row I, up to JC of its column tiles (JC accumulators). Lane l reads its A
+                // fragment from rows M I.. of the rows' Y (from global memory for an earlier
+                // pass's rows; reading the next k-step's ahead measured no faster there, and
+                // slower from shared memory), its B fragments (B = Y^T) from rows 8 J..
+                // (every value one read).
+                using Mma = MmaTile<T>;
+                constexpr int TM = Mma::M, TK = Mma::K;
+                constexpr int TROWS = (PW + TM - 1) / TM, TCOLS = (PW + 7) / 8;
+                constexpr int JC = TCOLS < 8 ? TCOLS : 8;
+                // Column tiles of tile row I: those at or below the diagonal, within the matrix.
+                auto row_tiles = [&](int I) {
+                    const int c = (TM * (I + 1) - 1) / 8 + 1;
+                    return c < TCOLS && here ? c : TCOLS;
+                };
+                // A(r, j), j < k-step end: Y(r, j), zero for j >= n (the last k-step reads column
+                // n - 1). This pass's rows past PW read on past the column (into the next one,
+                // dinv, or the slack at the end): they only reach entries that are not written;
+                // an earlier pass's are zero.
+                auto load_a = [&](T (&fa)[Mma::AV], int j0, int I) {
 #pragma unroll
-                for (int v = 0; v < Mma::AV; ++v) {
-                    const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
-                    const int r = TM * I + Mma::a_row(lane, v);
-                    T x;
-                    if (here)
-                        x = a[col_start(R, jc) + N - jc + r];
-                    else
-                        x = r < PW ? ys[jc * PW + r] : T(0);
-                    fa[v] = j < N ? x : T(0);
-                }
-            };
-            int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
-            for (int skip = warp; skip > 0; --skip) {
-                J0 += JC;
-                if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
-            }
-            while (I < TROWS) {
-                const int jend = row_tiles(I);
-                typename Mma::Acc acc[JC];
-#pragma unroll
-                for (int t = 0; t < JC; ++t)
-#pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
-                for (int j0 = 0; j0 < N; j0 += TK) {
-                    T fa[Mma::AV];
-                    load_a(fa, j0, I);
-                    const typename Mma::FragA fra = Mma::frag_a(fa);
-#pragma unroll
-                    for (int t = 0; t < JC; ++t) {
-                        const int J = J0 + t;
-                        if (J < jend) {  // the same in every lane
-                            T fb[Mma::BV];
-#pragma unroll
-                            for (int v = 0; v < Mma::BV; ++v) {
-                                const int j = j0 + Mma::b_k(lane, v), jc = j < N ? j : N - 1;
-                                fb[v] = a[col_start(R, jc) + N - jc + 8 * J + Mma::b_n(lane, v)];
-                            }
-                            Mma::mma(acc[t], fra, Mma::frag_b(fb));
-                        }
+                    for (int v = 0; v < Mma::AV; ++v) {
+                        const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
+                        const int r = TM * I + Mma::a_row(lane, v);
+                        T x;
+                        if (here)
+                            x = a[col_start(R, jc) + N - jc + r];
+                        else
+                            x = r < PW ? ys[jc * PW + r] : T(0);
+                        fa[v] = j < N ? x : T(0);
                     }
-                }
-#pragma unroll
-                for (int t = 0; t < JC; ++t) {
-                    const int J = J0 + t;
-                    if (J < jend) {
-#pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v)
-                            block_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
-                                      Mma::get(acc[t], v));
-                    }
-                }
-                for (int skip = warps; skip > 0; --skip) {
+                };
+                int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
+                for (int skip = warp; skip > 0; --skip) {
                     J0 += JC;
                     if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
                 }
-            }
-        } else {
-            // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
-            constexpr int NRB = (PW + TR - 1) / TR;
-            for (int rb = warp; rb < NRB; rb += warps) {
-                const int a0 = rb * TR;
-                // Columns b < bmax: in this pass's own block those of P at or below the
-                // diagonal; with an earlier pass's rows all (they are the rows of K_e and b_e).
-                const int smax = NL - c0 < PW ? NL - c0 : PW;
-                const int bmax = !here ? PW : a0 + TR < smax ? a0 + TR : smax;
-                const int qmax = (bmax + 31) / 32;
-                T acc[TR][QA];
+                while (I < TROWS) {
+                    const int jend = row_tiles(I);
+                    typename Mma::Acc acc[JC];
 #pragma unroll
-                for (int r = 0; r < TR; ++r)
+                    for (int t = 0; t < JC; ++t)
 #pragma unroll
-                    for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
-#pragma unroll 2
-                for (int j = 0; j < N; ++j) {
-                    const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) of this pass
-                    T ya[TR];
+                        for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
+                    for (int j0 = 0; j0 < N; j0 += TK) {
+                        T fa[Mma::AV];
+                        load_a(fa, j0, I);
+                        const typename Mma::FragA fra = Mma::frag_a(fa);
+#pragma unroll
+                        for (int t = 0; t < JC; ++t) {
+                            const int J = J0 + t;
+                            if (J < jend) {  // the same in every lane
+                                T fb[Mma::BV];
+#pragma unroll
+                                for (int v = 0; v < Mma::BV; ++v) {
+                                    const int j = j0 + Mma::b_k(lane, v), jc = j < N ? j : N - 1;
+                                    fb[v] = a[col_start(R, jc) + N - jc + 8 * J + Mma::b_n(lane, v)];
+                                }
+                                Mma::mma(acc[t], fra, Mma::frag_b(fb));
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int t = 0; t < JC; ++t) {
+                        const int J = J0 + t;
+                        if (J < jend) {
+#pragma unroll
+                            for (int v = 0; v < Mma::CV; ++v)
+                                block_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
+                                          Mma::get(acc[t], v));
+                        }
+                    }
+                    for (int skip = warps; skip > 0; --skip) {
+                        J0 += JC;
+                        if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
+                    }
+                }
+            } else {
+                // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
+                constexpr int NRB = (PW + TR - 1) / TR;
+                for (int rb = warp; rb < NRB; rb += warps) {
+                    const int a0 = rb * TR;
+                    // Columns b < bmax: in this pass's own block those of P at or below the
+                    // diagonal; with an earlier pass's rows all (they are the rows of K_e and b_e).
+                    const int smax = NL - c0 < PW ? NL - c0 : PW;
+                    const int bmax = !here ? PW : a0 + TR < smax ? a0 + TR : smax;
+                    const int qmax = (bmax + 31) / 32;
+                    T acc[TR][QA];
 #pragma unroll
                     for (int r = 0; r < TR; ++r)
-                        ya[r] = a0 + r >= PW ? T(0) : here ? y[a0 + r] : ys[j * PW + a0 + r];
 #pragma unroll
-                    for (int q = 0; q < QA; ++q) {
-                        const int b = lane + 32 * q;
-                        if (q < qmax) {
-                            const T yb = (b < PW) ? y[b] : T(0);
+                        for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
+#pragma unroll 2
+                    for (int j = 0; j < N; ++j) {
+                        const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) of this pass
+                        T ya[TR];
 #pragma unroll
-                            for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
+                        for (int r = 0; r < TR; ++r)
+                            ya[r] = a0 + r >= PW ? T(0) : here ? y[a0 + r] : ys[j * PW + a0 + r];
+#pragma unroll
+                        for (int q = 0; q < QA; ++q) {
+                            const int b = lane + 32 * q;
+                            if (q < qmax) {
+                                const T yb = (b < PW) ? y[b] : T(0);
+#pragma unroll
+                                for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
+                            }
                         }
                     }
+#pragma unroll
+                    for (int r = 0; r < TR; ++r)
+#pragma unroll
+                        for (int q = 0; q < QA; ++q)
+                            if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
                 }
-#pragma unroll
-                for (int r = 0; r < TR; ++r)
-#pragma unroll
-                    for (int q = 0; q < QA; ++q)
-                        if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
             }
-        }
         }  // rp
         __syncthreads();
+    }
 
-        // Z(row, col) (col < nl) and u0(row) (col = nl) out, for the pass's column r (col =
-        // c0 + r): staged (G > 1) or straight.
-        auto z_write = [&](int row, int r, T v) {
-            const int col = c0 + r;
-            if (r >= PW) return;
-            if constexpr (G > 1) {
-                if (col < NL)
-                    st[OFF_Z + row * NL + col] = v;
-                else if (col == NL)
-                    st[OFF_U0 + row] = v;
-            } else if (col < NL) {
-                z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
-            } else if (col == NL) {
-                u0_out[condensed_at<T>(N, row, e)] = v;
-            }
-        };
-        if constexpr (LEFT && HDG_HAS_MMA) {
-            // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
-            // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
-            // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
-            // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
-            // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
-            // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
-            // c of its tile, from the last row up, in place and out (col: the pass's panel
-            // columns). A warp reads only its own
-            // columns of Y and Z and the finished L: no barriers (the right-looking path below
-            // needs one per block).
-            using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M;
-            constexpr int TILES = (PW + TM - 1) / TM;
-            for (int I = warp; I < TILES; I += warps) {
-                const int t0 = TM * I;
-                for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
-                    const int nb = N - jb < LB ? N - jb : LB;
-                    typename Mma::Acc acc[2];
+    // 4, on the tensor cores; z_write(row, r, value) takes Z(row, c0 + r) (or u0) out.
+    template <class ZWrite>
+    __device__ __forceinline__ void back_substitute_left_looking(ZWrite z_write) const {
+        // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
+        // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
+        // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
+        // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
+        // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
+        // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
+        // c of its tile, from the last row up, in place and out (col: the pass's panel
+        // columns). A warp reads only its own
+        // columns of Y and Z and the finished L: no barriers (the right-looking path below
+        // needs one per block).
+        using Mma = MmaTile<T>;
+        constexpr int LB = 8, TM = Mma::M;
+        constexpr int TILES = (PW + TM - 1) / TM;
+        for (int I = warp; I < TILES; I += warps) {
+            const int t0 = TM * I;
+            for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
+                const int nb = N - jb < LB ? N - jb : LB;
+                typename Mma::Acc acc[2];
 #pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                        const int at = col_start(R, jb + s) + N - jb - s + col;
-                        Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
-                        Mma::set(acc[1], v, T(0));
-                    }
-                    // Every block with rows below it has nb = LB. Rows r >= n (the last
-                    // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
-                    // there: finite). Columns past the pass's read on past the column: only
-                    // rows of C that are not written.
-                    mma_steps<T>(
-                        acc, lane, jb + nb, N,
-                        [&](int r, int col) {
-                            const int rc = r < N ? r : N - 1;
-                            const T x = a[col_start(R, rc) + N - rc + t0 + col];
-                            return r < N ? x : T(0);
-                        },
-                        [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
-#pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                        if (col < PW && s < nb)
-                            a[col_start(R, jb + s) + N - jb - s + col] =
-                                Mma::get(acc[0], v) + Mma::get(acc[1], v);
-                    }
-                    __syncwarp();
-                    const int col = t0 + lane;
-                    if (lane < TM && col < PW) {
-                        T z[LB];
-#pragma unroll
-                        for (int s = 0; s < LB; ++s)
-                            z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
-#pragma unroll
-                        for (int s = LB - 1; s >= 0; --s) {
-                            if (s < nb) {
-                                const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
-#pragma unroll
-                                for (int t = s + 1; t < LB; ++t)
-                                    if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
-                                z[s] *= dinv[jb + s];
-                                a[col_start(R, jb + s) + N - jb - s + col] = z[s];
-                                z_write(jb + s, col, z[s]);
-                            }
-                        }
-                    }
-                    __syncwarp();
+                for (int v = 0; v < Mma::CV; ++v) {
+                    const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                    const int at = col_start(R, jb + s) + N - jb - s + col;
+                    Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
+                    Mma::set(acc[1], v, T(0));
                 }
-            }
-            __syncthreads();
-        } else {
-            // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
-            // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
-            // l column l of each), its warps the rows above the block.
-            {
-                constexpr int NBLK = (N + NB - 1) / NB;
-                for (int blk = NBLK - 1; blk >= 0; --blk) {
-                    const int jb = blk * NB;
-                    const int nb = N - jb < NB ? N - jb : NB;
-                    for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
-                        T z[QAW][NB];
-    #pragma unroll
-                        for (int q = 0; q < QAW; ++q) {
-                            const int col = 32 * (group + groups * (u0 + q)) + lane;
-    #pragma unroll
-                            for (int s = 0; s < NB; ++s)
-                                z[q][s] = (col < PW && s < nb)
-                                              ? a[col_start(R, jb + s) + N + col - jb - s]
-                                              : T(0);
-                        }
-                        // The diagonal block: L_d^T z = y, from its last row up.
-    #pragma unroll
-                        for (int s = NB - 1; s >= 0; --s) {
-                            if (s < nb) {
-                                const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
-                                const T ds = dinv[jb + s];
-    #pragma unroll
-                                for (int t = s + 1; t < NB; ++t) {
-                                    if (t < nb) {
-                                        const T lts = a[cs + t];
-    #pragma unroll
-                                        for (int q = 0; q < QAW; ++q)
-                                            z[q][s] = fmad(-lts, z[q][t], z[q][s]);
-                                    }
-                                }
-    #pragma unroll
-                                for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
-                            }
-                        }
-                        // Out: row jb + s by the group's member s % members.
-    #pragma unroll
-                        for (int s = 0; s < NB; ++s) {
-                            if (s < nb && s % members == member) {
-    #pragma unroll
-                                for (int q = 0; q < QAW; ++q) {
-                                    const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                    z_write(jb + s, col, z[q][s]);
-                                }
-                            }
-                        }
-                        // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
-                        for (int cc = member; cc < jb; cc += members) {
-                            const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
-                            T lc[NB];
-    #pragma unroll
-                            for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
-    #pragma unroll
-                            for (int q = 0; q < QAW; ++q) {
-                                const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                if (col < PW) {
-                                    T v = a[base + N + col];
-    #pragma unroll
-                                    for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
-                                    a[base + N + col] = v;
-                                }
-                            }
+                // Every block with rows below it has nb = LB. Rows r >= n (the last
+                // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
+                // there: finite). Columns past the pass's read on past the column: only
+                // rows of C that are not written.
+                mma_steps<T>(
+                    acc, lane, jb + nb, N,
+                    [&](int r, int col) {
+                        const int rc = r < N ? r : N - 1;
+                        const T x = a[col_start(R, rc) + N - rc + t0 + col];
+                        return r < N ? x : T(0);
+                    },
+                    [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
+#pragma unroll
+                for (int v = 0; v < Mma::CV; ++v) {
+                    const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                    if (col < PW && s < nb)
+                        a[col_start(R, jb + s) + N - jb - s + col] =
+                            Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                }
+                __syncwarp();
+                const int col = t0 + lane;
+                if (lane < TM && col < PW) {
+                    T z[LB];
+#pragma unroll
+                    for (int s = 0; s < LB; ++s)
+                        z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
+#pragma unroll
+                    for (int s = LB - 1; s >= 0; --s) {
+                        if (s < nb) {
+                            const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
+#pragma unroll
+                            for (int t = s + 1; t < LB; ++t)
+                                if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
+                            z[s] *= dinv[jb + s];
+                            a[col_start(R, jb + s) + N - jb - s + col] = z[s];
+                            z_write(jb + s, col, z[s]);
                         }
                     }
-                    __syncthreads();
                 }
+                __syncwarp();
             }
         }
-    }  // pass
-        if (tid == 0 && !bad) info[e] = 0;
+        __syncthreads();
     }
-    if constexpr (G > 1) {
+
+    // 4, on the CUDA cores (as back_substitute_left_looking).
+    template <class ZWrite>
+    __device__ __forceinline__ void back_substitute_right_looking(ZWrite z_write) const {
+        // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
+        // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
+        // l column l of each), its warps the rows above the block.
+        {
+            constexpr int NBLK = (N + NB - 1) / NB;
+            for (int blk = NBLK - 1; blk >= 0; --blk) {
+                const int jb = blk * NB;
+                const int nb = N - jb < NB ? N - jb : NB;
+                for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
+                    T z[QAW][NB];
+#pragma unroll
+                    for (int q = 0; q < QAW; ++q) {
+                        const int col = 32 * (group + groups * (u0 + q)) + lane;
+#pragma unroll
+                        for (int s = 0; s < NB; ++s)
+                            z[q][s] = (col < PW && s < nb)
+                                          ? a[col_start(R, jb + s) + N + col - jb - s]
+                                          : T(0);
+                    }
+                    // The diagonal block: L_d^T z = y, from its last row up.
+#pragma unroll
+                    for (int s = NB - 1; s >= 0; --s) {
+                        if (s < nb) {
+                            const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
+                            const T ds = dinv[jb + s];
+#pragma unroll
+                            for (int t = s + 1; t < NB; ++t) {
+                                if (t < nb) {
+                                    const T lts = a[cs + t];
+#pragma unroll
+                                    for (int q = 0; q < QAW; ++q)
+                                        z[q][s] = fmad(-lts, z[q][t], z[q][s]);
+                                }
+                            }
+#pragma unroll
+                            for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                        }
+                    }
+                    // Out: row jb + s by the group's member s % members.
+#pragma unroll
+                    for (int s = 0; s < NB; ++s) {
+                        if (s < nb && s % members == member) {
+#pragma unroll
+                            for (int q = 0; q < QAW; ++q) {
+                                const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                z_write(jb + s, col, z[q][s]);
+                            }
+                        }
+                    }
+                    // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
+                    for (int cc = member; cc < jb; cc += members) {
+                        const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
+                        T lc[NB];
+#pragma unroll
+                        for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
+#pragma unroll
+                        for (int q = 0; q < QAW; ++q) {
+                            const int col = 32 * (group + groups * (u0 + q)) + lane;
+                            if (col < PW) {
+                                T v = a[base + N + col];
+#pragma unroll
+                                for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
+                                a[base + N + col] = v;
+                            }
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+        }
+    }
+
+    // Outputs: with G > 1, those of the group group_index, staged, to their places.
+    __device__ __forceinline__ void write_group(u64 group_index, T* __restrict__ k_out,
+                                                T* __restrict__ b_out, T* __restrict__ z_out,
+                                                T* __restrict__ u0_out) const {
         // The group's outputs, value by value, its G elements side by side: with G = 32 /
         // sizeof(T), one block of the sector-blocked layout, consecutive threads write
         // consecutive addresses (a failed element's slot holds stale values: it is flagged in
@@ -944,7 +925,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
         // U values per thread and pass, their reads issued together: the staging area in global
         // memory is read back from L2, and one read in flight at a time left the loop waiting
-        // on it (4: 1.05x to 1.17x over 1 at k = 2..4 in f64 on an H200; 8 and 16 less).
+        // on it (4 measured fastest: BENCHMARKS.md).
         constexpr int U = 4;
         for (int t0 = tid; t0 < OUT * G; t0 += U * nt) {
             T x[U];
@@ -972,84 +953,119 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         }
         __syncthreads();
     }
+};
+
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
+          bool LEFT, int CH = 0>
+__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
+                                  T* __restrict__ b_out, T* __restrict__ z_out,
+                                  T* __restrict__ u0_out, int* __restrict__ info,
+                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
+    using Bordered = BorderedCondensation<C, T, N, NF, NB, RW, TR, G, GLOBAL_STAGE, LEFT, CH>;
+    constexpr int NL = Bordered::NL, LD = Bordered::LD, PW = Bordered::PW;
+    constexpr int PASSES = Bordered::PASSES;
+    constexpr int OUT = Bordered::OUT;
+    constexpr int OFF_B = Bordered::OFF_B, OFF_Z = Bordered::OFF_Z, OFF_U0 = Bordered::OFF_U0;
+    if (!shared_memory_ok(
+            condense_bordered_shared_bytes<T, N, NL, Bordered::SHARED_G, PW>(), info))
+        return;
+    HDG_DYNAMIC_SHARED(smem_raw);
+    __shared__ CondenseCoefficients<C, T> cf;
+    const Bordered x(tb, c, cf, reinterpret_cast<T*>(smem_raw), scratch);
+    const int tid = x.tid;
+    const u64 nc = x.nc;
+
+    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
+    const u64 n_groups = (nc + G - 1) / G;
+    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
+        for (int gi = 0; gi < G; ++gi) {
+            const u64 e = group_index * G + gi;
+            if (e >= nc) break;  // the same for every thread
+            T* st = x.stage + gi * OUT;
+            if (tid == 0) cf.load(c, e);
+            __syncthreads();
+            int bad = 0;
+            T bad_value = T(0);
+            // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1
+            // of W.
+            for (int pass = 0; pass < PASSES; ++pass) {
+                const int c0 = pass * PW;
+                x.form(pass, c0, e);
+
+                // 2. The first n steps of the bordered Cholesky factorisation; in the later
+                // passes L is known and only the panel's rows are solved (Y = W^T L^-T).
+                if constexpr (LEFT && HDG_HAS_MMA)
+                    x.factor_left_looking(pass, bad, bad_value);
+                else
+                    x.factor_right_looking(pass, bad, bad_value);
+                if (bad) {
+                    if (tid == 0) {
+                        info[e] = bad;
+                        pivot_value[e] = bad_value;
+                    }
+                    __syncthreads();
+                    break;
+                }
+
+                // 3. K_e = A - Y Y^T and b_e. The entry (a, b) of the result, sum =
+                // (Y Y^T)(a, b), goes out here: K_e(a, b) = A(a, b) - sum to both triangles,
+                // b_e(b) = sum on row nl.
+                auto gram_out = [&](int ar, int b, T sum) {
+                    if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
+                    if (ar == NL) {
+                        if constexpr (G > 1)
+                            st[OFF_B + b] = sum;
+                        else
+                            b_out[condensed_at<T>(NL, b, e)] = sum;
+                    } else {
+                        const T v = cf.template trace<NF>(tb, ar, b) - sum;
+                        if constexpr (G > 1) {
+                            st[ar * NL + b] = v;
+                            st[b * NL + ar] = v;
+                        } else {
+                            k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
+                            if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
+                        }
+                    }
+                };
+                x.gram(pass, c0, gram_out);
+
+                // 4. [Z | u0] = L^-T Y^T. Z(row, col) (col < nl) and u0(row) (col = nl) out,
+                // for the pass's column r (col = c0 + r): staged (G > 1) or straight.
+                auto z_write = [&](int row, int r, T v) {
+                    const int col = c0 + r;
+                    if (r >= PW) return;
+                    if constexpr (G > 1) {
+                        if (col < NL)
+                            st[OFF_Z + row * NL + col] = v;
+                        else if (col == NL)
+                            st[OFF_U0 + row] = v;
+                    } else if (col < NL) {
+                        z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
+                    } else if (col == NL) {
+                        u0_out[condensed_at<T>(N, row, e)] = v;
+                    }
+                };
+                if constexpr (LEFT && HDG_HAS_MMA)
+                    x.back_substitute_left_looking(z_write);
+                else
+                    x.back_substitute_right_looking(z_write);
+            }
+            if (tid == 0 && !bad) info[e] = 0;
+        }
+        if constexpr (G > 1) x.write_group(group_index, k_out, b_out, z_out, u0_out);
     }
 }
 
 #ifndef HDG_EMULATION
-// Instantiations: NB columns per factorisation step, RW warp groups, TR rows per Gram task,
-// the launch bounds (max threads: 512 in f32, 256 in f64, whose register tiles are twice as
-// large, but for the tetrahedron at k = 7; and where given, the minimum of resident blocks,
-// which caps the registers), G elements
-// per output group (1: direct stores), staged in shared (SMEM) or global (GMEM) memory, and
-// the factorisation: right-looking (RIGHT) or, in f64 where the GPU has tensor cores,
-// left-looking on them (LEFT).
-#define SMEM false
-#define GMEM true
-#define RIGHT false
-#define LEFT true
-#define BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, PW)              \
-    extern "C" __global__ void __launch_bounds__ BOUNDS                                            \
-        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,        \
-                                          T* u0_out, int* info, T* pv, T* scratch) {               \
-        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, STAGE, FACTOR, PW>(     \
-            tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);                                \
+// Instantiations: one per row of the table in src/element_instances.rs (BorderedTuning there
+// says what each parameter tunes; BENCHMARKS.md has the measurements behind the choices).
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)              \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                        \
+        condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
+                                          T* u0_out, int* info, T* pv, T* scratch) {           \
+        condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, GLOBAL_STAGE, LEFT, \
+                          PW>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);          \
     }
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR)                           \
-    BORDERED_PASSES(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, STAGE, FACTOR, 0)
-
-// Per order: (NB, RW, TR, bounds, G, staging, factorisation), measured on an H200
-// (src/design.rs mirrors the launch: bordered_threads, bordered_output_group). Triangles:
-// (4, 1), TR = 8 in f32, 4 in f64, direct stores, right-looking. Tetrahedra: one warp group
-// but for f32 at k = 8 and f64 at k = 6 and 8 (two: 1.08x at f32 k = 8; one group is 1.12x at
-// f32 k = 7 and 1.05x to 1.08x at f64 k = 5, 7); at k = 2 the outputs of a sector's worth of
-// elements staged in shared memory;
-// at k = 3..5 (and 6 in f32) staged in a global scratch per block, with the registers capped
-// (the bounds' minimum of resident blocks; some spill, and still win) so that more blocks
-// are resident: 1.1x (f64, k = 5) to 2x (f32, k = 3, 4) over direct stores.
-// LEFT (the factorisation, K_e and, with it, the back substitution on the tensor cores)
-// where it measured faster (1e5 cells, H200, twice, against right-looking): f64 k = 5 (1.15x
-// with the factorisation alone; the back substitution's turn was 0.97x to 1.0x), 6 (1.16x: 58.2 against 67.9 ms), 7 (1.10x);
-// f32 k = 6 (1.03x: 51.4 against 53.2 ms), 7 (1.26x: 87.6 against 110.7), 8 (1.54x: 200.2
-// against 308.6). Not at f64 k = 4 (0.83x), f32 k = 4, 5 (0.77x, 0.86x), nor (measured with
-// the factorisation alone) at k = 2, 3 or on triangles. With LEFT, NB, RW and TR set only
-// the CUDA-core paths, which those kernels do not take on sm_80 and later.
-// The f64 tetrahedron at k = 7 (one block per SM: 197 KB of shared memory) runs 16 warps: its
-// time was latency (8 warps, 0.26 eligible per scheduler, ncu); 512 threads under (512)
-// bounds (128 registers, 4 bytes spilled) are 1.26x over 256 (146.6 against 185.3 ms, 1e5
-// cells, H200, twice); 640 and 768 threads spill (1.08x slower), one group beats two or four
-// (156, 165 ms), and f64 k = 6 gains nothing from it (75 to 89 ms against 68).
-// The f32 tetrahedron at k = 8 (right-looking): TR = 4 was 1.03x over 8 (308.8 against
-// 317.4 ms, twice); 640 to 1024 threads were slower with every RW and TR tried (338 to 510).
-// The f64 tetrahedron at k = 8 (BORDERED_PASSES, PW the panel columns per pass): two passes of
-// 91 columns, LEFT, 512 threads (28 bytes spilled): 333.6 ms for 1e5 cells on an H200, against
-// 360.1 with 384 threads, 477.9 with 256, and 871.4 for the block design's global panel it
-// replaces.
-#define BORDERED_TRI(T, TR, BOUNDS)                                                                \
-    BORDERED(T, Tri, tri, 1, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 2, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 3, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 4, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 5, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 6, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 7, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)                                     \
-    BORDERED(T, Tri, tri, 8, 4, 1, TR, BOUNDS, 1, SMEM, RIGHT)
-
-BORDERED_TRI(f32, 8, (512))
-BORDERED(f32, Tet, tet, 1, 4, 1, 8, (512), 1, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 2, 4, 1, 8, (512), 8, SMEM, RIGHT)
-BORDERED(f32, Tet, tet, 3, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 4, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 5, 4, 1, 8, (512, 2), 8, GMEM, RIGHT)
-BORDERED(f32, Tet, tet, 6, 4, 1, 8, (512, 2), 8, GMEM, LEFT)
-BORDERED(f32, Tet, tet, 7, 8, 1, 8, (512), 1, SMEM, LEFT)
-BORDERED(f32, Tet, tet, 8, 8, 2, 4, (512), 1, SMEM, LEFT)
-BORDERED_TRI(f64, 4, (256))
-BORDERED(f64, Tet, tet, 1, 4, 1, 4, (256), 1, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 2, 4, 1, 4, (256), 4, SMEM, RIGHT)
-BORDERED(f64, Tet, tet, 3, 4, 1, 4, (256, 3), 4, GMEM, RIGHT)
-BORDERED(f64, Tet, tet, 4, 4, 1, 4, (256, 4), 4, GMEM, RIGHT)
-BORDERED(f64, Tet, tet, 5, 4, 1, 2, (256, 4), 4, GMEM, LEFT)
-BORDERED(f64, Tet, tet, 6, 4, 2, 4, (256), 1, SMEM, LEFT)
-BORDERED(f64, Tet, tet, 7, 8, 1, 4, (512), 1, SMEM, LEFT)
-BORDERED_PASSES(f64, Tet, tet, 8, 8, 1, 4, (512), 1, SMEM, LEFT, 91)
+FOR_EACH_BORDERED(BORDERED)
 #endif  // HDG_EMULATION

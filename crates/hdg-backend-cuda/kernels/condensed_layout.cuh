@@ -1,6 +1,6 @@
 // The layout of the condensation's outputs (K_e, b_e, Z, u0), shared by the kernels that
-// write them (element_kernels.cu, condense_bordered.cu) and those that read them (recovery,
-// assemble.cu, matrix_free.cu), and mirrored by src/stages/layout.rs.
+// write them (condense.cu, condense_bordered.cu) and those that read them (recover.cu,
+// assemble.cu, matrix_free.cu); src/stages/layout.rs reads it back on the host.
 #pragma once
 
 // Where value v (of `planes` per cell) of cell e lies in a sector-blocked array: the cells come
@@ -9,8 +9,8 @@
 // ceil(n_cells / SB) SB cells. Consecutive cells still fill whole sectors, as in plain
 // element-fastest planes, but the values of one cell lie within planes x 32 bytes instead of
 // planes x 4 n_cells (f64): a warp writing 32 values of one cell (the block designs of the
-// condensation, one element per thread block) touches 8 cache lines instead of 32, which
-// made the bordered condensation 1.24x faster at tetrahedra k = 6 in f64 (H200). The staged
+// condensation, one element per thread block) touches 8 cache lines instead of 32
+// (BENCHMARKS.md: the bordered condensation's gain). The staged
 // outputs of a block of cells are one contiguous range.
 template <typename T>
 __host__ __device__ __forceinline__ unsigned long long condensed_at(unsigned long long planes,

@@ -1,6 +1,6 @@
-// What every element kernel shares (kernels/assemble.cu; kernels/element_kernels.cu:
-// condensation, recovery, postprocessing in both designs): scalar helpers, the device structs
-// of the reference tables and the per-cell arrays, and the cell traits.
+// What every element kernel shares (assemble.cu, condense.cu, condense_bordered.cu, recover.cu,
+// postprocess.cu, geometry.cu, manufactured.cu): scalar helpers, the device structs of the
+// reference tables and the per-cell arrays, and the cell traits.
 //
 // Cell traits (struct Tri, struct Tet): dimension, faces, face orientations, the offsets of the
 // geometry record (hdg_core::geometry::GeometryLayout: det, J^-1 [s*DIM + r], face Jacobians,

@@ -11,7 +11,7 @@
 //!   (a persistent grid), the element's matrices in shared memory, cooperative algorithms:
 //!   right-looking Cholesky with one barrier per column, triangular solves with one thread per
 //!   right-hand-side column, the Schur complement K_e = A - W^T W parallel over its entries
-//!   (`kernels/element_kernels.cu` describes them). For the condensation, `BlockShared` keeps
+//!   (`kernels/condense.cu`, `recover.cu` and `postprocess.cu` describe them). For the condensation, `BlockShared` keeps
 //!   the n x (nl + 1) panel [P | F] in shared memory too, `BlockGlobal` keeps it in a global
 //!   scratch (n (nl + 1) values per resident block) and only L in shared memory: it is the
 //!   fallback for elements whose panel does not fit (f64 tetrahedra at k = 8: 350 KB, on a
@@ -52,7 +52,11 @@
 //! `hdg_core::pipeline::solve`), on every stage where that design is compiled (`block-global`
 //! means `block` for recovery and postprocessing).
 //!
-//! # Launch sizes of the block design (these formulas mirror `element_kernels.cu`)
+//! # Launch sizes of the block design
+//!
+//! The kernels' layouts need these sizes (each block kernel checks that it got them); the
+//! bordered condensation's threads, output groups and passes are rows of the table in
+//! `src/element_instances.rs`, from which build.rs generates its instantiations.
 //!
 //! | stage | threads per block | dynamic shared memory (values of T) |
 //! | --- | --- | --- |
@@ -67,24 +71,19 @@ use std::str::FromStr;
 use hdg_core::CellType;
 
 pub use crate::block_sizes::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
+use crate::element_instances::{bordered_tuning, BorderedTuning, BORDERED_SLACK};
+pub use crate::element_instances::{
+    OutputStaging, MAX_BLOCK_THREADS, MAX_ELEMENT_ORDER, MAX_THREAD_ORDER_TETRAHEDRON,
+};
 
 /// Whether the DBF SpMV and block-solve kernels exist for blocks of `n_f` and `slots` slots.
 pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
     (1..=MAX_BLOCK_SIZE).contains(&n_f) || (slots == 7 && TETRAHEDRON_BLOCK_SIZES.contains(&n_f))
 }
 
-/// Highest order the element kernels are compiled for (both cell types).
-pub const MAX_ELEMENT_ORDER: usize = 8;
-/// Highest tetrahedron order of the thread design's condensation and postprocessing.
-pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
-/// Most threads per block of the element kernels (`__launch_bounds__(256)`), except the f32
-/// bordered condensation ([`max_threads`]).
-pub const MAX_BLOCK_THREADS: u32 = 256;
-
-/// Most threads per block of a block-design kernel, its `__launch_bounds__`: 512 for the f32
-/// bordered condensation (its register tiles are half the size of f64's) and for the f64 one
-/// of tetrahedra at k = 7 and 8 (measured, [`bordered_threads`]), else [`MAX_BLOCK_THREADS`].
-/// The launch checks the loaded kernel's own bound as well.
+/// Most threads per block of a block-design kernel, its `__launch_bounds__`: the bordered
+/// condensation's own ([`BorderedTuning::max_threads`]), else [`MAX_BLOCK_THREADS`]. The
+/// launch checks the loaded kernel's own bound as well.
 pub fn max_threads(
     stage: Stage,
     design: Design,
@@ -92,13 +91,23 @@ pub fn max_threads(
     k: usize,
     precision: Precision,
 ) -> u32 {
-    let bordered = stage == Stage::Condense && design == Design::Bordered;
-    let f64_wide = cell == CellType::Tetrahedron && k >= 7;
-    if bordered && (precision == Precision::F32 || f64_wide) {
-        512
-    } else {
-        MAX_BLOCK_THREADS
+    match bordered(stage, design, cell, k, precision) {
+        Some(tuning) => tuning.max_threads,
+        None => MAX_BLOCK_THREADS,
     }
+}
+
+/// The bordered condensation's row of the table in `src/element_instances.rs`, for a bordered
+/// condensation that is compiled.
+fn bordered(
+    stage: Stage,
+    design: Design,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> Option<&'static BorderedTuning> {
+    let bordered = stage == Stage::Condense && design == Design::Bordered;
+    bordered.then(|| bordered_tuning(precision.name(), cell_name(cell), k)).flatten()
 }
 
 /// A kernel design of the element stages (module documentation).
@@ -298,49 +307,20 @@ pub fn block_threads(
     }
 }
 
-/// Threads per block of the bordered condensation, chosen by measurement: condense-bench
-/// sweeps of `CudaSettings::condense_threads` and `condense_blocks_per_sm`, together with the
-/// kernels' NB, warp groups, register caps and output groups per order
-/// (`kernels/condense_bordered.cu`; the figures in BENCHMARKS.md).
+/// Threads per block of the bordered condensation: its row of the table in
+/// `src/element_instances.rs` (chosen by condense-bench sweeps of
+/// `CudaSettings::condense_threads` and `condense_blocks_per_sm`, together with the kernels'
+/// other parameters; the figures in BENCHMARKS.md), one thread per panel column where it has
+/// none.
 ///
-/// The f64 tetrahedron at k = 7 holds one element per multiprocessor (197 KB of shared
-/// memory) and runs 512 threads under its own launch bound: with 256 its 8 warps left the
-/// schedulers idle, and 640 to 1024 threads spill. So does the one at k = 8 (two passes,
-/// 226 KB).
-///
-/// No order caps its resident blocks any more. A cap helped (tetrahedra at k = 3, 4) while every element wrote its K_e and Z as single values of element-fastest planes: an
-/// L2 sector is complete only once its 8 (f32) or 4 (f64) neighbouring elements are written,
-/// and with every block resident the partly written sectors exceeded the L2 and were evicted
-/// half written (a DRAM read-modify-write each). Those orders now stage their outputs per
-/// group of elements ([`bordered_output_group`]) and write whole sectors;
+/// No order caps its resident blocks at launch: the orders where a cap helped stage their
+/// outputs per group of elements instead ([`bordered_output_group`]) and write whole sectors;
 /// `CudaSettings::condense_blocks_per_sm` still caps for sweeps.
 pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
-    let f32 = precision == Precision::F32;
-    match (cell, k) {
-        (CellType::Tetrahedron, 2) if f32 => 128,
-        (CellType::Tetrahedron, 2 | 3) => 64,
-        (CellType::Tetrahedron, 4) if f32 => 64,
-        (CellType::Tetrahedron, 4) => 128,
-        (CellType::Tetrahedron, 5) if f32 => 128,
-        (CellType::Tetrahedron, 7 | 8) if !f32 => 512,
-        (CellType::Tetrahedron, 5..=7) => 256,
-        (CellType::Tetrahedron, 8) => 512,
-        _ => threads_for(ElementSizes::new(cell, k).nl + 1),
+    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+        Some(tuning) => tuning.threads,
+        None => threads_for(ElementSizes::new(cell, k).nl + 1),
     }
-}
-
-/// Where the bordered condensation keeps the outputs of a group of elements until it writes
-/// them ([`bordered_output_group`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputStaging {
-    /// No staging (groups of one element): every value goes straight to its place in the
-    /// sector-blocked outputs.
-    Direct,
-    /// In shared memory, after the bordered matrix.
-    Shared,
-    /// In the block's own part of a global scratch (written and read back by the same block
-    /// while it is still in L2), which costs no shared memory and so no occupancy.
-    Global,
 }
 
 /// How the bordered condensation groups its outputs: `elements` consecutive elements are
@@ -355,39 +335,30 @@ pub struct OutputGroup {
     pub staging: OutputStaging,
 }
 
-/// The output groups of the bordered condensation (`kernels/condense_bordered.cu`
-/// instantiates the same), chosen by measurement (BENCHMARKS.md): the stores of K_e and Z
+/// The output groups of the bordered condensation: its row of the table in
+/// `src/element_instances.rs`, chosen by measurement (BENCHMARKS.md): the stores of K_e and Z
 /// were a third to a half of the kernel's time at k = 2..4. Tetrahedra at k = 2 stage in
-/// shared memory. At k = 3..5 (and 6 in f32) the staged outputs would cost shared memory and
-/// so occupancy, so they are staged in global scratch instead, with the registers capped for
-/// more resident blocks (launch bounds in the kernel file). Elsewhere (f64 k = 6 and k >= 7)
-/// staging measured no faster: direct stores.
+/// shared memory; at k = 3..5 (and 6 in f32) the staged outputs would cost shared memory and
+/// so occupancy, so they are staged in global scratch instead. Elsewhere staging measured no
+/// faster: direct stores.
 pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
-    let staging = match (cell, k) {
-        (CellType::Tetrahedron, 2) => OutputStaging::Shared,
-        (CellType::Tetrahedron, 3..=5) => OutputStaging::Global,
-        (CellType::Tetrahedron, 6) if precision == Precision::F32 => OutputStaging::Global,
-        _ => OutputStaging::Direct,
-    };
-    // A staged group is one 32-byte sector's worth of elements.
-    let elements = if staging == OutputStaging::Direct { 1 } else { 32 / precision.bytes() };
-    OutputGroup { elements, staging }
+    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+        Some(tuning) => OutputGroup { elements: tuning.output_group(), staging: tuning.staging },
+        None => OutputGroup { elements: 1, staging: OutputStaging::Direct },
+    }
 }
 
-/// Values of slack at the end of the bordered condensation's shared memory
-/// (`BORDERED_SLACK` in kernels/condense_bordered.cu): its tensor-core tiles read up to 15
-/// values past the last column, into rows whose results are not kept.
-const BORDERED_SLACK: usize = 16;
-
 /// Columns of W = [P | F] per pass of the bordered condensation (`PW` in
-/// kernels/condense_bordered.cu): all nl + 1 at once, but for the f64 tetrahedron at k = 8,
-/// whose whole bordered matrix (349928 B) does not fit a block's shared memory (227 KB on an
-/// H100 or H200): two passes of 91 columns (231128 B), L kept from the first, the first
-/// pass's Y kept in the global scratch for the second pass's Gram product.
+/// kernels/condense_bordered.cu): all nl + 1 at once, but where the table of
+/// `src/element_instances.rs` gives fewer (the f64 tetrahedron at k = 8, whose whole bordered
+/// matrix, 349928 B, does not fit a block's 227 KB: two passes of 91 columns, 231128 B, L kept
+/// from the first, the first pass's Y kept in the global scratch for the second pass's Gram
+/// product).
 pub fn bordered_panel_columns(cell: CellType, k: usize, precision: Precision) -> usize {
-    match (cell, k, precision) {
-        (CellType::Tetrahedron, 8, Precision::F64) => 91,
-        _ => ElementSizes::new(cell, k).nl + 1,
+    let all = ElementSizes::new(cell, k).nl + 1;
+    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+        Some(tuning) => tuning.panel_columns.unwrap_or(all),
+        None => all,
     }
 }
 

@@ -1,11 +1,23 @@
-//! The modules of the condensation, recovery and postprocessing kernels
-//! (`kernels/element_kernels.cu`: the thread and block designs of [`crate::design`];
-//! `kernels/condense_bordered.cu`: the bordered condensation) and their launches.
+//! The modules of the condensation, recovery and postprocessing kernels and their launches:
+//! `kernels/condense.cu` (the thread and block designs of [`crate::design`]),
+//! `kernels/condense_bordered.cu` (the bordered design), `kernels/recover.cu` and
+//! `kernels/postprocess.cu`; which orders and tunings are compiled is
+//! `src/element_instances.rs`.
 //!
 //! These kernels need their own launch configurations (block size per stage and order, up to
-//! 227 KB of dynamic shared memory, a persistent grid sized by occupancy), so they live in a
-//! module of their own, loaded by [`ElementKernels::load`] (the sm_90 SASS on compute
+//! 227 KB of dynamic shared memory, a persistent grid sized by occupancy), so they live in
+//! modules of their own, loaded by [`ElementKernels::load`] (the sm_90 SASS on compute
 //! capability 9.0, the portable PTX elsewhere) and launched here on the backend's stream.
+//!
+//! # Kernel names
+//!
+//! Every kernel of the crate is named `{operation}_{precision}[_{size}]`: what it does (with
+//! its stage first where it belongs to one: `dbf_spmv`, `mf_rhs`), `f32` or `f64`, and what it
+//! is instantiated for, if anything: `{cell}{k}` for an order (`tri3`, `tet8`), `nf{n}` for a
+//! trace block size, `b{n}` for a Jacobi block size, `s{slots}` for DBF slots. The element
+//! stages' kernels put the design after the stage: `{stage}_{design}_{precision}_{cell}{k}`,
+//! as in `condense_bordered_f64_tet6` or `recover_thread_f32_tri3`
+//! ([`crate::design::kernel_name`]); the stage is also the file (`condense_bordered` its own).
 use std::ffi::c_void;
 
 use cust::device::DeviceAttribute;
@@ -16,9 +28,13 @@ use hdg_core::{CoreError, Result};
 use crate::device::{cuda_error, kernel_image, CudaBackend, KernelImage};
 
 /// The kernel files of the element stages, each compiled by build.rs on its own (so that
-/// changing one does not recompile the other's minutes of ptxas).
-const FILES: [KernelImage; 2] =
-    [kernel_image!("element_kernels"), kernel_image!("condense_bordered")];
+/// changing one does not recompile the others' minutes of ptxas), in the order of [`file_of`].
+const FILES: [KernelImage; 4] = [
+    kernel_image!("condense"),
+    kernel_image!("condense_bordered"),
+    kernel_image!("recover"),
+    kernel_image!("postprocess"),
+];
 
 /// For kernel experiments on a GPU machine without Rust: `STEM.sm_90.cubin` from
 /// [`crate::CudaSettings::kernel_dir`], where there is one, in place of the embedded SASS of
@@ -37,9 +53,18 @@ fn experimental_cubin(dir: Option<&std::path::Path>, file: &str) -> Result<Optio
     Ok(Some(bytes))
 }
 
-/// Which file holds kernel `name`.
+/// Which of [`FILES`] holds kernel `name`: its stage (the module documentation's names); the
+/// gather of the condensation's outputs is in the condensation's file.
 fn file_of(name: &str) -> usize {
-    usize::from(name.starts_with("condense_bordered_"))
+    if name.starts_with("condense_bordered_") {
+        1
+    } else if name.starts_with("recover_") {
+        2
+    } else if name.starts_with("postprocess_") {
+        3
+    } else {
+        0
+    }
 }
 
 /// The loaded modules and what the launches need to know about the device.
@@ -57,7 +82,7 @@ pub(crate) struct ElementKernels {
 }
 
 impl ElementKernels {
-    /// Loads the module into the backend's context.
+    /// Loads the modules into the backend's context.
     pub(crate) fn load(backend: &CudaBackend) -> Result<Self> {
         let gpu = &backend.gpu;
         gpu.bind()?;

@@ -17,7 +17,8 @@
 //!   refinement; block sizes 1..=11 (triangles) and the tetrahedron face blocks up to 45;
 //! - the element stages ([`elements`]): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
 //!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles and
-//!   tetrahedra, k = 1..=8; kernels in `kernels/element_kernels.cu` and `kernels/assemble.cu`),
+//!   tetrahedra, k = 1..=8; kernels in `kernels/condense.cu`, `condense_bordered.cu`,
+//!   `assemble.cu`, `recover.cu` and `postprocess.cu`),
 //!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: geometry factors,
 //!   condensation, assembly straight into a [`DeviceDbf`], the trace solve, recovery,
 //!   postprocessing, and for the built-in manufactured problems the element loads and the
@@ -46,6 +47,7 @@ mod dbf;
 pub mod design;
 #[cfg(feature = "cuda")]
 mod device;
+mod element_instances;
 #[cfg(feature = "cuda")]
 mod element_kernels;
 #[cfg(feature = "cuda")]

@@ -1,4 +1,5 @@
-// Host emulation of the element kernels (kernels/element_kernels.cu and kernels/assemble.cu):
+// Host emulation of the element kernels (kernels/condense.cu, condense_bordered.cu,
+// recover.cu, postprocess.cu and assemble.cu):
 // checks their index arithmetic and barrier structure without a GPU.
 //
 //     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
@@ -111,7 +112,12 @@ inline void hdg_emulated_mma_tf32_16x8x8(float (&c)[4], const float (&a)[4], con
     g_warp_barriers[warp]->arrive_and_wait();
 }
 
-#include "element_kernels.cu"
+// What build.rs generates for the kernels from src/element_instances.rs (the emulation has no
+// build step); condense_bordered.cu checks that the slack covers its tiles.
+#define BORDERED_SLACK 16
+#include "condense.cu"
+#include "recover.cu"
+#include "postprocess.cu"
 #include "condense_bordered.cu"
 #include "assemble.cu"
 

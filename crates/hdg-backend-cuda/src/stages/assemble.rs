@@ -46,8 +46,8 @@ pub(crate) fn assemble<T: DeviceReal>(
             address(&columns),
             address(&rhs),
         );
-        let kernel = format!("dbf_assemble_{}_k{k}", T::SUFFIX);
-        // SAFETY: dbf_assemble_T_kK(u64 n_rows, u64 pitch, unsigned slots, u64 n_cells,
+        let kernel = format!("dbf_assemble_{}_{k}", T::SUFFIX);
+        // SAFETY: dbf_assemble_T_{tri,tet}K(u64 n_rows, u64 pitch, unsigned slots, u64 n_cells,
         // AssemblyTopology, const T* k, const T* b, const T* dirichlet, T* values,
         // unsigned* columns, T* rhs): the topology planes hold slots (resp. 2) * n_rows
         // entries, every cell index < n_cells and local face < 3, every slot face a mesh

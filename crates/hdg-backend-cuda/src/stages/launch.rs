@@ -48,7 +48,7 @@ pub(crate) fn first_failure<T: DeviceReal>(
 pub(crate) fn launch_configuration_error() -> CoreError {
     CoreError::Backend(
         "an element kernel got less dynamic shared memory than its layout needs (the sizes of \
-         design.rs and element_kernels.cu disagree)"
+         design.rs and the kernel files disagree)"
             .into(),
     )
 }

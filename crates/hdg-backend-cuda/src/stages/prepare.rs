@@ -305,8 +305,8 @@ pub(crate) fn precision<T: DeviceReal>() -> Precision {
     Precision::of::<T>()
 }
 
-/// The kernel-name part of an order: the order for triangles (`dbf_assemble_f64_k3`), the
-/// order and `_tet` for tetrahedra (`dbf_assemble_f64_k3_tet`); see `kernels/assemble.cu`.
+/// The kernel-name part of a cell type and order, `{cell}{k}` (`dbf_assemble_f64_tri3`,
+/// `dbf_assemble_f64_tet3`; `crate::element_kernels` has the naming scheme).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KernelOrder {
     pub(crate) cell: CellType,
@@ -315,10 +315,7 @@ pub(crate) struct KernelOrder {
 
 impl std::fmt::Display for KernelOrder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.cell {
-            CellType::Triangle => write!(f, "{}", self.k),
-            CellType::Tetrahedron => write!(f, "{}_tet", self.k),
-        }
+        write!(f, "{}{}", crate::design::cell_name(self.cell), self.k)
     }
 }
 

@@ -1,0 +1,207 @@
+//! Which element kernels are compiled, and how the bordered condensation is tuned per
+//! (precision, cell, order): the one source for the Rust side ([`crate::design`]: dispatch and
+//! launch sizes) and for the kernels, whose instantiations `build.rs` generates from this file
+//! (`element_instances.cuh`, included by `kernels/condense.cu`, `recover.cu`, `postprocess.cu`
+//! and `condense_bordered.cu`). Plain data with no dependencies: `build.rs` includes it with
+//! `#[path]`. The measurements behind the choices are in BENCHMARKS.md ("Design choices of the
+//! CUDA element kernels").
+
+/// Highest order the element kernels are compiled for (both cell types).
+pub const MAX_ELEMENT_ORDER: usize = 8;
+
+/// Highest tetrahedron order of the thread design's condensation and postprocessing (their
+/// local scratch grows as (n + nl)^2); the thread design's recovery, whose scratch is only
+/// O(n + nl), and every order of triangles go up to [`MAX_ELEMENT_ORDER`].
+pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
+
+/// Most threads per block (`__launch_bounds__`) of the element kernels, but for the bordered
+/// condensation's own bounds ([`BorderedTuning::max_threads`]).
+pub const MAX_BLOCK_THREADS: u32 = 256;
+
+/// Values of slack at the end of the bordered condensation's shared memory: its tensor-core
+/// tiles read whole tiles of rows (up to 15 past the last row of the last column), whose extra
+/// rows only reach entries that are not written back; the slack keeps those reads inside the
+/// allocation.
+pub const BORDERED_SLACK: usize = 16;
+
+/// Where the bordered condensation keeps the outputs of a group of elements until it writes
+/// them ([`BorderedTuning::output_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputStaging {
+    /// No staging (groups of one element): every value goes straight to its place in the
+    /// sector-blocked outputs.
+    Direct,
+    /// In shared memory, after the bordered matrix.
+    Shared,
+    /// In the block's own part of a global scratch (written and read back by the same block
+    /// while it is still in L2), which costs no shared memory and so no occupancy.
+    Global,
+}
+
+/// The compiled and launch parameters of one bordered condensation kernel
+/// (`kernels/condense_bordered.cu` describes the phases they tune).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BorderedTuning {
+    /// The kernel names' precision part: "f32" or "f64".
+    pub precision: &'static str,
+    /// The kernel names' cell part: "tri" or "tet".
+    pub cell: &'static str,
+    /// The order.
+    pub k: usize,
+    /// Threads per block of the launch.
+    pub threads: u32,
+    /// The launch bound's most threads per block: 512 in f32, whose register tiles are half
+    /// the size of f64's, and for the f64 tetrahedra at k = 7, 8; 256 otherwise.
+    pub max_threads: u32,
+    /// The launch bound's least resident blocks per multiprocessor (0: none), which caps the
+    /// registers so that more blocks are resident.
+    pub min_blocks: u32,
+    /// Columns per step of the right-looking factorisation and back substitution (NB).
+    pub step_columns: usize,
+    /// Warp groups of the trailing update and the back substitution (RW; one group where
+    /// they do not divide the warps).
+    pub warp_groups: usize,
+    /// Rows per warp task of the CUDA-core Gram product K_e = A - Y Y^T (TR).
+    pub gram_rows: usize,
+    /// Where the outputs of a group wait ([`BorderedTuning::output_group`]).
+    pub staging: OutputStaging,
+    /// The factorisation, K_e and the back substitution left-looking on the tensor cores (on
+    /// sm_80 and later; the CUDA-core paths elsewhere), where that measured faster; with it,
+    /// `step_columns`, `warp_groups` and `gram_rows` set only the CUDA-core paths.
+    pub left_looking: bool,
+    /// Columns of W = [P | F] per pass (PW), where the whole bordered matrix does not fit a
+    /// block's shared memory; None: all nl + 1 in one pass.
+    pub panel_columns: Option<usize>,
+}
+
+impl BorderedTuning {
+    /// Elements per output group: 1 with direct stores, else one 32-byte sector's worth (8 in
+    /// f32, 4 in f64), condensed one after the other by the block, their K_e, b_e, Z and u0
+    /// staged and then written side by side, so that every store fills whole sectors.
+    pub fn output_group(&self) -> usize {
+        match self.staging {
+            OutputStaging::Direct => 1,
+            OutputStaging::Shared | OutputStaging::Global => 32 / self.precision_bytes(),
+        }
+    }
+
+    /// Bytes of one value.
+    pub fn precision_bytes(&self) -> usize {
+        if self.precision == "f32" {
+            4
+        } else {
+            8
+        }
+    }
+}
+
+/// Triangles in f32 (the design dispatch runs the block design there, the bordered one is
+/// compiled for tests and benchmarks): one warp (nl + 1 <= 28 panel columns), direct stores,
+/// right-looking.
+const TRI_F32: BorderedTuning = BorderedTuning {
+    precision: "f32",
+    cell: "tri",
+    k: 0,
+    threads: 32,
+    max_threads: 512,
+    min_blocks: 0,
+    step_columns: 4,
+    warp_groups: 1,
+    gram_rows: 8,
+    staging: OutputStaging::Direct,
+    left_looking: false,
+    panel_columns: None,
+};
+const TRI_F64: BorderedTuning =
+    BorderedTuning { precision: "f64", max_threads: 256, gram_rows: 4, ..TRI_F32 };
+const TET_F32: BorderedTuning = BorderedTuning { cell: "tet", ..TRI_F32 };
+const TET_F64: BorderedTuning = BorderedTuning { cell: "tet", ..TRI_F64 };
+
+/// Every bordered condensation kernel, chosen by measurement (condense-bench sweeps; the
+/// figures in BENCHMARKS.md). Tetrahedra: at k = 2 the outputs of a sector's worth of
+/// elements are staged in shared memory; at k = 3..5 (and 6 in f32) in a global scratch per
+/// block, with the registers capped (`min_blocks`: some spill, and still win) so that more
+/// blocks are resident. Left-looking on the tensor cores at f64 k = 5..8 and f32 k = 6..8
+/// (slower at f64 k <= 4 and f32 k <= 5). Two warp groups at f32 k = 8 and f64 k = 6 (one
+/// group is faster at the neighbouring orders). The f64 tetrahedron at k = 7 holds one element
+/// per multiprocessor and runs 16 warps (with 8 the schedulers idled; more threads spill); at
+/// k = 8 its whole bordered matrix does not fit a block's 227 KB, so W comes in two passes of
+/// 91 columns.
+pub const BORDERED: [BorderedTuning; 32] = [
+    BorderedTuning { k: 1, ..TRI_F32 },
+    BorderedTuning { k: 2, ..TRI_F32 },
+    BorderedTuning { k: 3, ..TRI_F32 },
+    BorderedTuning { k: 4, ..TRI_F32 },
+    BorderedTuning { k: 5, ..TRI_F32 },
+    BorderedTuning { k: 6, ..TRI_F32 },
+    BorderedTuning { k: 7, ..TRI_F32 },
+    BorderedTuning { k: 8, ..TRI_F32 },
+    BorderedTuning { k: 1, ..TET_F32 },
+    BorderedTuning { k: 2, threads: 128, staging: OutputStaging::Shared, ..TET_F32 },
+    BorderedTuning { k: 3, threads: 64, min_blocks: 2, staging: OutputStaging::Global, ..TET_F32 },
+    BorderedTuning { k: 4, threads: 64, min_blocks: 2, staging: OutputStaging::Global, ..TET_F32 },
+    BorderedTuning { k: 5, threads: 128, min_blocks: 2, staging: OutputStaging::Global, ..TET_F32 },
+    BorderedTuning {
+        k: 6,
+        threads: 256,
+        min_blocks: 2,
+        staging: OutputStaging::Global,
+        left_looking: true,
+        ..TET_F32
+    },
+    BorderedTuning { k: 7, threads: 256, step_columns: 8, left_looking: true, ..TET_F32 },
+    BorderedTuning {
+        k: 8,
+        threads: 512,
+        step_columns: 8,
+        warp_groups: 2,
+        gram_rows: 4,
+        left_looking: true,
+        ..TET_F32
+    },
+    BorderedTuning { k: 1, ..TRI_F64 },
+    BorderedTuning { k: 2, ..TRI_F64 },
+    BorderedTuning { k: 3, ..TRI_F64 },
+    BorderedTuning { k: 4, ..TRI_F64 },
+    BorderedTuning { k: 5, ..TRI_F64 },
+    BorderedTuning { k: 6, ..TRI_F64 },
+    BorderedTuning { k: 7, ..TRI_F64 },
+    BorderedTuning { k: 8, ..TRI_F64 },
+    BorderedTuning { k: 1, ..TET_F64 },
+    BorderedTuning { k: 2, threads: 64, staging: OutputStaging::Shared, ..TET_F64 },
+    BorderedTuning { k: 3, threads: 64, min_blocks: 3, staging: OutputStaging::Global, ..TET_F64 },
+    BorderedTuning { k: 4, threads: 128, min_blocks: 4, staging: OutputStaging::Global, ..TET_F64 },
+    BorderedTuning {
+        k: 5,
+        threads: 256,
+        min_blocks: 4,
+        gram_rows: 2,
+        staging: OutputStaging::Global,
+        left_looking: true,
+        ..TET_F64
+    },
+    BorderedTuning { k: 6, threads: 256, warp_groups: 2, left_looking: true, ..TET_F64 },
+    BorderedTuning {
+        k: 7,
+        threads: 512,
+        max_threads: 512,
+        step_columns: 8,
+        left_looking: true,
+        ..TET_F64
+    },
+    BorderedTuning {
+        k: 8,
+        threads: 512,
+        max_threads: 512,
+        step_columns: 8,
+        left_looking: true,
+        panel_columns: Some(91),
+        ..TET_F64
+    },
+];
+
+/// The bordered condensation kernel of (precision, cell, k) ("f32" or "f64", "tri" or "tet"),
+/// if compiled.
+pub fn bordered_tuning(precision: &str, cell: &str, k: usize) -> Option<&'static BorderedTuning> {
+    BORDERED.iter().find(|t| t.precision == precision && t.cell == cell && t.k == k)
+}
