@@ -284,73 +284,68 @@ __host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
                              (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
 }
 
-// One thread's view of the bordered condensation of one kernel (the template parameters: a
-// row of src/element_instances.rs) and its phases, the numbered steps at the top of this file.
-// Every thread of the block holds one (its indices, the layout of the shared memory) and calls
-// every phase; the phases are inlined into the kernel, so the register tiles of each stay in
-// registers.
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT, int CH>
-struct BorderedCondensation {
-    static constexpr int F = C::NFACES;
-    static constexpr int NL = F * NF;
-    static constexpr int LD = NL + 1;  // columns of W: P (NL), then F
+          bool LEFT, int CH = 0>
+__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
+                                  T* __restrict__ b_out, T* __restrict__ z_out,
+                                  T* __restrict__ u0_out, int* __restrict__ info,
+                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
+    constexpr int F = C::NFACES;
+    constexpr int NL = F * NF;
+    constexpr int LD = NL + 1;  // columns of W: P (NL), then F
     // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
-    static constexpr int PW = CH > 0 && CH < LD ? CH : LD;
-    static constexpr int PASSES = (LD + PW - 1) / PW;
+    constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    constexpr int PASSES = (LD + PW - 1) / PW;
     static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
-    static constexpr int R = N + PW;              // order of the bordered matrix (of one pass)
-    static constexpr int PM = (R + 31) / 32;      // 32-row chunks of the bordered matrix
-    static constexpr int PMW = (PM + RW - 1) / RW;  // chunks per row group (trailing update)
-    static constexpr int QA = (PW + 31) / 32;     // 32-column chunks of the panel (steps 3, 4)
-    static constexpr int QAW = (QA + RW - 1) / RW;  // chunks per column group (step 4)
-    static constexpr int OUT = bordered_outputs<N, NL>();
-    static constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
-    static constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
-
-    const Tables& tb;
-    const Cells& c;
-    CondenseCoefficients<C, T>& cf;
-    // The first n columns of the bordered matrix (a) and 1 / L(j, j) (dinv) in shared memory.
-    T* a;
-    T* dinv;
+    constexpr int R = N + PW;   // order of the bordered matrix (of one pass)
+    constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
+    constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
+    constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
+    constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
+    constexpr int OUT = bordered_outputs<N, NL>();
+    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
+    constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
+    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G, PW>(), info)) return;
+    HDG_DYNAMIC_SHARED(smem_raw);
+    T* a = reinterpret_cast<T*>(smem_raw);
+    T* dinv = a + (N * R - N * (N - 1) / 2);
     // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
     // or in the block's own G OUT values of the global scratch.
-    T* stage;
+    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
     // PASSES > 1: Y of the passes before the last, in the block's own part of the global
     // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
     // j PW + r), read back by the Gram products of the later passes while still in L2.
-    T* y_saved;
-    int tid, nt, lane, warp, warps;
+    T* y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
+    __shared__ CondenseCoefficients<C, T> cf;
+
+    const int tid = threadIdx.x;
+    const int nt = blockDim.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int warps = nt >> 5;
     // Warp groups of steps 2c and 4: RW groups (of rows, of panel columns) when the warps
     // divide evenly, else one; each group's warps share out the columns (rows) cyclically.
-    int groups, group, member, members;
-    u64 nc;
-    const T* fk;
+    const int groups = (warps % RW == 0) ? RW : 1;
+    const int group = warp % groups;
+    const int member = warp / groups;
+    const int members = warps / groups;
+    const u64 nc = c.n_cells;
+    const T* fk = ptr<T>(c.load);
 
-    __device__ __forceinline__ BorderedCondensation(const Tables& tb_, const Cells& c_,
-                                                    CondenseCoefficients<C, T>& cf_, T* smem,
-                                                    T* scratch)
-        : tb(tb_), c(c_), cf(cf_) {
-        a = smem;
-        dinv = a + (N * R - N * (N - 1) / 2);
-        stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
-        y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
-        tid = threadIdx.x;
-        nt = blockDim.x;
-        lane = tid & 31;
-        warp = tid >> 5;
-        warps = nt >> 5;
-        groups = (warps % RW == 0) ? RW : 1;
-        group = warp % groups;
-        member = warp / groups;
-        members = warps / groups;
-        nc = c.n_cells;
-        fk = ptr<T>(c.load);
-    }
-
-    // 1. The pass's columns c0.. of the bordered matrix of element e, formed from the tables.
-    __device__ __forceinline__ void form(int pass, int c0, u64 e) const {
+    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
+    const u64 n_groups = (nc + G - 1) / G;
+    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
+    for (int gi = 0; gi < G; ++gi) {
+        const u64 e = group_index * G + gi;
+        if (e >= nc) break;  // the same for every thread
+        T* st = stage + gi * OUT;
+        if (tid == 0) cf.load(c, e);
+        __syncthreads();
+        int bad = 0;
+        T bad_value = T(0);
+    // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1 of W.
+    for (int pass = 0; pass < PASSES; ++pass) {
+        const int c0 = pass * PW;
 
         // 1. S (rows i >= j of column j; the first pass) and W^T (rows n + r of column j).
         // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
@@ -366,8 +361,8 @@ struct BorderedCondensation {
             }
         }
         // W^T, the pass's columns: those of P (consecutive threads take consecutive entries of
-        // a row of W^T; one loop for P alone measured faster than one for all of W), then F,
-        // and zero past it.
+        // a row of W^T; one loop for P alone measured 1.01x to 1.02x over one for all of W at
+        // k = 6..8), then F, and zero past it.
         {
             const int np = NL - c0 < PW ? NL - c0 : PW;  // columns of P in this pass
 #pragma unroll 2
@@ -384,124 +379,121 @@ struct BorderedCondensation {
             }
         }
         __syncthreads();
-    }
 
-    // 2, on the tensor cores. bad: 0, or the failing pivot + 1 (its value in bad_value).
-    __device__ __forceinline__ void factor_left_looking(int pass, int& bad, T& bad_value) const {
-        // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
-        // as 3xTF32): (1) the block column takes the updates of all the columns left of it
-        // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
-        // (each entry read and written once per step, where the right-looking update below
-        // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
-        // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
-        using Mma = MmaTile<T>;
-        constexpr int LB = 8, TM = Mma::M;
-        __shared__ int bad_shared;
-        __shared__ T bad_value_shared;
-        for (int jb = 0; jb < N; jb += LB) {
-            const int nb = N - jb < LB ? N - jb : LB;
-            // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
-            // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
-            // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
-            // Later passes: the panel's rows only.
-            if (jb > 0) {
-                const int first_row = pass > 0 ? N : jb;
-                const int tiles = (R - first_row + TM - 1) / TM;
-                for (int I = warp; I < tiles; I += warps) {
-                    const int i0 = first_row + TM * I;
-                    typename Mma::Acc acc[2];
+        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time; in
+        // the later passes L is known and only the panel's rows are solved (Y = W^T L^-T).
+        if constexpr (LEFT && HDG_HAS_MMA) {
+            // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
+            // as 3xTF32): (1) the block column takes the updates of all the columns left of it
+            // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
+            // (each entry read and written once per step, where the right-looking update below
+            // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
+            // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
+            using Mma = MmaTile<T>;
+            constexpr int LB = 8, TM = Mma::M;
+            __shared__ int bad_shared;
+            __shared__ T bad_value_shared;
+            for (int jb = 0; jb < N; jb += LB) {
+                const int nb = N - jb < LB ? N - jb : LB;
+                // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
+                // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
+                // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
+                // Later passes: the panel's rows only.
+                if (jb > 0) {
+                    const int first_row = pass > 0 ? N : jb;
+                    const int tiles = (R - first_row + TM - 1) / TM;
+                    for (int I = warp; I < tiles; I += warps) {
+                        const int i0 = first_row + TM * I;
+                        typename Mma::Acc acc[2];
 #pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                        const bool mine = c < jb + nb && i >= c && i < R;
-                        Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
-                        Mma::set(acc[1], v, T(0));
+                        for (int v = 0; v < Mma::CV; ++v) {
+                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                            const bool mine = c < jb + nb && i >= c && i < R;
+                            Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
+                            Mma::set(acc[1], v, T(0));
+                        }
+                        // Rows past R read on into the next columns (k < jb < n): they only
+                        // reach rows of C that are not written back.
+                        mma_steps<T>(
+                            acc, lane, 0, jb,
+                            [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
+                            [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
+#pragma unroll
+                        for (int v = 0; v < Mma::CV; ++v) {
+                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                            if (c < jb + nb && i >= c && i < R)
+                                a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                        }
                     }
-                    // Rows past R read on into the next columns (k < jb < n): they only
-                    // reach rows of C that are not written back.
-                    mma_steps<T>(
-                        acc, lane, 0, jb,
-                        [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
-                        [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
+                    __syncthreads();
+                }
+                // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
+                // rank-1 update of the rest of the block one entry per lane.
+                if (warp == 0 && pass == 0) {
+                    int wbad = 0;
+                    T wbad_value = T(0);
+                    for (int s = 0; s < nb; ++s) {
+                        T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
+                        const T d = cs[s];
+                        if (!(d > T(0))) {
+                            wbad = jb + s + 1;
+                            wbad_value = d;
+                            break;
+                        }
+                        // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
+                        const T inv = rsqrt(d);
+                        const T piv = d * inv;
+                        __syncwarp();
+                        if (lane == 0) {
+                            cs[s] = piv;
+                            dinv[jb + s] = inv;
+                        }
+                        if (lane > s && lane < nb) cs[lane] *= inv;
+                        __syncwarp();
+                        const int m = nb - 1 - s;
+                        if (lane < m * (m + 1) / 2) {
+                            int rr, qq;
+                            packed_row_col(lane, rr, qq);
+                            const int r = s + 1 + rr, q = s + 1 + qq;
+                            T* cq = a + col_start(R, jb + q) - q;
+                            cq[r] = fmad(-cs[r], cs[q], cq[r]);
+                        }
+                        __syncwarp();
+                    }
+                    if (lane == 0) {
+                        bad_shared = wbad;
+                        bad_value_shared = wbad_value;
+                    }
+                }
+                __syncthreads();
+                if (pass == 0) {
+                    bad = bad_shared;
+                    bad_value = bad_value_shared;
+                }
+                if (bad) break;  // the same decision in every thread
+                // (3) The rows below the block (later passes: the panel's): x L_d^T =
+                // a(i, jb..jb+nb-1).
+                for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
+                    T x[LB];
 #pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                        if (c < jb + nb && i >= c && i < R)
-                            a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                    for (int s = 0; s < LB; ++s) {
+                        if (s < nb) {
+                            const T* cs = a + col_start(R, jb + s) - s;
+                            T* p = a + col_start(R, jb + s) + i - jb - s;
+                            T v = *p;
+#pragma unroll
+                            for (int q = 0; q < s; ++q) {
+                                const T* cq = a + col_start(R, jb + q) - q;
+                                v = fmad(-x[q], cq[s], v);
+                            }
+                            x[s] = v * dinv[jb + s];
+                            *p = x[s];
+                        }
                     }
                 }
                 __syncthreads();
             }
-            // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
-            // rank-1 update of the rest of the block one entry per lane.
-            if (warp == 0 && pass == 0) {
-                int wbad = 0;
-                T wbad_value = T(0);
-                for (int s = 0; s < nb; ++s) {
-                    T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
-                    const T d = cs[s];
-                    if (!(d > T(0))) {
-                        wbad = jb + s + 1;
-                        wbad_value = d;
-                        break;
-                    }
-                    // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
-                    const T inv = rsqrt(d);
-                    const T piv = d * inv;
-                    __syncwarp();
-                    if (lane == 0) {
-                        cs[s] = piv;
-                        dinv[jb + s] = inv;
-                    }
-                    if (lane > s && lane < nb) cs[lane] *= inv;
-                    __syncwarp();
-                    const int m = nb - 1 - s;
-                    if (lane < m * (m + 1) / 2) {
-                        int rr, qq;
-                        packed_row_col(lane, rr, qq);
-                        const int r = s + 1 + rr, q = s + 1 + qq;
-                        T* cq = a + col_start(R, jb + q) - q;
-                        cq[r] = fmad(-cs[r], cs[q], cq[r]);
-                    }
-                    __syncwarp();
-                }
-                if (lane == 0) {
-                    bad_shared = wbad;
-                    bad_value_shared = wbad_value;
-                }
-            }
-            __syncthreads();
-            if (pass == 0) {
-                bad = bad_shared;
-                bad_value = bad_value_shared;
-            }
-            if (bad) break;  // the same decision in every thread
-            // (3) The rows below the block (later passes: the panel's): x L_d^T =
-            // a(i, jb..jb+nb-1).
-            for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
-                T x[LB];
-#pragma unroll
-                for (int s = 0; s < LB; ++s) {
-                    if (s < nb) {
-                        const T* cs = a + col_start(R, jb + s) - s;
-                        T* p = a + col_start(R, jb + s) + i - jb - s;
-                        T v = *p;
-#pragma unroll
-                        for (int q = 0; q < s; ++q) {
-                            const T* cq = a + col_start(R, jb + q) - q;
-                            v = fmad(-x[q], cq[s], v);
-                        }
-                        x[s] = v * dinv[jb + s];
-                        *p = x[s];
-                    }
-                }
-            }
-            __syncthreads();
-        }
-    }
-
-    // 2, on the CUDA cores (as factor_left_looking).
-    __device__ __forceinline__ void factor_right_looking(int pass, int& bad, T& bad_value) const {
+        } else
         for (int jb = 0; jb < N; jb += NB) {
             const int nb = N - jb < NB ? N - jb : NB;
             const int r0 = jb + nb;  // first row (and column) below the block
@@ -523,8 +515,8 @@ struct BorderedCondensation {
                         bad = jb + s + 1;
                         bad_value = d;
                     }
-                    // f32: 1 / sqrt(d) to 2 ulp in one step (measured faster); f64 keeps the
-                    // correctly rounded root and quotient.
+                    // f32: 1 / sqrt(d) to 2 ulp in one step (1.01x to 1.07x at k = 2..8 on an
+                    // H200); f64 keeps the correctly rounded root and quotient.
                     T piv, inv;
                     if constexpr (sizeof(T) == 4) {
                         inv = rsqrt(d);
@@ -611,14 +603,39 @@ struct BorderedCondensation {
             }
             __syncthreads();
         }
-    }
+        if (bad) {
+            if (tid == 0) {
+                info[e] = bad;
+                pivot_value[e] = bad_value;
+            }
+            __syncthreads();
+            break;
+        }
 
-    // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
-    // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
-    // earlier pass (read back from y_saved; this pass's go there first, if a later one needs
-    // them); gram_out(a, b, sum) takes the entry (a, b) of Y Y^T out.
-    template <class GramOut>
-    __device__ __forceinline__ void gram(int pass, int c0, GramOut gram_out) const {
+        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
+        // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
+        // earlier pass (read back from y_saved; this pass's go there first, if a later one
+        // needs them).
+        // The entry (a, b) of the result, sum = (Y Y^T)(a, b), goes out here: K_e(a, b) =
+        // A(a, b) - sum to both triangles, b_e(b) = sum on row nl.
+        auto gram_out = [&](int ar, int b, T sum) {
+            if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
+            if (ar == NL) {
+                if constexpr (G > 1)
+                    st[OFF_B + b] = sum;
+                else
+                    b_out[condensed_at<T>(NL, b, e)] = sum;
+            } else {
+                const T v = cf.template trace<NF>(tb, ar, b) - sum;
+                if constexpr (G > 1) {
+                    st[ar * NL + b] = v;
+                    st[b * NL + ar] = v;
+                } else {
+                    k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
+                    if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
+                }
+            }
+        };
         if (pass + 1 < PASSES) {
             T* ys = y_saved + (u64)pass * PW * N;
             for (int t = tid; t < N * PW; t += nt) {
@@ -629,293 +646,301 @@ struct BorderedCondensation {
         }
         // The block of rows r of pass rp (this one: here) with the columns s of this pass.
         for (int rp = 0; rp <= pass; ++rp) {
-            const bool here = rp == pass;
-            const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
-            // The block's (r, s) out: at or below the diagonal of this pass's own block (the
-            // entries of K_e at or above it come with the row), as (c0 + s, rp PW + r) with an
-            // earlier pass's rows (which come first).
-            auto block_out = [&](int r, int s, T sum) {
-                if (r >= PW || s >= PW) return;
-                if (here)
-                    gram_out(c0 + r, c0 + s, sum);
-                else
-                    gram_out(c0 + s, rp * PW + r, sum);
+        const bool here = rp == pass;
+        const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
+        // The block's (r, s) out: at or below the diagonal of this pass's own block (the
+        // entries of K_e at or above it come with the row), as (c0 + s, rp PW + r) with an
+        // earlier pass's rows (which come first).
+        auto block_out = [&](int r, int s, T sum) {
+            if (r >= PW || s >= PW) return;
+            if (here)
+                gram_out(c0 + r, c0 + s, sum);
+            else
+                gram_out(c0 + s, rp * PW + r, sum);
+        };
+        if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
+            // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
+            // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
+            // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
+            // row I, up to JC of its column tiles (JC accumulators). Lane l reads its A
+            // fragment from rows M I.. of the rows' Y (from global memory for an earlier
+            // pass's rows; reading the next k-step's ahead measured no faster there, and 1.02x
+            // to 1.08x slower from shared memory), its B fragments (B = Y^T) from rows 8 J..
+            // (every value one read).
+            using Mma = MmaTile<T>;
+            constexpr int TM = Mma::M, TK = Mma::K;
+            constexpr int TROWS = (PW + TM - 1) / TM, TCOLS = (PW + 7) / 8;
+            constexpr int JC = TCOLS < 8 ? TCOLS : 8;
+            // Column tiles of tile row I: those at or below the diagonal, within the matrix.
+            auto row_tiles = [&](int I) {
+                const int c = (TM * (I + 1) - 1) / 8 + 1;
+                return c < TCOLS && here ? c : TCOLS;
             };
-            if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
-                // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
-                // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
-                // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
-                // row I, up to JC of its column tiles (JC accumulators). Lane l reads its A
-                // fragment from rows M I.. of the rows' Y (from global memory for an earlier
-                // pass's rows; reading the next k-step's ahead measured no faster there, and
-                // slower from shared memory), its B fragments (B = Y^T) from rows 8 J..
-                // (every value one read).
-                using Mma = MmaTile<T>;
-                constexpr int TM = Mma::M, TK = Mma::K;
-                constexpr int TROWS = (PW + TM - 1) / TM, TCOLS = (PW + 7) / 8;
-                constexpr int JC = TCOLS < 8 ? TCOLS : 8;
-                // Column tiles of tile row I: those at or below the diagonal, within the matrix.
-                auto row_tiles = [&](int I) {
-                    const int c = (TM * (I + 1) - 1) / 8 + 1;
-                    return c < TCOLS && here ? c : TCOLS;
-                };
-                // A(r, j), j < k-step end: Y(r, j), zero for j >= n (the last k-step reads column
-                // n - 1). This pass's rows past PW read on past the column (into the next one,
-                // dinv, or the slack at the end): they only reach entries that are not written;
-                // an earlier pass's are zero.
-                auto load_a = [&](T (&fa)[Mma::AV], int j0, int I) {
+            // A(r, j), j < k-step end: Y(r, j), zero for j >= n (the last k-step reads column
+            // n - 1). This pass's rows past PW read on past the column (into the next one,
+            // dinv, or the slack at the end): they only reach entries that are not written;
+            // an earlier pass's are zero.
+            auto load_a = [&](T (&fa)[Mma::AV], int j0, int I) {
 #pragma unroll
-                    for (int v = 0; v < Mma::AV; ++v) {
-                        const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
-                        const int r = TM * I + Mma::a_row(lane, v);
-                        T x;
-                        if (here)
-                            x = a[col_start(R, jc) + N - jc + r];
-                        else
-                            x = r < PW ? ys[jc * PW + r] : T(0);
-                        fa[v] = j < N ? x : T(0);
-                    }
-                };
-                int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
-                for (int skip = warp; skip > 0; --skip) {
-                    J0 += JC;
-                    if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
+                for (int v = 0; v < Mma::AV; ++v) {
+                    const int j = j0 + Mma::a_col(lane, v), jc = j < N ? j : N - 1;
+                    const int r = TM * I + Mma::a_row(lane, v);
+                    T x;
+                    if (here)
+                        x = a[col_start(R, jc) + N - jc + r];
+                    else
+                        x = r < PW ? ys[jc * PW + r] : T(0);
+                    fa[v] = j < N ? x : T(0);
                 }
-                while (I < TROWS) {
-                    const int jend = row_tiles(I);
-                    typename Mma::Acc acc[JC];
+            };
+            int I = 0, J0 = 0;  // the task of index `warp`, then every warps-th one
+            for (int skip = warp; skip > 0; --skip) {
+                J0 += JC;
+                if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
+            }
+            while (I < TROWS) {
+                const int jend = row_tiles(I);
+                typename Mma::Acc acc[JC];
 #pragma unroll
-                    for (int t = 0; t < JC; ++t)
+                for (int t = 0; t < JC; ++t)
 #pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
-                    for (int j0 = 0; j0 < N; j0 += TK) {
-                        T fa[Mma::AV];
-                        load_a(fa, j0, I);
-                        const typename Mma::FragA fra = Mma::frag_a(fa);
-#pragma unroll
-                        for (int t = 0; t < JC; ++t) {
-                            const int J = J0 + t;
-                            if (J < jend) {  // the same in every lane
-                                T fb[Mma::BV];
-#pragma unroll
-                                for (int v = 0; v < Mma::BV; ++v) {
-                                    const int j = j0 + Mma::b_k(lane, v), jc = j < N ? j : N - 1;
-                                    fb[v] = a[col_start(R, jc) + N - jc + 8 * J + Mma::b_n(lane, v)];
-                                }
-                                Mma::mma(acc[t], fra, Mma::frag_b(fb));
-                            }
-                        }
-                    }
+                    for (int v = 0; v < Mma::CV; ++v) Mma::set(acc[t], v, T(0));
+                for (int j0 = 0; j0 < N; j0 += TK) {
+                    T fa[Mma::AV];
+                    load_a(fa, j0, I);
+                    const typename Mma::FragA fra = Mma::frag_a(fa);
 #pragma unroll
                     for (int t = 0; t < JC; ++t) {
                         const int J = J0 + t;
-                        if (J < jend) {
+                        if (J < jend) {  // the same in every lane
+                            T fb[Mma::BV];
 #pragma unroll
-                            for (int v = 0; v < Mma::CV; ++v)
-                                block_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
-                                          Mma::get(acc[t], v));
+                            for (int v = 0; v < Mma::BV; ++v) {
+                                const int j = j0 + Mma::b_k(lane, v), jc = j < N ? j : N - 1;
+                                fb[v] = a[col_start(R, jc) + N - jc + 8 * J + Mma::b_n(lane, v)];
+                            }
+                            Mma::mma(acc[t], fra, Mma::frag_b(fb));
                         }
-                    }
-                    for (int skip = warps; skip > 0; --skip) {
-                        J0 += JC;
-                        if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
                     }
                 }
-            } else {
-                // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
-                constexpr int NRB = (PW + TR - 1) / TR;
-                for (int rb = warp; rb < NRB; rb += warps) {
-                    const int a0 = rb * TR;
-                    // Columns b < bmax: in this pass's own block those of P at or below the
-                    // diagonal; with an earlier pass's rows all (they are the rows of K_e and b_e).
-                    const int smax = NL - c0 < PW ? NL - c0 : PW;
-                    const int bmax = !here ? PW : a0 + TR < smax ? a0 + TR : smax;
-                    const int qmax = (bmax + 31) / 32;
-                    T acc[TR][QA];
 #pragma unroll
-                    for (int r = 0; r < TR; ++r)
+                for (int t = 0; t < JC; ++t) {
+                    const int J = J0 + t;
+                    if (J < jend) {
 #pragma unroll
-                        for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
-#pragma unroll 2
-                    for (int j = 0; j < N; ++j) {
-                        const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) of this pass
-                        T ya[TR];
-#pragma unroll
-                        for (int r = 0; r < TR; ++r)
-                            ya[r] = a0 + r >= PW ? T(0) : here ? y[a0 + r] : ys[j * PW + a0 + r];
-#pragma unroll
-                        for (int q = 0; q < QA; ++q) {
-                            const int b = lane + 32 * q;
-                            if (q < qmax) {
-                                const T yb = (b < PW) ? y[b] : T(0);
-#pragma unroll
-                                for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
-                            }
-                        }
+                        for (int v = 0; v < Mma::CV; ++v)
+                            block_out(TM * I + Mma::c_row(lane, v), 8 * J + Mma::c_col(lane, v),
+                                      Mma::get(acc[t], v));
                     }
-#pragma unroll
-                    for (int r = 0; r < TR; ++r)
-#pragma unroll
-                        for (int q = 0; q < QA; ++q)
-                            if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
+                }
+                for (int skip = warps; skip > 0; --skip) {
+                    J0 += JC;
+                    if (J0 >= row_tiles(I)) { ++I; J0 = 0; }
                 }
             }
+        } else {
+            // Warp tasks of TR rows, lane l the columns l + 32 q; the sums stay in registers.
+            constexpr int NRB = (PW + TR - 1) / TR;
+            for (int rb = warp; rb < NRB; rb += warps) {
+                const int a0 = rb * TR;
+                // Columns b < bmax: in this pass's own block those of P at or below the
+                // diagonal; with an earlier pass's rows all (they are the rows of K_e and b_e).
+                const int smax = NL - c0 < PW ? NL - c0 : PW;
+                const int bmax = !here ? PW : a0 + TR < smax ? a0 + TR : smax;
+                const int qmax = (bmax + 31) / 32;
+                T acc[TR][QA];
+#pragma unroll
+                for (int r = 0; r < TR; ++r)
+#pragma unroll
+                    for (int q = 0; q < QA; ++q) acc[r][q] = T(0);
+#pragma unroll 2
+                for (int j = 0; j < N; ++j) {
+                    const T* y = a + col_start(R, j) + N - j;  // y[r] = Y(r, j) of this pass
+                    T ya[TR];
+#pragma unroll
+                    for (int r = 0; r < TR; ++r)
+                        ya[r] = a0 + r >= PW ? T(0) : here ? y[a0 + r] : ys[j * PW + a0 + r];
+#pragma unroll
+                    for (int q = 0; q < QA; ++q) {
+                        const int b = lane + 32 * q;
+                        if (q < qmax) {
+                            const T yb = (b < PW) ? y[b] : T(0);
+#pragma unroll
+                            for (int r = 0; r < TR; ++r) acc[r][q] = fmad(ya[r], yb, acc[r][q]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < TR; ++r)
+#pragma unroll
+                    for (int q = 0; q < QA; ++q)
+                        if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
+            }
+        }
         }  // rp
         __syncthreads();
-    }
 
-    // 4, on the tensor cores; z_write(row, r, value) takes Z(row, c0 + r) (or u0) out.
-    template <class ZWrite>
-    __device__ __forceinline__ void back_substitute_left_looking(ZWrite z_write) const {
-        // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
-        // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
-        // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
-        // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
-        // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
-        // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
-        // c of its tile, from the last row up, in place and out (col: the pass's panel
-        // columns). A warp reads only its own
-        // columns of Y and Z and the finished L: no barriers (the right-looking path below
-        // needs one per block).
-        using Mma = MmaTile<T>;
-        constexpr int LB = 8, TM = Mma::M;
-        constexpr int TILES = (PW + TM - 1) / TM;
-        for (int I = warp; I < TILES; I += warps) {
-            const int t0 = TM * I;
-            for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
-                const int nb = N - jb < LB ? N - jb : LB;
-                typename Mma::Acc acc[2];
-#pragma unroll
-                for (int v = 0; v < Mma::CV; ++v) {
-                    const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                    const int at = col_start(R, jb + s) + N - jb - s + col;
-                    Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
-                    Mma::set(acc[1], v, T(0));
-                }
-                // Every block with rows below it has nb = LB. Rows r >= n (the last
-                // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
-                // there: finite). Columns past the pass's read on past the column: only
-                // rows of C that are not written.
-                mma_steps<T>(
-                    acc, lane, jb + nb, N,
-                    [&](int r, int col) {
-                        const int rc = r < N ? r : N - 1;
-                        const T x = a[col_start(R, rc) + N - rc + t0 + col];
-                        return r < N ? x : T(0);
-                    },
-                    [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
-#pragma unroll
-                for (int v = 0; v < Mma::CV; ++v) {
-                    const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                    if (col < PW && s < nb)
-                        a[col_start(R, jb + s) + N - jb - s + col] =
-                            Mma::get(acc[0], v) + Mma::get(acc[1], v);
-                }
-                __syncwarp();
-                const int col = t0 + lane;
-                if (lane < TM && col < PW) {
-                    T z[LB];
-#pragma unroll
-                    for (int s = 0; s < LB; ++s)
-                        z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
-#pragma unroll
-                    for (int s = LB - 1; s >= 0; --s) {
-                        if (s < nb) {
-                            const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
-#pragma unroll
-                            for (int t = s + 1; t < LB; ++t)
-                                if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
-                            z[s] *= dinv[jb + s];
-                            a[col_start(R, jb + s) + N - jb - s + col] = z[s];
-                            z_write(jb + s, col, z[s]);
-                        }
-                    }
-                }
-                __syncwarp();
+        // Z(row, col) (col < nl) and u0(row) (col = nl) out, for the pass's column r (col =
+        // c0 + r): staged (G > 1) or straight.
+        auto z_write = [&](int row, int r, T v) {
+            const int col = c0 + r;
+            if (r >= PW) return;
+            if constexpr (G > 1) {
+                if (col < NL)
+                    st[OFF_Z + row * NL + col] = v;
+                else if (col == NL)
+                    st[OFF_U0 + row] = v;
+            } else if (col < NL) {
+                z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
+            } else if (col == NL) {
+                u0_out[condensed_at<T>(N, row, e)] = v;
             }
-        }
-        __syncthreads();
-    }
-
-    // 4, on the CUDA cores (as back_substitute_left_looking).
-    template <class ZWrite>
-    __device__ __forceinline__ void back_substitute_right_looking(ZWrite z_write) const {
-        // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
-        // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
-        // l column l of each), its warps the rows above the block.
-        {
-            constexpr int NBLK = (N + NB - 1) / NB;
-            for (int blk = NBLK - 1; blk >= 0; --blk) {
-                const int jb = blk * NB;
-                const int nb = N - jb < NB ? N - jb : NB;
-                for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
-                    T z[QAW][NB];
+        };
+        if constexpr (LEFT && HDG_HAS_MMA) {
+            // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
+            // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
+            // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
+            // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
+            // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
+            // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
+            // c of its tile, from the last row up, in place and out (col: the pass's panel
+            // columns). A warp reads only its own
+            // columns of Y and Z and the finished L: no barriers (the right-looking path below
+            // needs one per block).
+            using Mma = MmaTile<T>;
+            constexpr int LB = 8, TM = Mma::M;
+            constexpr int TILES = (PW + TM - 1) / TM;
+            for (int I = warp; I < TILES; I += warps) {
+                const int t0 = TM * I;
+                for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
+                    const int nb = N - jb < LB ? N - jb : LB;
+                    typename Mma::Acc acc[2];
 #pragma unroll
-                    for (int q = 0; q < QAW; ++q) {
-                        const int col = 32 * (group + groups * (u0 + q)) + lane;
-#pragma unroll
-                        for (int s = 0; s < NB; ++s)
-                            z[q][s] = (col < PW && s < nb)
-                                          ? a[col_start(R, jb + s) + N + col - jb - s]
-                                          : T(0);
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        const int at = col_start(R, jb + s) + N - jb - s + col;
+                        Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
+                        Mma::set(acc[1], v, T(0));
                     }
-                    // The diagonal block: L_d^T z = y, from its last row up.
+                    // Every block with rows below it has nb = LB. Rows r >= n (the last
+                    // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
+                    // there: finite). Columns past the pass's read on past the column: only
+                    // rows of C that are not written.
+                    mma_steps<T>(
+                        acc, lane, jb + nb, N,
+                        [&](int r, int col) {
+                            const int rc = r < N ? r : N - 1;
+                            const T x = a[col_start(R, rc) + N - rc + t0 + col];
+                            return r < N ? x : T(0);
+                        },
+                        [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
 #pragma unroll
-                    for (int s = NB - 1; s >= 0; --s) {
-                        if (s < nb) {
-                            const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
-                            const T ds = dinv[jb + s];
+                    for (int v = 0; v < Mma::CV; ++v) {
+                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                        if (col < PW && s < nb)
+                            a[col_start(R, jb + s) + N - jb - s + col] =
+                                Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                    }
+                    __syncwarp();
+                    const int col = t0 + lane;
+                    if (lane < TM && col < PW) {
+                        T z[LB];
 #pragma unroll
-                            for (int t = s + 1; t < NB; ++t) {
-                                if (t < nb) {
-                                    const T lts = a[cs + t];
+                        for (int s = 0; s < LB; ++s)
+                            z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
 #pragma unroll
-                                    for (int q = 0; q < QAW; ++q)
-                                        z[q][s] = fmad(-lts, z[q][t], z[q][s]);
-                                }
+                        for (int s = LB - 1; s >= 0; --s) {
+                            if (s < nb) {
+                                const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
+#pragma unroll
+                                for (int t = s + 1; t < LB; ++t)
+                                    if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
+                                z[s] *= dinv[jb + s];
+                                a[col_start(R, jb + s) + N - jb - s + col] = z[s];
+                                z_write(jb + s, col, z[s]);
                             }
-#pragma unroll
-                            for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
                         }
                     }
-                    // Out: row jb + s by the group's member s % members.
-#pragma unroll
-                    for (int s = 0; s < NB; ++s) {
-                        if (s < nb && s % members == member) {
-#pragma unroll
-                            for (int q = 0; q < QAW; ++q) {
-                                const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                z_write(jb + s, col, z[q][s]);
-                            }
-                        }
-                    }
-                    // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
-                    for (int cc = member; cc < jb; cc += members) {
-                        const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
-                        T lc[NB];
-#pragma unroll
-                        for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
-#pragma unroll
+                    __syncwarp();
+                }
+            }
+            __syncthreads();
+        } else {
+            // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
+            // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
+            // l column l of each), its warps the rows above the block.
+            {
+                constexpr int NBLK = (N + NB - 1) / NB;
+                for (int blk = NBLK - 1; blk >= 0; --blk) {
+                    const int jb = blk * NB;
+                    const int nb = N - jb < NB ? N - jb : NB;
+                    for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
+                        T z[QAW][NB];
+    #pragma unroll
                         for (int q = 0; q < QAW; ++q) {
                             const int col = 32 * (group + groups * (u0 + q)) + lane;
-                            if (col < PW) {
-                                T v = a[base + N + col];
-#pragma unroll
-                                for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
-                                a[base + N + col] = v;
+    #pragma unroll
+                            for (int s = 0; s < NB; ++s)
+                                z[q][s] = (col < PW && s < nb)
+                                              ? a[col_start(R, jb + s) + N + col - jb - s]
+                                              : T(0);
+                        }
+                        // The diagonal block: L_d^T z = y, from its last row up.
+    #pragma unroll
+                        for (int s = NB - 1; s >= 0; --s) {
+                            if (s < nb) {
+                                const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
+                                const T ds = dinv[jb + s];
+    #pragma unroll
+                                for (int t = s + 1; t < NB; ++t) {
+                                    if (t < nb) {
+                                        const T lts = a[cs + t];
+    #pragma unroll
+                                        for (int q = 0; q < QAW; ++q)
+                                            z[q][s] = fmad(-lts, z[q][t], z[q][s]);
+                                    }
+                                }
+    #pragma unroll
+                                for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                            }
+                        }
+                        // Out: row jb + s by the group's member s % members.
+    #pragma unroll
+                        for (int s = 0; s < NB; ++s) {
+                            if (s < nb && s % members == member) {
+    #pragma unroll
+                                for (int q = 0; q < QAW; ++q) {
+                                    const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                    z_write(jb + s, col, z[q][s]);
+                                }
+                            }
+                        }
+                        // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
+                        for (int cc = member; cc < jb; cc += members) {
+                            const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
+                            T lc[NB];
+    #pragma unroll
+                            for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
+    #pragma unroll
+                            for (int q = 0; q < QAW; ++q) {
+                                const int col = 32 * (group + groups * (u0 + q)) + lane;
+                                if (col < PW) {
+                                    T v = a[base + N + col];
+    #pragma unroll
+                                    for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
+                                    a[base + N + col] = v;
+                                }
                             }
                         }
                     }
+                    __syncthreads();
                 }
-                __syncthreads();
             }
         }
+    }  // pass
+        if (tid == 0 && !bad) info[e] = 0;
     }
-
-    // Outputs: with G > 1, those of the group group_index, staged, to their places.
-    __device__ __forceinline__ void write_group(u64 group_index, T* __restrict__ k_out,
-                                                T* __restrict__ b_out, T* __restrict__ z_out,
-                                                T* __restrict__ u0_out) const {
+    if constexpr (G > 1) {
         // The group's outputs, value by value, its G elements side by side: with G = 32 /
         // sizeof(T), one block of the sector-blocked layout, consecutive threads write
         // consecutive addresses (a failed element's slot holds stale values: it is flagged in
@@ -925,7 +950,7 @@ struct BorderedCondensation {
         const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
         // U values per thread and pass, their reads issued together: the staging area in global
         // memory is read back from L2, and one read in flight at a time left the loop waiting
-        // on it (4 measured fastest: BENCHMARKS.md).
+        // on it (4: 1.05x to 1.17x over 1 at k = 2..4 in f64 on an H200; 8 and 16 less).
         constexpr int U = 4;
         for (int t0 = tid; t0 < OUT * G; t0 += U * nt) {
             T x[U];
@@ -953,107 +978,6 @@ struct BorderedCondensation {
         }
         __syncthreads();
     }
-};
-
-template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT, int CH = 0>
-__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
-                                  T* __restrict__ b_out, T* __restrict__ z_out,
-                                  T* __restrict__ u0_out, int* __restrict__ info,
-                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
-    using Bordered = BorderedCondensation<C, T, N, NF, NB, RW, TR, G, GLOBAL_STAGE, LEFT, CH>;
-    constexpr int NL = Bordered::NL, LD = Bordered::LD, PW = Bordered::PW;
-    constexpr int PASSES = Bordered::PASSES;
-    constexpr int OUT = Bordered::OUT;
-    constexpr int OFF_B = Bordered::OFF_B, OFF_Z = Bordered::OFF_Z, OFF_U0 = Bordered::OFF_U0;
-    if (!shared_memory_ok(
-            condense_bordered_shared_bytes<T, N, NL, Bordered::SHARED_G, PW>(), info))
-        return;
-    HDG_DYNAMIC_SHARED(smem_raw);
-    __shared__ CondenseCoefficients<C, T> cf;
-    const Bordered x(tb, c, cf, reinterpret_cast<T*>(smem_raw), scratch);
-    const int tid = x.tid;
-    const u64 nc = x.nc;
-
-    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
-    const u64 n_groups = (nc + G - 1) / G;
-    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
-        for (int gi = 0; gi < G; ++gi) {
-            const u64 e = group_index * G + gi;
-            if (e >= nc) break;  // the same for every thread
-            T* st = x.stage + gi * OUT;
-            if (tid == 0) cf.load(c, e);
-            __syncthreads();
-            int bad = 0;
-            T bad_value = T(0);
-            // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1
-            // of W.
-            for (int pass = 0; pass < PASSES; ++pass) {
-                const int c0 = pass * PW;
-                x.form(pass, c0, e);
-
-                // 2. The first n steps of the bordered Cholesky factorisation; in the later
-                // passes L is known and only the panel's rows are solved (Y = W^T L^-T).
-                if constexpr (LEFT && HDG_HAS_MMA)
-                    x.factor_left_looking(pass, bad, bad_value);
-                else
-                    x.factor_right_looking(pass, bad, bad_value);
-                if (bad) {
-                    if (tid == 0) {
-                        info[e] = bad;
-                        pivot_value[e] = bad_value;
-                    }
-                    __syncthreads();
-                    break;
-                }
-
-                // 3. K_e = A - Y Y^T and b_e. The entry (a, b) of the result, sum =
-                // (Y Y^T)(a, b), goes out here: K_e(a, b) = A(a, b) - sum to both triangles,
-                // b_e(b) = sum on row nl.
-                auto gram_out = [&](int ar, int b, T sum) {
-                    if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
-                    if (ar == NL) {
-                        if constexpr (G > 1)
-                            st[OFF_B + b] = sum;
-                        else
-                            b_out[condensed_at<T>(NL, b, e)] = sum;
-                    } else {
-                        const T v = cf.template trace<NF>(tb, ar, b) - sum;
-                        if constexpr (G > 1) {
-                            st[ar * NL + b] = v;
-                            st[b * NL + ar] = v;
-                        } else {
-                            k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
-                            if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
-                        }
-                    }
-                };
-                x.gram(pass, c0, gram_out);
-
-                // 4. [Z | u0] = L^-T Y^T. Z(row, col) (col < nl) and u0(row) (col = nl) out,
-                // for the pass's column r (col = c0 + r): staged (G > 1) or straight.
-                auto z_write = [&](int row, int r, T v) {
-                    const int col = c0 + r;
-                    if (r >= PW) return;
-                    if constexpr (G > 1) {
-                        if (col < NL)
-                            st[OFF_Z + row * NL + col] = v;
-                        else if (col == NL)
-                            st[OFF_U0 + row] = v;
-                    } else if (col < NL) {
-                        z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
-                    } else if (col == NL) {
-                        u0_out[condensed_at<T>(N, row, e)] = v;
-                    }
-                };
-                if constexpr (LEFT && HDG_HAS_MMA)
-                    x.back_substitute_left_looking(z_write);
-                else
-                    x.back_substitute_right_looking(z_write);
-            }
-            if (tid == 0 && !bad) info[e] = 0;
-        }
-        if constexpr (G > 1) x.write_group(group_index, k_out, b_out, z_out, u0_out);
     }
 }
 
