@@ -1,7 +1,7 @@
 //! Bad input to the library gives a typed error, never a panic.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Coefficient, CoreError, Krylov, Manufactured, PipelineOptions, Problem, Silent,
+    solve, Coefficient, CoreError, Krylov, Manufactured, PipelineOptions, Problem, Silent, Source,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal};
@@ -47,7 +47,7 @@ fn bad_coefficients_and_tolerance_are_errors() {
 #[test]
 fn nan_source_is_reported_not_returned_as_garbage() {
     let mut p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    p.source = std::sync::Arc::new(|_| f64::NAN);
+    p.source = Source::closure(|_| f64::NAN);
     let err = try_solve(&p, 2, 1e-10).unwrap_err();
     assert!(matches!(err, CoreError::Solver(_)), "{err}");
 }
