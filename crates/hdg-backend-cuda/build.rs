@@ -16,6 +16,17 @@ use std::process::Command;
 #[allow(dead_code)]
 mod block_sizes;
 
+// The manufactured solutions (the one description, in the core), their numbers on the device,
+// and the generator of their device code.
+#[path = "../hdg-core/src/manufactured.rs"]
+#[allow(dead_code)]
+mod manufactured;
+#[path = "build/manufactured_code.rs"]
+mod manufactured_code;
+#[path = "src/solution_numbers.rs"]
+mod solution_numbers;
+use manufactured::{Arithmetic, Manufactured};
+
 /// The targets: (output file suffix, nvcc output kind, nvcc -arch value).
 const TARGETS: [(&str, &str, &str); 2] =
     [("sm_90.cubin", "-cubin", "sm_90"), ("compute_75.ptx", "-ptx", "compute_75")];
@@ -52,6 +63,7 @@ fn main() {
     std::fs::write(out_dir.join("block_sizes.cuh"), &generated)
         .unwrap_or_else(|e| panic!("cannot write block_sizes.cuh: {e}"));
     println!("cargo:rerun-if-changed=src/block_sizes.rs");
+    let manufactured = write_manufactured_header(&out_dir);
     // Every (file, target) pair is an independent nvcc run: run them side by side (the element
     // kernels' SASS alone takes minutes of ptxas). No -lineinfo: it doubles the embedded
     // images, and every binary that links this crate carries them.
@@ -88,6 +100,14 @@ fn main() {
                 let (source, kind, arch, output_path) = job;
                 let mut inputs = std::fs::read(source)
                     .unwrap_or_else(|e| panic!("cannot read {}: {e}", source.display()));
+                // The manufactured solutions' code is an input only of the files that include
+                // it: changing a solution recompiles those alone.
+                if inputs
+                    .windows(MANUFACTURED_HEADER.len())
+                    .any(|w| w == MANUFACTURED_HEADER.as_bytes())
+                {
+                    inputs.extend_from_slice(manufactured.as_bytes());
+                }
                 inputs.extend_from_slice(&headers);
                 inputs.extend_from_slice(format!("{kind} {arch} -O3 -std=c++17").as_bytes());
                 inputs.extend_from_slice(&nvcc_version);
@@ -147,6 +167,23 @@ fn block_sizes_header() -> String {
         list(&mut (1..=block_sizes::MAX_BLOCK_SIZE)),
         list(&mut block_sizes::TETRAHEDRON_BLOCK_SIZES.into_iter()),
     )
+}
+
+/// The generated header of the manufactured solutions' device code.
+const MANUFACTURED_HEADER: &str = "manufactured_solutions.cuh";
+
+/// Writes `manufactured_solutions.cuh` (the device code of the manufactured solutions, from
+/// their description in the core) into `out_dir`, and returns it.
+fn write_manufactured_header(out_dir: &Path) -> String {
+    for input in
+        ["../hdg-core/src/manufactured.rs", "build/manufactured_code.rs", "src/solution_numbers.rs"]
+    {
+        println!("cargo:rerun-if-changed={input}");
+    }
+    let header = manufactured_code::header();
+    std::fs::write(out_dir.join(MANUFACTURED_HEADER), &header)
+        .unwrap_or_else(|e| panic!("cannot write {MANUFACTURED_HEADER}: {e}"));
+    header
 }
 
 /// nvcc from HDG_NVCC, PATH, or the default CUDA install.
