@@ -19,6 +19,17 @@ mod block_sizes;
 #[allow(dead_code)]
 mod element_instances;
 
+// The manufactured solutions (the one description, in the core), their numbers on the device,
+// and the generator of their device code.
+#[path = "../hdg-core/src/manufactured.rs"]
+#[allow(dead_code)]
+mod manufactured;
+#[path = "build/manufactured_code.rs"]
+mod manufactured_code;
+#[path = "src/solution_numbers.rs"]
+mod solution_numbers;
+use manufactured::{Arithmetic, Manufactured};
+
 /// The targets: (output file suffix, nvcc output kind, nvcc -arch value).
 const TARGETS: [(&str, &str, &str); 2] =
     [("sm_90.cubin", "-cubin", "sm_90"), ("compute_75.ptx", "-ptx", "compute_75")];
@@ -54,6 +65,8 @@ fn main() {
     let generated = [
         ("block_sizes.cuh", block_sizes_header()),
         ("element_instances.cuh", element_instances_header()),
+        // The manufactured solutions' device code, from their one description in the core.
+        ("manufactured_solutions.cuh", manufactured_code::header()),
     ];
     for (name, text) in &generated {
         std::fs::write(out_dir.join(name), text)
@@ -61,6 +74,11 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=src/block_sizes.rs");
     println!("cargo:rerun-if-changed=src/element_instances.rs");
+    for input in
+        ["../hdg-core/src/manufactured.rs", "build/manufactured_code.rs", "src/solution_numbers.rs"]
+    {
+        println!("cargo:rerun-if-changed={input}");
+    }
     // Every (file, target) pair is an independent nvcc run: run them side by side (the element
     // kernels' SASS alone takes minutes of ptxas). No -lineinfo: it doubles the embedded
     // images, and every binary that links this crate carries them.

@@ -98,7 +98,7 @@ fn checkerboard(mesh: &Mesh, checkers: usize, jump: f64) -> Problem {
             }
         })
         .collect();
-    Problem { kappa: Coefficient::PerCell(kappa), exact: None, manufactured: None, ..sine() }
+    Problem { kappa: Coefficient::PerCell(kappa), exact: None, ..sine() }
 }
 
 #[test]

@@ -16,7 +16,7 @@
 //! factorisation and two triangular solves with nl = faces x n_f right-hand sides.
 use hdg_core::geometry::{metric, GeometryLayout};
 use hdg_core::load::element_load;
-use hdg_core::{ElementTables, Real};
+use hdg_core::{ElementTables, Real, Source};
 
 use crate::dense;
 
@@ -154,7 +154,7 @@ pub fn form_element_matrices<T: Real>(
 pub fn condense_element<T: Real>(
     t: &ElementTables<T>,
     input: &ElementInput<'_, T>,
-    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    source: &Source,
     scratch: &mut CondenseScratch<T>,
     out: CondensedElement<'_, T>,
 ) -> Result<(), (usize, T)> {

@@ -82,7 +82,7 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
         };
         let (fpc, stride) = (t.n_faces, prep.layout.stride());
         let vsz = prep.cell_vertices.len() / n_cells.max(1);
-        let source = disc.problem.source.as_ref();
+        let source = &disc.problem.source;
         (
             out.trace_matrices.par_chunks_mut(nl * nl),
             out.trace_loads.par_chunks_mut(nl),

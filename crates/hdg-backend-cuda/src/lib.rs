@@ -40,6 +40,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use hdg_core::CoreError;
+// For the modules shared with build.rs, which name them from their parent.
+#[cfg(test)]
+use hdg_core::manufactured::Arithmetic;
+#[cfg(any(feature = "cuda", test))]
+use hdg_core::Manufactured;
 
 mod block_sizes;
 #[cfg(feature = "cuda")]
@@ -54,6 +59,10 @@ mod element_kernels;
 mod geometry;
 #[cfg(feature = "cuda")]
 mod manufactured;
+// The generator of the manufactured solutions' device code is build.rs's; here for its tests.
+#[cfg(test)]
+#[path = "../build/manufactured_code.rs"]
+mod manufactured_code;
 #[cfg(feature = "cuda")]
 pub mod matrix_free;
 #[cfg(feature = "cuda")]
@@ -63,6 +72,10 @@ mod operator;
 pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
+// build.rs includes it too (the solutions with device code): some of it serves only there.
+#[cfg(any(feature = "cuda", test))]
+#[allow(dead_code)]
+mod solution_numbers;
 #[cfg(feature = "cuda")]
 mod vector;
 

@@ -78,7 +78,7 @@ pub fn conservation_defects<T: Real>(
                             })
                             .sum::<f64>();
                 }
-                source += rule.weights[qp] * det * (disc.problem.source)(&x);
+                source += rule.weights[qp] * det * disc.problem.source.evaluate(&x);
             }
             // int phi_0 over K = det * sqrt(|K^|) (phi_0 = 1/sqrt(|K^|)); other phi_i integrate to 0.
             let reaction =

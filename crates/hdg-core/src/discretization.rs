@@ -49,7 +49,7 @@ impl<'a, T: Real> Discretization<'a, T> {
         problem.validate(mesh.n_cells())?;
         let element = reference_element(mesh.cell_type(), order)?;
         let post_element = reference_element(mesh.cell_type(), order + 1)?;
-        let load_degree = match problem.source_degree {
+        let load_degree = match problem.source.degree() {
             Some(d) => order + d,
             None => 2 * order + 4,
         };

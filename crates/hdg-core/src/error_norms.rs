@@ -1,6 +1,6 @@
 //! L2 error norms of a solution against an exact one, on the host: per element by the tables'
-//! error quadrature, then summed over the mesh. The exact solution is host code (closures), so
-//! a backend that cannot evaluate it on its device brings the fields here.
+//! error quadrature, then summed over the mesh. A backend that cannot evaluate the exact
+//! solution itself (closures are host code) brings the fields here.
 use rayon::prelude::*;
 
 use crate::backend::{ErrorNorms, HostFields};
@@ -39,8 +39,7 @@ pub fn error_norms<T: Real>(
                 &fields.u[e * n..(e + 1) * n],
                 &fields.q[e * d * n..(e + 1) * d * n],
                 &u_star[e * np..(e + 1) * np],
-                exact.u.as_ref(),
-                exact.grad_u.as_ref(),
+                exact,
             )
         })
         .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
@@ -57,8 +56,7 @@ pub fn element_errors<T: Real>(
     u: &[T],
     q: &[T],
     u_star: &[T],
-    exact_u: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
-    exact_grad: &(dyn Fn(&[f64], &mut [f64]) + Send + Sync),
+    exact: &ExactSolution,
 ) -> [f64; 3] {
     let (d, n, np) = (t.dim, t.n, t.n_post);
     let det = geometry[GeometryLayout { dim: d, n_faces: t.n_faces }.det()].as_f64();
@@ -71,8 +69,7 @@ pub fn element_errors<T: Real>(
         let phi = &t.error_basis[qp * n..(qp + 1) * n];
         let phi_post = &t.error_basis_post[qp * np..(qp + 1) * np];
         let w = rule.weights[qp] * det;
-        let ue = exact_u(&x[..d]);
-        exact_grad(&x[..d], &mut grad[..d]);
+        let ue = exact.u_and_gradient(&x[..d], &mut grad[..d]);
         let uh: f64 = phi.iter().zip(u).map(|(&p, &c)| (p * c).as_f64()).sum();
         err[0] += w * (ue - uh).powi(2);
         for r in 0..d {

@@ -24,6 +24,7 @@ pub mod error;
 pub mod error_norms;
 pub mod geometry;
 pub mod load;
+pub mod manufactured;
 pub mod pipeline;
 pub mod problem;
 pub mod real;
@@ -46,7 +47,8 @@ pub use pipeline::{
     solve, PipelineOptions, PipelineOutput, PipelineReport, Progress, Silent, Stage, StageTimings,
 };
 pub use problem::{
-    Coefficient, ExactSolution, Manufactured, ManufacturedSpec, Problem, ScalarField, VectorField,
+    Coefficient, ExactSolution, Manufactured, ManufacturedSpec, Problem, ScalarField, Source,
+    VectorField,
 };
 pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};

@@ -1,7 +1,8 @@
-//! The element load vector F_K = (f, phi_i)_K: the source closure is host code, so every backend
-//! evaluates it here (a device that cannot run the closure gets the loads uploaded), and the
-//! loads are the same to the bit on every backend.
+//! The element load vector F_K = (f, phi_i)_K on the host: a backend that cannot evaluate the
+//! source itself (a closure is host code) gets the loads from here, the same to the bit on
+//! every backend.
 use crate::geometry::map_point;
+use crate::problem::Source;
 use crate::tables::ElementTables;
 use crate::Real;
 
@@ -11,7 +12,7 @@ pub fn element_load<T: Real>(
     t: &ElementTables<T>,
     vertices: &[f64],
     det: T,
-    source: &(dyn Fn(&[f64]) -> f64 + Send + Sync),
+    source: &Source,
     point: &mut [f64],
     load: &mut [T],
 ) {
@@ -20,7 +21,7 @@ pub fn element_load<T: Real>(
     let rule = &t.load_rule;
     for q in 0..rule.n_points() {
         map_point(t.dim, vertices, rule.point(q), point);
-        let fq = T::from_f64_lossy(rule.weights[q] * source(point)) * det;
+        let fq = T::from_f64_lossy(rule.weights[q] * source.evaluate(point)) * det;
         for (li, &phi) in load.iter_mut().zip(&t.load_basis[q * n..(q + 1) * n]) {
             *li += fq * phi;
         }

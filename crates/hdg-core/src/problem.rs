@@ -1,9 +1,17 @@
 //! Problem description: coefficients, data and (optionally) the exact solution of
 //! `-div(kappa grad u) + c u = f` with Dirichlet data on the whole boundary.
-use std::f64::consts::PI;
+//!
+//! The source and the exact solution are values that say what they are: built from a
+//! [`Manufactured`] solution ([`Source::Manufactured`], [`ExactSolution::Manufactured`]), which a
+//! backend may evaluate with code of its own generated from the same description (the CUDA
+//! backend computes the loads and the error norms on the device), or closures, which only the
+//! host runs. Replacing either after [`Problem::manufactured`] replaces the description with
+//! it, so no backend can evaluate a function the problem no longer has.
 use std::sync::Arc;
 
 use crate::error::{CoreError, Result};
+use crate::manufactured::Fields;
+pub use crate::manufactured::Manufactured;
 
 /// A scalar field of the physical coordinates.
 pub type ScalarField = Arc<dyn Fn(&[f64]) -> f64 + Send + Sync>;
@@ -54,11 +62,118 @@ impl Coefficient {
 
 /// The exact solution, for error norms.
 #[derive(Clone)]
-pub struct ExactSolution {
-    /// u
-    pub u: ScalarField,
-    /// grad u (the flux is q = -kappa grad u)
-    pub grad_u: VectorField,
+pub enum ExactSolution {
+    /// A manufactured solution: every backend may evaluate it with its own code.
+    Manufactured(Manufactured),
+    /// Closures, run on the host.
+    Closures {
+        /// u
+        u: ScalarField,
+        /// grad u (the flux is q = -kappa grad u)
+        grad_u: VectorField,
+    },
+}
+
+impl ExactSolution {
+    /// u at `x`.
+    pub fn u(&self, x: &[f64]) -> f64 {
+        match self {
+            ExactSolution::Manufactured(m) => {
+                manufactured_at(x, |x| m.evaluate(x).u, |x| m.evaluate(x).u)
+            }
+            ExactSolution::Closures { u, .. } => u(x),
+        }
+    }
+
+    /// u at `x`, with grad u written into `grad` (as many entries as `x`).
+    #[inline]
+    pub fn u_and_gradient(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        /// u, with grad u copied into `grad`.
+        fn split<const D: usize>(fields: Fields<f64, D>, grad: &mut [f64]) -> f64 {
+            grad.copy_from_slice(&fields.grad);
+            fields.u
+        }
+        match self {
+            ExactSolution::Manufactured(m) => match *x {
+                [x0, x1] => split(m.evaluate(&[x0, x1]), grad),
+                [x0, x1, x2] => split(m.evaluate(&[x0, x1, x2]), grad),
+                _ => f64::NAN,
+            },
+            ExactSolution::Closures { u, grad_u } => {
+                grad_u(x, grad);
+                u(x)
+            }
+        }
+    }
+
+    /// The same function as closures: what a backend's own evaluation of a manufactured
+    /// solution is compared with, and a way to have every backend use the host.
+    pub fn to_closures(&self) -> ExactSolution {
+        match self {
+            ExactSolution::Manufactured(_) => {
+                let (u, grad) = (self.clone(), self.clone());
+                ExactSolution::Closures {
+                    u: Arc::new(move |x| u.u(x)),
+                    grad_u: Arc::new(move |x, g| {
+                        grad.u_and_gradient(x, g);
+                    }),
+                }
+            }
+            ExactSolution::Closures { .. } => self.clone(),
+        }
+    }
+}
+
+/// The source f of the equation.
+#[derive(Clone)]
+pub enum Source {
+    /// `f = -kappa lap u + c u` of a manufactured u for constant kappa and c: every backend
+    /// may evaluate it with its own code.
+    Manufactured(ManufacturedSpec),
+    /// Any f, run on the host.
+    Closure {
+        /// f
+        f: ScalarField,
+        /// The polynomial degree of f if it is a polynomial: lets loads use the exact
+        /// quadrature.
+        degree: Option<usize>,
+    },
+}
+
+impl Source {
+    /// A source given by a closure, of no known polynomial degree.
+    pub fn closure(f: impl Fn(&[f64]) -> f64 + Send + Sync + 'static) -> Source {
+        Source::Closure { f: Arc::new(f), degree: None }
+    }
+
+    /// f at `x`.
+    #[inline]
+    pub fn evaluate(&self, x: &[f64]) -> f64 {
+        match self {
+            Source::Manufactured(spec) => spec.source(x),
+            Source::Closure { f, .. } => f(x),
+        }
+    }
+
+    /// The polynomial degree of f, when it is a known polynomial.
+    pub fn degree(&self) -> Option<usize> {
+        match self {
+            Source::Manufactured(spec) => spec.solution.laplacian_degree(),
+            Source::Closure { degree, .. } => *degree,
+        }
+    }
+
+    /// The same function (and degree) as a closure: what a backend's own evaluation of a
+    /// manufactured source is compared with, and a way to have every backend use the host.
+    pub fn to_closure(&self) -> Source {
+        match self {
+            Source::Manufactured(spec) => {
+                let spec = *spec;
+                Source::Closure { f: Arc::new(move |x| spec.source(x)), degree: self.degree() }
+            }
+            Source::Closure { .. } => self.clone(),
+        }
+    }
 }
 
 /// `-div(kappa grad u) + c u = f` in the domain, `u = g_D` on the boundary.
@@ -70,27 +185,17 @@ pub struct Problem {
     pub reaction: Coefficient,
     /// Stabilisation tau > 0, the same on every (cell, face) pair.
     pub tau: f64,
-    /// Source f.
-    pub source: ScalarField,
+    /// Source f. A manufactured source keeps the kappa and c it was built with: changing
+    /// `kappa` or `reaction` afterwards changes the equation, not f.
+    pub source: Source,
     /// Dirichlet data g_D.
     pub dirichlet: ScalarField,
     /// Exact solution, when known.
     pub exact: Option<ExactSolution>,
-    /// Polynomial degree of f if it is a polynomial: lets loads use the exact quadrature.
-    pub source_degree: Option<usize>,
-    /// What `source`, `dirichlet` and `exact` were built from, when [`Problem::manufactured`]
-    /// built them: lets a backend evaluate them itself (the CUDA backend computes the element
-    /// loads and the error norms on the device from it). A backend that does checks its own
-    /// evaluation against the closures at sample points first, and uses the closures when
-    /// they disagree, so replacing `source` or `exact` after construction stays correct;
-    /// setting this to `None` makes every backend use the closures. Changing `kappa` or
-    /// `reaction` afterwards does not make it stale: `source` keeps the values it was built
-    /// with, and so does this description.
-    pub manufactured: Option<ManufacturedSpec>,
 }
 
-/// The description of a manufactured problem (see [`Problem::manufactured`]):
-/// `source = -kappa lap(u) + reaction u` and `dirichlet = exact = u` for the solution u.
+/// What a manufactured source is built from (see [`Problem::manufactured`]):
+/// `source = -kappa lap(u) + reaction u` for the solution u.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ManufacturedSpec {
     /// The exact solution u.
@@ -99,6 +204,30 @@ pub struct ManufacturedSpec {
     pub kappa: f64,
     /// The reaction coefficient the source was built with.
     pub reaction: f64,
+}
+
+impl ManufacturedSpec {
+    /// The source at `x`.
+    #[inline]
+    pub fn source(&self, x: &[f64]) -> f64 {
+        let (m, kappa, reaction) = (self.solution, self.kappa, self.reaction);
+        manufactured_at(x, |x| m.source(x, kappa, reaction), |x| m.source(x, kappa, reaction))
+    }
+}
+
+/// `in_2d` or `in_3d` of the point `x`; NaN for a point of another dimension (no mesh has one:
+/// the NaN reaches the loads' or the norms' checks rather than a panic).
+#[inline]
+fn manufactured_at(
+    x: &[f64],
+    in_2d: impl FnOnce(&[f64; 2]) -> f64,
+    in_3d: impl FnOnce(&[f64; 3]) -> f64,
+) -> f64 {
+    match *x {
+        [x0, x1] => in_2d(&[x0, x1]),
+        [x0, x1, x2] => in_3d(&[x0, x1, x2]),
+        _ => f64::NAN,
+    }
 }
 
 impl std::fmt::Debug for Problem {
@@ -128,200 +257,72 @@ impl Problem {
 
     /// A manufactured problem: `f` and `g_D` computed from a known `u`, for constant kappa and c.
     pub fn manufactured(solution: Manufactured, kappa: f64, reaction: f64) -> Problem {
-        let (u, grad_u, laplacian, degree) = solution.fields();
-        let (u_f, lap_f) = (u.clone(), laplacian);
+        let exact = ExactSolution::Manufactured(solution);
+        let boundary = exact.clone();
         Problem {
             kappa: Coefficient::Constant(kappa),
             reaction: Coefficient::Constant(reaction),
             tau: 1.0,
-            source: Arc::new(move |x| -kappa * lap_f(x) + reaction * u_f(x)),
-            dirichlet: u.clone(),
-            exact: Some(ExactSolution { u, grad_u }),
-            source_degree: degree,
-            manufactured: Some(ManufacturedSpec { solution, kappa, reaction }),
+            source: Source::Manufactured(ManufacturedSpec { solution, kappa, reaction }),
+            dirichlet: Arc::new(move |x| boundary.u(x)),
+            exact: Some(exact),
         }
     }
-}
-
-/// Known solutions for verification, on the unit square or cube (they are defined everywhere).
-///
-/// Every solution is defined in 2D and 3D: the fields look at the number of coordinates they
-/// are given, so the same [`Problem`] serves triangle and tetrahedron meshes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Manufactured {
-    /// u = sin(pi x) sin(pi y) (times sin(pi z) in 3D): symmetric, zero on the boundary of the
-    /// unit square (cube).
-    Sine,
-    /// u = exp(x) sin(2 y) (times cosh(z) in 3D): not symmetric, non-zero boundary data.
-    ExpSin,
-    /// A full polynomial of the given degree (two powers of oblique linear forms and a mixed
-    /// monomial, plus a second one in 3D), which a method of that order must reproduce to
-    /// round-off.
-    Polynomial(usize),
-}
-
-type Fields = (ScalarField, VectorField, ScalarField, Option<usize>);
-
-impl Manufactured {
-    /// u, grad u, the Laplacian of u, and the polynomial degree of the Laplacian if any.
-    fn fields(self) -> Fields {
-        match self {
-            Manufactured::Sine => (
-                Arc::new(|x| x.iter().map(|xd| (PI * xd).sin()).product()),
-                // One sin_cos per coordinate, not one sin or cos per (component, coordinate):
-                // the error norms call this at every quadrature point of every cell.
-                Arc::new(|x, g| {
-                    let mut sin = [0.0; 3];
-                    let mut cos = [0.0; 3];
-                    for (e, &xe) in x.iter().enumerate() {
-                        (sin[e], cos[e]) = (PI * xe).sin_cos();
-                    }
-                    for d in 0..x.len() {
-                        g[d] = (0..x.len())
-                            .map(|e| if e == d { PI * cos[e] } else { sin[e] })
-                            .product();
-                    }
-                }),
-                Arc::new(|x| {
-                    -(x.len() as f64)
-                        * PI
-                        * PI
-                        * x.iter().map(|xd| (PI * xd).sin()).product::<f64>()
-                }),
-                None,
-            ),
-            Manufactured::ExpSin => (
-                Arc::new(|x| x[0].exp() * (2.0 * x[1]).sin() * z_factor(x)),
-                Arc::new(|x, g| {
-                    let z = z_factor(x);
-                    g[0] = x[0].exp() * (2.0 * x[1]).sin() * z;
-                    g[1] = 2.0 * x[0].exp() * (2.0 * x[1]).cos() * z;
-                    if x.len() == 3 {
-                        g[2] = x[0].exp() * (2.0 * x[1]).sin() * x[2].sinh();
-                    }
-                }),
-                // (1 - 4) u in 2D, (1 - 4 + 1) u in 3D.
-                Arc::new(|x| {
-                    let factor = if x.len() == 3 { -2.0 } else { -3.0 };
-                    factor * x[0].exp() * (2.0 * x[1]).sin() * z_factor(x)
-                }),
-                None,
-            ),
-            Manufactured::Polynomial(k) => polynomial_fields(k),
-        }
-    }
-}
-
-/// The third factor of [`Manufactured::ExpSin`]: cosh(z) in 3D, 1 in 2D.
-fn z_factor(x: &[f64]) -> f64 {
-    if x.len() == 3 {
-        x[2].cosh()
-    } else {
-        1.0
-    }
-}
-
-/// u = (a0 + a.x)^k + (b0 + b.x)^k + x y^(k-1) (+ y z^(k-1) in 3D): degree exactly k, no
-/// symmetry.
-fn polynomial_fields(k: usize) -> Fields {
-    // Coefficients keep |u| = O(1) on the unit square and cube for every k, so absolute error
-    // thresholds mean the same at k = 1 and k = 8.
-    const A: [f64; 4] = [0.2, 0.5, 0.3, 0.2];
-    const B: [f64; 4] = [0.6, -0.5, 0.4, -0.3];
-    let ki = k as i32;
-    let kf = k as f64;
-    let pow = |base: f64, e: i32| if e < 0 { 0.0 } else { base.powi(e) };
-    // In 2D exactly c0 + c1 x + c2 y (the 2D numbers do not depend on the 3D extension).
-    let lin = |c: &[f64; 4], x: &[f64]| {
-        let v = c[0] + c[1] * x[0] + c[2] * x[1];
-        if x.len() == 3 {
-            v + c[3] * x[2]
-        } else {
-            v
-        }
-    };
-    let grad_sq = |c: &[f64; 4], dim: usize| c[1..=dim].iter().map(|a| a * a).sum::<f64>();
-    let u: ScalarField = Arc::new(move |x| {
-        let v = pow(lin(&A, x), ki) + pow(lin(&B, x), ki) + x[0] * pow(x[1], ki - 1);
-        if x.len() == 3 {
-            v + x[1] * pow(x[2], ki - 1)
-        } else {
-            v
-        }
-    });
-    let grad: VectorField = Arc::new(move |x, g| {
-        let (la, lb) = (lin(&A, x), lin(&B, x));
-        let (da, db) = (kf * pow(la, ki - 1), kf * pow(lb, ki - 1));
-        g[0] = da * A[1] + db * B[1] + pow(x[1], ki - 1);
-        g[1] = da * A[2] + db * B[2] + x[0] * (kf - 1.0) * pow(x[1], ki - 2);
-        if x.len() == 3 {
-            g[1] += pow(x[2], ki - 1);
-            g[2] = da * A[3] + db * B[3] + x[1] * (kf - 1.0) * pow(x[2], ki - 2);
-        }
-    });
-    let lap: ScalarField = Arc::new(move |x| {
-        let (la, lb) = (lin(&A, x), lin(&B, x));
-        let c2 = kf * (kf - 1.0);
-        let dim = x.len();
-        let v = c2 * grad_sq(&A, dim) * pow(la, ki - 2)
-            + c2 * grad_sq(&B, dim) * pow(lb, ki - 2)
-            + x[0] * (kf - 1.0) * (kf - 2.0) * pow(x[1], ki - 3);
-        if dim == 3 {
-            v + x[1] * (kf - 1.0) * (kf - 2.0) * pow(x[2], ki - 3)
-        } else {
-            v
-        }
-    });
-    (u, grad, lap, Some(k.saturating_sub(2)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The analytic gradient and Laplacian of each manufactured solution against central
-    /// differences: a wrong derivative would make every convergence test meaningless.
+    /// The source of a manufactured problem against `-kappa lap u + c u` with the Laplacian
+    /// of the exact solution by central differences: a source that does not belong to its
+    /// solution would make every convergence test meaningless.
     #[test]
-    fn manufactured_derivatives_match_finite_differences() {
-        let cases = [
-            Manufactured::Sine,
-            Manufactured::ExpSin,
-            Manufactured::Polynomial(1),
-            Manufactured::Polynomial(2),
-            Manufactured::Polynomial(3),
-            Manufactured::Polynomial(5),
-        ];
-        for m in cases {
-            let (u, grad, lap, _) = m.fields();
-            let points: [&[f64]; 5] =
-                [&[0.3, 0.7], &[0.91, 0.15], &[0.5, 0.5], &[0.3, 0.7, 0.45], &[0.8, 0.1, 0.95]];
-            for x in points {
-                let dim = x.len();
-                let h = 1e-4;
-                let mut g = [0.0; 3];
-                grad(x, &mut g[..dim]);
-                for d in 0..dim {
-                    let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
-                    xp[d] += h;
-                    xm[d] -= h;
-                    let fd = (u(&xp) - u(&xm)) / (2.0 * h);
-                    assert!((fd - g[d]).abs() < 1e-6 * (1.0 + g[d].abs()), "{m:?} grad {d}");
-                }
+    fn manufactured_source_is_the_equation_applied_to_the_solution() {
+        let (kappa, reaction) = (1.7, 0.6);
+        for m in [Manufactured::Sine, Manufactured::ExpSin, Manufactured::Polynomial(4)] {
+            let p = Problem::manufactured(m, kappa, reaction);
+            let exact = p.exact.as_ref().unwrap();
+            for x in [&[0.3, 0.7][..], &[0.91, 0.15], &[0.3, 0.7, 0.45], &[0.8, 0.1, 0.95]] {
                 let h = 1e-3;
-                let mut fd_lap = 0.0;
-                for d in 0..dim {
+                let mut laplacian = 0.0;
+                for d in 0..x.len() {
                     let (mut xp, mut xm) = (x.to_vec(), x.to_vec());
                     xp[d] += h;
                     xm[d] -= h;
-                    fd_lap += (u(&xp) - 2.0 * u(x) + u(&xm)) / (h * h);
+                    laplacian += (exact.u(&xp) - 2.0 * exact.u(x) + exact.u(&xm)) / (h * h);
                 }
-                let l = lap(x);
-                assert!(
-                    (fd_lap - l).abs() < 1e-4 * (1.0 + l.abs()),
-                    "{m:?} laplacian {fd_lap} {l}"
-                );
+                let expected = -kappa * laplacian + reaction * exact.u(x);
+                let f = p.source.evaluate(x);
+                assert!((f - expected).abs() < 1e-4 * (1.0 + f.abs()), "{m:?} at {x:?}: {f}");
+                assert_eq!((p.dirichlet)(x), exact.u(x), "{m:?}: g_D is u");
             }
         }
+    }
+
+    /// The closure forms evaluate what the descriptions do, to the bit, and replacing the
+    /// source or the exact solution leaves no description behind.
+    #[test]
+    fn closures_replace_descriptions() {
+        let mut p = Problem::manufactured(Manufactured::Polynomial(3), 2.0, 1.0);
+        let exact = p.exact.clone().unwrap();
+        let closures = exact.to_closures();
+        let source = p.source.to_closure();
+        assert_eq!(source.degree(), Some(1));
+        for x in [&[0.3, 0.7][..], &[0.8, 0.1, 0.95]] {
+            let (mut g, mut gc) = ([0.0; 3], [0.0; 3]);
+            let d = x.len();
+            assert_eq!(
+                exact.u_and_gradient(x, &mut g[..d]),
+                closures.u_and_gradient(x, &mut gc[..d])
+            );
+            assert_eq!(g, gc);
+            assert_eq!(p.source.evaluate(x), source.evaluate(x));
+        }
+        assert!(matches!(closures, ExactSolution::Closures { .. }));
+        p.source = Source::closure(|_| f64::NAN);
+        assert!(matches!(p.source, Source::Closure { degree: None, .. }));
+        assert!(p.source.evaluate(&[0.5, 0.5]).is_nan());
     }
 
     #[test]

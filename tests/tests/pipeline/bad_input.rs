@@ -1,5 +1,5 @@
 //! Bad input to the library gives a typed error, never a panic.
-use hdg_core::{Coefficient, CoreError, Manufactured, Problem};
+use hdg_core::{Coefficient, CoreError, Manufactured, Problem, Source};
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal};
 use tests::{per_backend, BackendKind, TraceSolve};
@@ -48,7 +48,7 @@ per_backend! {
     /// A source replaced after construction is the one used: NaN loads make the solve fail.
     fn nan_source_is_reported_not_returned_as_garbage(backend) {
         let mut p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-        p.source = std::sync::Arc::new(|_| f64::NAN);
+        p.source = Source::closure(|_| f64::NAN);
         let err = try_solve(backend, &p, 2, 1e-10).unwrap_err();
         assert!(matches!(err, CoreError::Solver(_)), "{err}");
     }

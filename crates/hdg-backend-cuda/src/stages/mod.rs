@@ -59,11 +59,11 @@
 //! [`LocalSolver::prepare`] uploads the mesh (vertices and the cell-vertex table) and computes
 //! the geometric factors on the device ([`crate::geometry`]: `hdg_core::geometry::cell_geometry`
 //! to the bit); the face tables and the assembly's topology go up in their host layout and are
-//! transposed into planes on the device. Two steps need the problem's closures: the element
-//! loads F_K (`(f, phi_i)_K`) and the error norms. For a problem built by
-//! `Problem::manufactured` both run on the device ([`crate::manufactured`]: the kernels
-//! evaluate f, u and grad u themselves, after a check against the closures at sample points).
-//! For any other problem they run on the host (Rayon over cells): the loads in
+//! transposed into planes on the device. Two steps evaluate the problem's functions: the
+//! element loads F_K (`(f, phi_i)_K`) and the error norms. For a manufactured source and exact
+//! solution (`hdg_core::Source::Manufactured`, `hdg_core::ExactSolution::Manufactured`) both
+//! run on the device ([`crate::manufactured`]: device code generated from the solutions'
+//! description). For closures they run on the host (Rayon over cells): the loads in
 //! [`LocalSolver::prepare`] by `hdg_core::load`, as the CPU's condensation computes them, then
 //! uploaded, and [`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls
 //! `hdg_core::error_norms`.

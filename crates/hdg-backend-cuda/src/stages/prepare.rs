@@ -15,7 +15,7 @@ use crate::design::{
 use crate::device::{address, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
 use crate::geometry::{upload_planes, Columns, DeviceMesh};
-use crate::manufactured::DeviceManufactured;
+use crate::manufactured::DeviceSource;
 use crate::stages::launch::PhaseClock;
 use crate::stages::layout::{to_element_contiguous, to_element_fastest};
 
@@ -145,12 +145,8 @@ pub struct DevicePrepared<T: DeviceReal> {
     pub(crate) kappa: DeviceBuffer<T>,
     pub(crate) reaction: DeviceBuffer<T>,
     pub(crate) tau: DeviceBuffer<T>,
-    /// F_K (from the device's manufactured fields, or the source closure on the host).
+    /// F_K (from a manufactured source on the device, or from the source on the host).
     pub(crate) load: DeviceBuffer<T>,
-    /// The manufactured problem's description on the device, when the problem has one: the
-    /// loads came from it if it agreed with the source closure, and the error norms use it if
-    /// it agrees with the exact solution they are asked for.
-    pub(crate) manufactured: Option<DeviceManufactured>,
     pub(crate) loads_on_device: bool,
     pub(crate) topology: Arc<DeviceTopology<T>>,
     /// The mesh on the device (the geometry kernel and the manufactured problems read it).
@@ -196,7 +192,7 @@ impl<T: DeviceReal> DevicePrepared<T> {
     }
 
     /// Whether the element loads were computed on the device from the problem's
-    /// [`hdg_core::ManufacturedSpec`] (false: from the source closure on the host).
+    /// [`hdg_core::Source::Manufactured`] (false: from the source on the host).
     pub fn loads_on_device(&self) -> bool {
         self.loads_on_device
     }
@@ -392,17 +388,10 @@ pub(crate) fn prepare<T: DeviceReal>(
     let faces = upload_planes(backend, &faces, n_cells, Columns::all(fpc))?;
     clock.lap("face tables");
 
-    // Element loads F_K: on the device for a manufactured problem whose description the
-    // device evaluates as the source closure does, else on the host from the closure.
-    let manufactured = match &disc.problem.manufactured {
-        Some(spec) => DeviceManufactured::new(backend, spec, mesh)?,
+    // Element loads F_K: on the device for a manufactured source, else on the host.
+    let device_loads = match DeviceSource::of(&disc.problem.source) {
+        Some(source) => Some(source.loads(backend, &device_mesh, t, &geometry)?),
         None => None,
-    };
-    let device_loads = match &manufactured {
-        Some(m) if m.source_agrees(&disc.problem.source)? => {
-            Some(m.loads(&device_mesh, t, &geometry)?)
-        }
-        _ => None,
     };
     let loads_on_device = device_loads.is_some();
     let load = match device_loads {
@@ -411,7 +400,7 @@ pub(crate) fn prepare<T: DeviceReal>(
             let (cell_vertices, host_geometry) = mesh_geometry::<T>(mesh, t.face_parameter_measure);
             let n = t.n;
             let mut load = vec![T::zero(); n_cells * n];
-            let source = disc.problem.source.as_ref();
+            let source = &disc.problem.source;
             load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
                 || vec![0.0; d],
                 |point, (e, out)| {
@@ -484,7 +473,6 @@ pub(crate) fn prepare<T: DeviceReal>(
         reaction: gpu.upload(&disc.reaction)?,
         tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
         load,
-        manufactured,
         loads_on_device,
         topology: Arc::new(topology),
         mesh: device_mesh,

@@ -284,7 +284,7 @@ fn host_element<T: Real>(disc: &Discretization<'_, T>, e: usize) -> Result<HostE
     form_element_matrices(t, &input, &mut s, &mut p, &mut a);
     let mut f = vec![T::zero(); n];
     let det = geometry[GeometryLayout::new(cell).det()];
-    element_load(t, &vertices, det, disc.problem.source.as_ref(), &mut vec![0.0; d], &mut f);
+    element_load(t, &vertices, det, &disc.problem.source, &mut vec![0.0; d], &mut f);
     let (mut k, mut b, mut z, mut u0) = (
         vec![T::zero(); nl * nl],
         vec![T::zero(); nl],
@@ -295,7 +295,7 @@ fn host_element<T: Real>(disc: &Discretization<'_, T>, e: usize) -> Result<HostE
     condense_element(
         t,
         &input,
-        disc.problem.source.as_ref(),
+        &disc.problem.source,
         &mut scratch,
         CondensedElement {
             trace_matrix: &mut k,
