@@ -34,6 +34,17 @@ __device__ __forceinline__ bool shared_memory_ok(u64 needed_bytes, int* info) {
     return true;
 }
 
+// Flags element e as failed (info[e] = bad, the pivot in pivot_value[e], written by thread 0)
+// and waits for the block: the caller then moves on to its next element. Called by all threads.
+template <typename T>
+__device__ __forceinline__ void report_failure(u64 e, int bad, T value, int* info, T* pivot_value) {
+    if (threadIdx.x == 0) {
+        info[e] = bad;
+        pivot_value[e] = value;
+    }
+    __syncthreads();
+}
+
 // Per-element scalars of the block condensation (one copy in shared memory).
 template <class C, typename T>
 struct CondenseCoefficients {

@@ -238,11 +238,7 @@ __device__ void condense_block(const Tables& tb, const Cells& c, T* __restrict__
         // 2. S = L L^T.
         const int bad = block_cholesky<T>(N, N, l, dinv, &cf.fail_value);
         if (bad) {
-            if (tid == 0) {
-                info[e] = bad;
-                pivot_value[e] = cf.fail_value;
-            }
-            __syncthreads();
+            report_failure(e, bad, cf.fail_value, info, pivot_value);
             continue;
         }
 

@@ -604,11 +604,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
             __syncthreads();
         }
         if (bad) {
-            if (tid == 0) {
-                info[e] = bad;
-                pivot_value[e] = bad_value;
-            }
-            __syncthreads();
+            report_failure(e, bad, bad_value, info, pivot_value);
             break;
         }
 

@@ -139,11 +139,7 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
         __syncthreads();
         const int bad = block_cholesky<T>(R, M, l, dinv, &cf.fail_value);
         if (bad) {
-            if (tid == 0) {
-                info[e] = bad;
-                pivot_value[e] = cf.fail_value;
-            }
-            __syncthreads();
+            report_failure(e, bad, cf.fail_value, info, pivot_value);
             continue;
         }
         // Row M holds y = L^-1 rhs: x = L^-T y, one row per step, written out as it is found.
