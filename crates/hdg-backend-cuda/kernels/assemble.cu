@@ -1,4 +1,4 @@
-// The DBF assembly of the CUDA backend (dbf.rs: assemble), for triangles and tetrahedra,
+// The DBF assembly of the CUDA backend (src/operator/dbf.rs: the matrix it fills), for triangles and tetrahedra,
 // orders k = 1..=8: one thread per block row, writing the DeviceDbf layout directly.
 //
 // The condensation, recovery and postprocessing kernels are in condense.cu,
@@ -14,7 +14,7 @@
 //
 // Kernel names: dbf_assemble_{f32,f64}_k{K} (triangles, n_f = K + 1, 5 slots) and
 // dbf_assemble_{f32,f64}_k{K}_tet (tetrahedra, n_f = (K+1)(K+2)/2, 7 slots). Layouts in
-// element_common.cuh (K_e, b_e) and dbf.rs (values, columns).
+// element_common.cuh (K_e, b_e) and src/operator/dbf.rs (values, columns).
 #include "element_common.cuh"
 
 // values[(a * NF * NF + m * NF + l) * pitch + row], columns[a * pitch + row],

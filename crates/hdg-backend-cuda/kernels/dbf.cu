@@ -1,4 +1,4 @@
-// The DBF trace matrix's kernels of the CUDA backend (dbf.rs): the SpMV in three variants and
+// The DBF trace matrix's kernels of the CUDA backend (src/operator/dbf.rs): the SpMV in three variants and
 // the extraction of the diagonal and the diagonal blocks. Compiled by build.rs (no fast math),
 // each a template instantiated for float and double and each block size of block_sizes.cuh
 // under an `extern "C"` name: dbf_spmv_f64_nf3, dbf_spmv_row_f32_nf4_s5, ...

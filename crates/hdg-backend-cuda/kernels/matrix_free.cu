@@ -1,4 +1,4 @@
-// The matrix-free trace operator of the CUDA backend (src/matrix_free.rs): y = A x from the
+// The matrix-free trace operator of the CUDA backend (src/operator/matrix_free.rs): y = A x from the
 // element trace matrices K_e, without ever assembling the global trace matrix (as the Exasim
 // GPU HDG code does). Triangles (FACES = 3, n_f = 1..=11) and tetrahedra (FACES = 4,
 // n_f = 3, 6, 10, 15, 21, 28: k = 1..=6).

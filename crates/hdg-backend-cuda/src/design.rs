@@ -85,7 +85,7 @@ pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
 /// condensation's own ([`BorderedTuning::max_threads`]), else [`MAX_BLOCK_THREADS`]. The
 /// launch checks the loaded kernel's own bound as well.
 pub fn max_threads(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
@@ -100,13 +100,13 @@ pub fn max_threads(
 /// The bordered condensation's row of the table in `src/element_instances.rs`, for a bordered
 /// condensation that is compiled.
 fn bordered(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
     precision: Precision,
 ) -> Option<&'static BorderedTuning> {
-    let bordered = stage == Stage::Condense && design == Design::Bordered;
+    let bordered = stage == ElementStage::Condense && design == Design::Bordered;
     bordered.then(|| bordered_tuning(precision.name(), cell_name(cell), k)).flatten()
 }
 
@@ -165,9 +165,11 @@ impl FromStr for Design {
     }
 }
 
-/// An element stage with a choice of design.
+/// The stages of the pipeline ([`hdg_core::Stage`]) that run per element and have a choice of
+/// kernel design: a subset of that one `Stage`, so that a design can only be asked for where
+/// there is one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Stage {
+pub enum ElementStage {
     /// Static condensation.
     Condense,
     /// Recovery of u_h and q_h.
@@ -176,26 +178,33 @@ pub enum Stage {
     Postprocess,
 }
 
-impl Stage {
+impl ElementStage {
     /// Every stage with a design choice.
-    pub const ALL: [Stage; 3] = [Stage::Condense, Stage::Recover, Stage::Postprocess];
+    pub const ALL: [ElementStage; 3] =
+        [ElementStage::Condense, ElementStage::Recover, ElementStage::Postprocess];
 
-    /// The kernel name's stage part.
+    /// The kernel name's stage part: the pipeline stage's name.
     pub fn name(self) -> &'static str {
-        match self {
-            Stage::Condense => "condense",
-            Stage::Recover => "recover",
-            Stage::Postprocess => "postprocess",
-        }
+        hdg_core::Stage::from(self).name()
     }
 
-    /// Position in [`Stage::ALL`].
+    /// Position in [`ElementStage::ALL`].
     pub fn index(self) -> usize {
         self as usize
     }
 }
 
-impl fmt::Display for Stage {
+impl From<ElementStage> for hdg_core::Stage {
+    fn from(stage: ElementStage) -> Self {
+        match stage {
+            ElementStage::Condense => hdg_core::Stage::Condense,
+            ElementStage::Recover => hdg_core::Stage::Recover,
+            ElementStage::Postprocess => hdg_core::Stage::Postprocess,
+        }
+    }
+}
+
+impl fmt::Display for ElementStage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -245,23 +254,23 @@ pub(crate) fn cell_name(cell: CellType) -> &'static str {
 }
 
 /// Whether the kernel of `design` is compiled for (stage, cell, k) (module documentation).
-pub fn compiled(stage: Stage, cell: CellType, k: usize, design: Design) -> bool {
+pub fn compiled(stage: ElementStage, cell: CellType, k: usize, design: Design) -> bool {
     if !(1..=MAX_ELEMENT_ORDER).contains(&k) {
         return false;
     }
     match design {
         Design::Thread => match (stage, cell) {
-            (Stage::Recover, _) | (_, CellType::Triangle) => true,
+            (ElementStage::Recover, _) | (_, CellType::Triangle) => true,
             (_, CellType::Tetrahedron) => k <= MAX_THREAD_ORDER_TETRAHEDRON,
         },
         Design::BlockShared => true,
-        Design::BlockGlobal | Design::Bordered => stage == Stage::Condense,
+        Design::BlockGlobal | Design::Bordered => stage == ElementStage::Condense,
     }
 }
 
 /// The kernel's name: `{stage}_{thread|block|block_global|bordered}_{f32|f64}_{tri|tet}{k}`.
 pub fn kernel_name(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
@@ -291,7 +300,7 @@ fn threads_for(work: usize) -> u32 {
 /// The bordered condensation of tetrahedra: [`bordered_threads`]; of triangles, one thread per
 /// panel column as well.
 pub fn block_threads(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
@@ -299,11 +308,17 @@ pub fn block_threads(
 ) -> u32 {
     let s = ElementSizes::new(cell, k);
     match stage {
-        Stage::Condense if design == Design::Bordered => bordered_threads(cell, k, precision),
-        Stage::Condense if (cell, k, precision) == (CellType::Tetrahedron, 5, Precision::F32) => 64,
-        Stage::Condense => threads_for(s.nl + 1),
-        Stage::Recover => threads_for(s.dim * s.n),
-        Stage::Postprocess => threads_for(s.n_post),
+        ElementStage::Condense if design == Design::Bordered => {
+            bordered_threads(cell, k, precision)
+        }
+        ElementStage::Condense
+            if (cell, k, precision) == (CellType::Tetrahedron, 5, Precision::F32) =>
+        {
+            64
+        }
+        ElementStage::Condense => threads_for(s.nl + 1),
+        ElementStage::Recover => threads_for(s.dim * s.n),
+        ElementStage::Postprocess => threads_for(s.n_post),
     }
 }
 
@@ -317,7 +332,7 @@ pub fn block_threads(
 /// outputs per group of elements instead ([`bordered_output_group`]) and write whole sectors;
 /// `CudaSettings::condense_blocks_per_sm` still caps for sweeps.
 pub fn bordered_threads(cell: CellType, k: usize, precision: Precision) -> u32 {
-    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+    match bordered(ElementStage::Condense, Design::Bordered, cell, k, precision) {
         Some(tuning) => tuning.threads,
         None => threads_for(ElementSizes::new(cell, k).nl + 1),
     }
@@ -342,7 +357,7 @@ pub struct OutputGroup {
 /// so occupancy, so they are staged in global scratch instead. Elsewhere staging measured no
 /// faster: direct stores.
 pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
-    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+    match bordered(ElementStage::Condense, Design::Bordered, cell, k, precision) {
         Some(tuning) => OutputGroup { elements: tuning.output_group(), staging: tuning.staging },
         None => OutputGroup { elements: 1, staging: OutputStaging::Direct },
     }
@@ -356,7 +371,7 @@ pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> 
 /// product).
 pub fn bordered_panel_columns(cell: CellType, k: usize, precision: Precision) -> usize {
     let all = ElementSizes::new(cell, k).nl + 1;
-    match bordered(Stage::Condense, Design::Bordered, cell, k, precision) {
+    match bordered(ElementStage::Condense, Design::Bordered, cell, k, precision) {
         Some(tuning) => tuning.panel_columns.unwrap_or(all),
         None => all,
     }
@@ -369,7 +384,7 @@ fn condensation_outputs(s: &ElementSizes) -> usize {
 
 /// Dynamic shared memory (bytes) of a block-design kernel (0 for the thread design).
 pub fn shared_bytes(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
@@ -378,13 +393,15 @@ pub fn shared_bytes(
     let s = ElementSizes::new(cell, k);
     let values = match (stage, design) {
         (_, Design::Thread) => 0,
-        (Stage::Condense, Design::BlockShared) => s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1),
-        (Stage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
+        (ElementStage::Condense, Design::BlockShared) => {
+            s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1)
+        }
+        (ElementStage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
         // The first n columns of the bordered matrix of order n + pw (pw columns of W per
         // pass, bordered_panel_columns), 1 / L(j, j), the outputs of a group of elements where
         // they are staged in shared memory, and the slack that the tensor-core tiles read into
         // (BORDERED_SLACK).
-        (Stage::Condense, Design::Bordered) => {
+        (ElementStage::Condense, Design::Bordered) => {
             let pw = bordered_panel_columns(cell, k, precision);
             let group = bordered_output_group(cell, k, precision);
             let staged = match group.staging {
@@ -393,8 +410,10 @@ pub fn shared_bytes(
             };
             s.n * (s.n + pw) - s.n * (s.n - 1) / 2 + s.n + staged + BORDERED_SLACK
         }
-        (Stage::Recover, _) => s.nl + s.n,
-        (Stage::Postprocess, _) => s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n,
+        (ElementStage::Recover, _) => s.nl + s.n,
+        (ElementStage::Postprocess, _) => {
+            s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n
+        }
     };
     values * precision.bytes()
 }
@@ -404,7 +423,7 @@ pub fn shared_bytes(
 /// ([`OutputStaging::Global`]) or, where it takes its panel in passes, Y of the passes before
 /// the last (n x pw each, [`bordered_panel_columns`]), 0 otherwise.
 pub fn global_scratch_per_block(
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     cell: CellType,
     k: usize,
@@ -412,8 +431,8 @@ pub fn global_scratch_per_block(
 ) -> usize {
     let s = ElementSizes::new(cell, k);
     match (stage, design) {
-        (Stage::Condense, Design::BlockGlobal) => s.n * (s.nl + 1),
-        (Stage::Condense, Design::Bordered) => {
+        (ElementStage::Condense, Design::BlockGlobal) => s.n * (s.nl + 1),
+        (ElementStage::Condense, Design::Bordered) => {
             let group = bordered_output_group(cell, k, precision);
             let pw = bordered_panel_columns(cell, k, precision);
             let earlier_passes = (s.nl + 1).div_ceil(pw) - 1;
@@ -472,11 +491,16 @@ pub fn postprocess_design(cell: CellType, k: usize, precision: Precision) -> Des
 }
 
 /// The dispatch of `stage`.
-pub fn default_design(stage: Stage, cell: CellType, k: usize, precision: Precision) -> Design {
+pub fn default_design(
+    stage: ElementStage,
+    cell: CellType,
+    k: usize,
+    precision: Precision,
+) -> Design {
     match stage {
-        Stage::Condense => condensation_design(cell, k, precision),
-        Stage::Recover => recovery_design(cell, k, precision),
-        Stage::Postprocess => postprocess_design(cell, k, precision),
+        ElementStage::Condense => condensation_design(cell, k, precision),
+        ElementStage::Recover => recovery_design(cell, k, precision),
+        ElementStage::Postprocess => postprocess_design(cell, k, precision),
     }
 }
 
@@ -484,14 +508,14 @@ pub fn default_design(stage: Stage, cell: CellType, k: usize, precision: Precisi
 /// memory does not fit `max_shared` bytes falls back to the block design's global panel;
 /// everything else runs as asked (and fails with a clear error if it cannot).
 pub fn fallback(
-    stage: Stage,
+    stage: ElementStage,
     wanted: Design,
     cell: CellType,
     k: usize,
     precision: Precision,
     max_shared: usize,
 ) -> Design {
-    if stage == Stage::Condense
+    if stage == ElementStage::Condense
         && matches!(wanted, Design::BlockShared | Design::Bordered)
         && shared_bytes(stage, wanted, cell, k, precision) > max_shared
     {
@@ -516,8 +540,9 @@ mod tests {
     #[test]
     fn bordered_output_groups_cost_shared_or_global_memory() {
         let (tet, f64, f32) = (CellType::Tetrahedron, Precision::F64, Precision::F32);
-        let bordered = |k, p| shared_bytes(Stage::Condense, Design::Bordered, tet, k, p);
-        let scratch = |k, p| global_scratch_per_block(Stage::Condense, Design::Bordered, tet, k, p);
+        let bordered = |k, p| shared_bytes(ElementStage::Condense, Design::Bordered, tet, k, p);
+        let scratch =
+            |k, p| global_scratch_per_block(ElementStage::Condense, Design::Bordered, tet, k, p);
         // k = 2: (n, nl) = (10, 24), outputs 24^2 + 24 + 240 + 10 = 850 per element, a group
         // of one sector (4 in f64) staged after the 10 columns of order 35 and dinv, then the
         // 16 values of slack.
@@ -540,9 +565,13 @@ mod tests {
         let tri = bordered_output_group(CellType::Triangle, 3, f64);
         assert_eq!(tri.staging, OutputStaging::Direct);
         // The other designs' scratch is unchanged: only the global panel has one.
-        let panel = global_scratch_per_block(Stage::Condense, Design::BlockGlobal, tet, 3, f64);
+        let panel =
+            global_scratch_per_block(ElementStage::Condense, Design::BlockGlobal, tet, 3, f64);
         assert_eq!(panel, 20 * 41);
-        assert_eq!(global_scratch_per_block(Stage::Recover, Design::Bordered, tet, 3, f64), 0);
+        assert_eq!(
+            global_scratch_per_block(ElementStage::Recover, Design::Bordered, tet, 3, f64),
+            0
+        );
     }
 
     #[test]
@@ -550,7 +579,7 @@ mod tests {
         // f64 tetrahedra at k = 8: the shared panel does not fit 227 KB, the global one does.
         let max = 227 * 1024;
         let shared = shared_bytes(
-            Stage::Condense,
+            ElementStage::Condense,
             Design::BlockShared,
             CellType::Tetrahedron,
             8,
@@ -559,7 +588,7 @@ mod tests {
         assert_eq!(shared, 8 * (165 * 166 / 2 + 165 + 165 * 181));
         assert!(shared > max);
         let d = fallback(
-            Stage::Condense,
+            ElementStage::Condense,
             Design::BlockShared,
             CellType::Tetrahedron,
             8,
@@ -567,7 +596,10 @@ mod tests {
             max,
         );
         assert_eq!(d, Design::BlockGlobal);
-        assert!(shared_bytes(Stage::Condense, d, CellType::Tetrahedron, 8, Precision::F64) <= max);
+        assert!(
+            shared_bytes(ElementStage::Condense, d, CellType::Tetrahedron, 8, Precision::F64)
+                <= max
+        );
         // The bordered condensation: n columns of the order n + pw matrix, 1 / L(j, j) and 16
         // values of slack. All of W at once (pw = nl + 1 = 181) would take 349928 B at k = 8
         // in f64; two passes of pw = 91 take 231128 B (as condense_bordered.cu computes it),
@@ -575,22 +607,29 @@ mod tests {
         assert_eq!(8 * (165 * 346 - 165 * 164 / 2 + 165 + 16), 349_928);
         let tet8 = (CellType::Tetrahedron, 8, Precision::F64);
         assert_eq!(bordered_panel_columns(tet8.0, tet8.1, tet8.2), 91);
-        let bordered = shared_bytes(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2);
+        let bordered =
+            shared_bytes(ElementStage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2);
         assert_eq!(bordered, 8 * (165 * 256 - 165 * 164 / 2 + 165 + 16));
         assert_eq!(bordered, 231_128);
-        let scratch =
-            global_scratch_per_block(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2);
+        let scratch = global_scratch_per_block(
+            ElementStage::Condense,
+            Design::Bordered,
+            tet8.0,
+            tet8.1,
+            tet8.2,
+        );
         assert_eq!(scratch, 165 * 91);
-        let d = fallback(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, max);
+        let d = fallback(ElementStage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, max);
         assert_eq!(d, Design::Bordered);
         // A device with less shared memory (an A100: 163 KB) still falls back.
-        let d = fallback(Stage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, 163 * 1024);
+        let d =
+            fallback(ElementStage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, 163 * 1024);
         assert_eq!(d, Design::BlockGlobal);
         // Everywhere else W comes in one pass.
         assert_eq!(bordered_panel_columns(CellType::Tetrahedron, 8, Precision::F32), 181);
         assert_eq!(bordered_panel_columns(CellType::Tetrahedron, 7, Precision::F64), 145);
         let f32_fits = fallback(
-            Stage::Condense,
+            ElementStage::Condense,
             Design::Bordered,
             CellType::Tetrahedron,
             8,
@@ -600,7 +639,7 @@ mod tests {
         assert_eq!(f32_fits, Design::Bordered);
         // Postprocessing at k = 8 in 3D fits.
         let post = shared_bytes(
-            Stage::Postprocess,
+            ElementStage::Postprocess,
             Design::BlockShared,
             CellType::Tetrahedron,
             8,
@@ -610,9 +649,12 @@ mod tests {
         for cell in [CellType::Triangle, CellType::Tetrahedron] {
             for k in 1..=MAX_ELEMENT_ORDER {
                 for p in [Precision::F32, Precision::F64] {
-                    let f = fallback(Stage::Condense, Design::BlockShared, cell, k, p, max);
-                    assert!(shared_bytes(Stage::Condense, f, cell, k, p) <= max, "{cell:?} {k}");
-                    for stage in Stage::ALL {
+                    let f = fallback(ElementStage::Condense, Design::BlockShared, cell, k, p, max);
+                    assert!(
+                        shared_bytes(ElementStage::Condense, f, cell, k, p) <= max,
+                        "{cell:?} {k}"
+                    );
+                    for stage in ElementStage::ALL {
                         let d = default_design(stage, cell, k, p);
                         assert!(compiled(stage, cell, k, d), "{stage} {cell:?} {k} {d}");
                         let t = block_threads(stage, d, cell, k, p);
@@ -628,7 +670,7 @@ mod tests {
     fn names() {
         assert_eq!(
             kernel_name(
-                Stage::Condense,
+                ElementStage::Condense,
                 Design::BlockGlobal,
                 CellType::Tetrahedron,
                 8,
@@ -637,19 +679,25 @@ mod tests {
             "condense_block_global_f64_tet8"
         );
         assert_eq!(
-            kernel_name(Stage::Recover, Design::Thread, CellType::Triangle, 3, Precision::F32),
+            kernel_name(
+                ElementStage::Recover,
+                Design::Thread,
+                CellType::Triangle,
+                3,
+                Precision::F32
+            ),
             "recover_thread_f32_tri3"
         );
         for d in Design::ALL {
             assert_eq!(d.name().parse::<Design>(), Ok(d));
         }
-        assert!(compiled(Stage::Recover, CellType::Tetrahedron, 8, Design::Thread));
-        assert!(!compiled(Stage::Condense, CellType::Tetrahedron, 5, Design::Thread));
-        assert!(!compiled(Stage::Recover, CellType::Triangle, 3, Design::BlockGlobal));
-        assert!(!compiled(Stage::Condense, CellType::Triangle, 9, Design::BlockShared));
+        assert!(compiled(ElementStage::Recover, CellType::Tetrahedron, 8, Design::Thread));
+        assert!(!compiled(ElementStage::Condense, CellType::Tetrahedron, 5, Design::Thread));
+        assert!(!compiled(ElementStage::Recover, CellType::Triangle, 3, Design::BlockGlobal));
+        assert!(!compiled(ElementStage::Condense, CellType::Triangle, 9, Design::BlockShared));
         assert_eq!(
             kernel_name(
-                Stage::Condense,
+                ElementStage::Condense,
                 Design::Bordered,
                 CellType::Tetrahedron,
                 6,
@@ -657,6 +705,6 @@ mod tests {
             ),
             "condense_bordered_f32_tet6"
         );
-        assert!(!compiled(Stage::Recover, CellType::Tetrahedron, 3, Design::Bordered));
+        assert!(!compiled(ElementStage::Recover, CellType::Tetrahedron, 3, Design::Bordered));
     }
 }

@@ -47,8 +47,6 @@ use hdg_core::manufactured::Arithmetic;
 use hdg_core::Manufactured;
 
 mod block_sizes;
-#[cfg(feature = "cuda")]
-mod dbf;
 pub mod design;
 #[cfg(feature = "cuda")]
 mod device;
@@ -64,8 +62,6 @@ mod manufactured;
 #[path = "../build/manufactured_code.rs"]
 mod manufactured_code;
 #[cfg(feature = "cuda")]
-pub mod matrix_free;
-#[cfg(feature = "cuda")]
 mod multigrid;
 #[cfg(feature = "cuda")]
 mod operator;
@@ -79,17 +75,17 @@ mod solution_numbers;
 #[cfg(feature = "cuda")]
 mod vector;
 
-#[cfg(feature = "cuda")]
-pub use dbf::{DeviceDbf, SpmvKernel};
 pub use design::{
-    Design, Precision, Stage, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER, TETRAHEDRON_BLOCK_SIZES,
+    Design, ElementStage, Precision, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER, TETRAHEDRON_BLOCK_SIZES,
 };
 #[cfg(feature = "cuda")]
 pub use device::{error_text, CudaBackend, DeviceReal, MemoryPeak, MemoryWatch};
 #[cfg(feature = "cuda")]
-pub use matrix_free::MatrixFreeOperator;
-#[cfg(feature = "cuda")]
 pub use multigrid::{DeviceCsr, DeviceFaceTransfer};
+#[cfg(feature = "cuda")]
+pub use operator::dbf::{DeviceDbf, SpmvKernel};
+#[cfg(feature = "cuda")]
+pub use operator::matrix_free::MatrixFreeOperator;
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
 pub use settings::CudaSettings;

@@ -17,8 +17,8 @@ use hdg_core::{
 };
 use rayon::prelude::*;
 
-use crate::dbf::DeviceDbf;
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal};
+use crate::operator::dbf::DeviceDbf;
 use crate::vector::DeviceVector;
 
 /// Average entries per row from which a CSR row gets a whole warp.

@@ -7,8 +7,8 @@
 //! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
-    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceReal, DeviceVector, SpmvKernel, Stage,
-    MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
+    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceReal, DeviceVector, ElementStage,
+    SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
 };
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
@@ -724,21 +724,23 @@ fn element_stages_match<T: DeviceReal>(
             gprep.set_grid_limit(Some(5));
         }
         let mut chosen = Vec::new();
-        for stage in Stage::ALL {
+        for stage in ElementStage::ALL {
             let d = forced.map(|d| match (stage, d) {
-                (Stage::Recover | Stage::Postprocess, Design::BlockGlobal) => Design::BlockShared,
+                (ElementStage::Recover | ElementStage::Postprocess, Design::BlockGlobal) => {
+                    Design::BlockShared
+                }
                 _ => d,
             });
             let d = d.filter(|&d| hdg_backend_cuda::design::compiled(stage, cell, case.k, d));
             gprep.set_design(stage, d);
             chosen.push(format!("{stage} {}", gprep.design(stage).unwrap()));
         }
-        let thread = |stage: Stage| gprep.design(stage).unwrap() == Design::Thread;
+        let thread = |stage: ElementStage| gprep.design(stage).unwrap() == Design::Thread;
         let label = format!("{} [{}]", case.label, chosen.join(", "));
         let what = |s: &str| format!("{label} [{s}]");
         let mut gcond = g.allocate_condensed(&disc, &gprep).unwrap();
         gcond.poison().unwrap();
-        let design = gprep.design(Stage::Condense).unwrap();
+        let design = gprep.design(ElementStage::Condense).unwrap();
         g.condense_with(&disc, &gprep, design, &mut gcond).unwrap();
         g.check_condensed(&gcond).unwrap();
 
@@ -759,7 +761,7 @@ fn element_stages_match<T: DeviceReal>(
         check(&what("b_e"), &be, &cpu.b, r.map(|r| &r.b[..]), tol);
         check(&what("Z"), &ze, &cpu.z, r.map(|r| &r.z[..]), tol);
         check(&what("u0"), &u0, &cpu.u0, r.map(|r| &r.u0[..]), tol);
-        if thread(Stage::Condense) {
+        if thread(ElementStage::Condense) {
             assert_bitwise(&what("K_e"), &ke, &cpu.k);
             assert_bitwise(&what("b_e"), &be, &cpu.b);
             assert_bitwise(&what("Z"), &ze, &cpu.z);
@@ -823,13 +825,13 @@ fn element_stages_match<T: DeviceReal>(
         // Recovery from the same (random) trace vector.
         let mut gf = g.allocate_fields(&disc, &gprep).unwrap();
         gf.poison().unwrap();
-        let design = gprep.design(Stage::Recover).unwrap();
+        let design = gprep.design(ElementStage::Recover).unwrap();
         g.recover_with(&disc, &gprep, &gcond, &upload(g, &trace), design, &mut gf).unwrap();
         g.check_recovered(&gf).unwrap();
         let gh = LocalSolver::<T>::fields_to_host(g, &gf).unwrap();
         check(&what("u_h"), &gh.u, &cpu.u, r.map(|r| &r.u[..]), tol);
         check(&what("q_h"), &gh.q, &cpu.q, r.map(|r| &r.q[..]), tol);
-        if thread(Stage::Condense) && thread(Stage::Recover) {
+        if thread(ElementStage::Condense) && thread(ElementStage::Recover) {
             assert_bitwise(&what("u_h"), &gh.u, &cpu.u);
             assert_bitwise(&what("q_h"), &gh.q, &cpu.q);
         }
@@ -837,12 +839,12 @@ fn element_stages_match<T: DeviceReal>(
         // Postprocessing, each backend of its own recovered fields (which agree, checked above).
         let mut gpost = g.allocate_postprocessed(&disc, &gprep).unwrap();
         gpost.poison().unwrap();
-        let design = gprep.design(Stage::Postprocess).unwrap();
+        let design = gprep.design(ElementStage::Postprocess).unwrap();
         g.postprocess_with(&disc, &gprep, &gf, design, &mut gpost).unwrap();
         g.check_postprocessed(&gpost).unwrap();
         let u_star = gpost.to_host().unwrap();
         check(&what("u*"), &u_star, &cpu.u_star, r.map(|r| &r.u_star[..]), tol);
-        if Stage::ALL.into_iter().all(thread) {
+        if ElementStage::ALL.into_iter().all(thread) {
             assert_bitwise(&what("u*"), &u_star, &cpu.u_star);
         }
 
@@ -950,7 +952,7 @@ fn element_stages_f32_match_cpu() {
 fn all_designs(cell: CellType, k: usize) -> Vec<Option<Design>> {
     Design::ALL
         .into_iter()
-        .filter(|&d| hdg_backend_cuda::design::compiled(Stage::Condense, cell, k, d))
+        .filter(|&d| hdg_backend_cuda::design::compiled(ElementStage::Condense, cell, k, d))
         .map(Some)
         .collect()
 }
@@ -1061,7 +1063,7 @@ fn unsupported_orders_are_errors() {
     let cube = generate::unit_cube(1).unwrap();
     let disc = Discretization::<f64>::new(&cube, &problem, 5).unwrap();
     let mut prep = LocalSolver::<f64>::prepare(&g, &disc).unwrap();
-    prep.set_design(Stage::Condense, Some(Design::Thread));
+    prep.set_design(ElementStage::Condense, Some(Design::Thread));
     match LocalSolver::<f64>::condense(&g, &disc, &prep) {
         Err(CoreError::Backend(msg)) => assert!(msg.contains("not compiled"), "{msg}"),
         Err(e) => panic!("unexpected error {e}"),
@@ -1197,6 +1199,29 @@ fn nan_source_in_place_of_a_manufactured_one_is_reported() {
         &mut Silent,
     );
     assert!(matches!(result, Err(CoreError::Solver(_))), "{:?}", result.err());
+}
+
+/// Prepare is the capability check (an order with no kernels fails there, before anything is
+/// uploaded), and a stage given another discretization's prepared data says so instead of
+/// launching kernels of the wrong sizes.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn prepare_checks_the_order_and_stages_check_their_prepared_data() {
+    let g = gpu();
+    let mesh = generate::unit_square(2, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let too_high = Discretization::<f64>::new(&mesh, &problem, 9).unwrap();
+    let err = LocalSolver::<f64>::prepare(&g, &too_high).err().expect("k = 9 was prepared");
+    assert!(err.to_string().contains("k = 1..=8"), "{err}");
+
+    let k2 = Discretization::<f64>::new(&mesh, &problem, 2).unwrap();
+    let k3 = Discretization::<f64>::new(&mesh, &problem, 3).unwrap();
+    let prep2 = LocalSolver::<f64>::prepare(&g, &k2).unwrap();
+    let err = g.condense(&k3, &prep2).err().expect("k = 3 condensed with k = 2 data");
+    assert!(matches!(err, CoreError::InvalidParameter { name: "prepared data", .. }), "{err}");
+    let condensed = g.condense(&k2, &prep2).unwrap();
+    let err = g.assemble(&k3, &prep2, &condensed).err().expect("assembled with k = 2 data");
+    assert!(matches!(err, CoreError::InvalidParameter { name: "prepared data", .. }), "{err}");
 }
 
 #[test]

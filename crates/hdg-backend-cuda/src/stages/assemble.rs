@@ -3,12 +3,12 @@
 
 use hdg_core::{Discretization, Result};
 
-use crate::dbf::DeviceDbf;
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal};
-use crate::matrix_free::MatrixFreeOperator;
+use crate::operator::dbf::DeviceDbf;
+use crate::operator::matrix_free::MatrixFreeOperator;
 use crate::operator::DeviceTraceOperator;
 use crate::stages::condense::DeviceCondensed;
-use crate::stages::prepare::{kernel_order, DevicePrepared};
+use crate::stages::prepare::DevicePrepared;
 use crate::vector::{uninitialized, DeviceVector};
 use crate::TraceOperatorKind;
 
@@ -20,7 +20,7 @@ pub(crate) fn assemble<T: DeviceReal>(
     prep: &DevicePrepared<T>,
     condensed: &DeviceCondensed<T>,
 ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
-    let k = kernel_order(disc)?;
+    let k = prep.kernel_order_of(disc)?;
     if backend.trace_operator() == TraceOperatorKind::MatrixFree {
         let parts = condensed.matrix_free_parts(&prep.topology);
         let (operator, rhs) = MatrixFreeOperator::assemble(backend, disc.tables.n_f, &parts)?;

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Discretization, HostCondensed, Result};
 
-use crate::design::{Design, Stage};
+use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
-use crate::matrix_free::CondensedParts;
+use crate::operator::matrix_free::CondensedParts;
 use crate::stages::launch::{first_failure, poison};
 use crate::stages::layout::{condensed_cells, condensed_to_element_contiguous};
-use crate::stages::prepare::{kernel_order, DevicePrepared, DeviceTopology};
+use crate::stages::prepare::{DevicePrepared, DeviceTopology};
 use crate::vector::uninitialized;
 
 /// Which array of a condensation [`DeviceCondensed::gather_to_host`] reads.
@@ -183,7 +183,7 @@ pub(crate) fn condense<T: DeviceReal>(
     prep: &DevicePrepared<T>,
 ) -> Result<DeviceCondensed<T>> {
     let mut out = backend.allocate_condensed(disc, prep)?;
-    backend.condense_with(disc, prep, prep.design(Stage::Condense)?, &mut out)?;
+    backend.condense_with(disc, prep, prep.design(ElementStage::Condense)?, &mut out)?;
     first_failure(backend, &out.info, &out.pivots)?;
     out.scratch = None;
     Ok(out)
@@ -196,7 +196,7 @@ impl CudaBackend {
         disc: &Discretization<'_, T>,
         prep: &DevicePrepared<T>,
     ) -> Result<DeviceCondensed<T>> {
-        kernel_order(disc)?;
+        prep.kernel_order_of(disc)?;
         let t = &disc.tables;
         let (n, nl, n_cells) = (t.n, t.n_local_trace(), prep.n_cells);
         let cells = condensed_cells::<T>(n_cells);
@@ -231,7 +231,7 @@ impl CudaBackend {
         design: Design,
         out: &mut DeviceCondensed<T>,
     ) -> Result<()> {
-        kernel_order(disc)?;
+        prep.kernel_order_of(disc)?;
         let n_cells = prep.n_cells;
         if out.n_cells != n_cells {
             return Err(CoreError::InvalidParameter {
@@ -242,7 +242,7 @@ impl CudaBackend {
         if n_cells == 0 {
             return Ok(());
         }
-        let launch = prep.launch_for(Stage::Condense, design)?;
+        let launch = prep.launch_for(ElementStage::Condense, design)?;
         if out.scratch.as_ref().map_or(0, |b| b.len()) < launch.scratch {
             out.scratch = None;
             // SAFETY: scratch of the block condensation: written before read, per block.

@@ -15,10 +15,13 @@
 //! up to n = 165, nl = 180, n' = 220 for tetrahedra at k = 8). Which design runs is chosen per
 //! (cell type, order, precision) by [`crate::design::condensation_design`] and its siblings,
 //! from measurements (`condense-bench`), and can be forced per stage with
-//! [`DevicePrepared::set_design`] or [`crate::CudaSettings::design`]. Those kernels
-//! are in `kernels/element_kernels.cu` (own module and launch configurations:
-//! `element_kernels.rs`); the assembly (`kernels/assemble.cu`, one thread per block row, 5
-//! slots for triangles, 7 for tetrahedra) mirrors `dbf::assemble` to the bit.
+//! [`DevicePrepared::set_design`] or [`crate::CudaSettings::design`]. Prepare checks once
+//! that the (cell type, order) has kernels; every later stage checks only that it was given
+//! its discretization's prepared data. The kernels are in one file per stage
+//! (`kernels/condense.cu`, `condense_bordered.cu`, `recover.cu`, `postprocess.cu`; their
+//! module and naming scheme: `element_kernels.rs`; the orders compiled: `element_instances.rs`);
+//! the assembly (`kernels/assemble.cu`, one thread per block row, 5 slots for triangles, 7 for
+//! tetrahedra) fills the same DBF matrix as the CPU's assembly, to the bit.
 //!
 //! # Device layouts (element-fastest)
 //!

@@ -5,12 +5,12 @@ use hdg_core::error_norms;
 use hdg_core::geometry::mesh_geometry;
 use hdg_core::{CoreError, Discretization, ErrorNorms, ExactSolution, LocalSolver, Result};
 
-use crate::design::{Design, Stage};
+use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::manufactured::{device_solution, squared_errors};
 use crate::stages::launch::{first_failure, poison, PhaseClock};
 use crate::stages::layout::to_element_contiguous;
-use crate::stages::prepare::{kernel_order, DevicePrepared};
+use crate::stages::prepare::DevicePrepared;
 use crate::stages::recover::DeviceFields;
 use crate::vector::uninitialized;
 
@@ -48,7 +48,13 @@ pub(crate) fn postprocess<T: DeviceReal>(
     fields: &DeviceFields<T>,
 ) -> Result<DevicePostprocessed<T>> {
     let mut post = backend.allocate_postprocessed(disc, prep)?;
-    backend.postprocess_with(disc, prep, fields, prep.design(Stage::Postprocess)?, &mut post)?;
+    backend.postprocess_with(
+        disc,
+        prep,
+        fields,
+        prep.design(ElementStage::Postprocess)?,
+        &mut post,
+    )?;
     first_failure(backend, &post.info, &post.pivots)?;
     Ok(post)
 }
@@ -121,7 +127,7 @@ impl CudaBackend {
         design: Design,
         post: &mut DevicePostprocessed<T>,
     ) -> Result<()> {
-        kernel_order(disc)?;
+        prep.kernel_order_of(disc)?;
         let n_cells = prep.n_cells;
         if fields.n_cells != n_cells || post.n_cells != n_cells {
             return Err(CoreError::InvalidParameter {
@@ -135,7 +141,7 @@ impl CudaBackend {
         if n_cells == 0 {
             return Ok(());
         }
-        let launch = prep.launch_for(Stage::Postprocess, design)?;
+        let launch = prep.launch_for(ElementStage::Postprocess, design)?;
         let (tb, cells) = (prep.tables.addresses(), prep.cells());
         let (up, qp, sp, ip, pp) = (
             address(&fields.u),

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::design::{
     block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
-    shared_bytes, Design, Precision, Stage, MAX_ELEMENT_ORDER,
+    shared_bytes, Design, ElementStage, Precision, MAX_ELEMENT_ORDER,
 };
 use crate::device::{address, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
@@ -151,11 +151,12 @@ pub struct DevicePrepared<T: DeviceReal> {
     pub(crate) topology: Arc<DeviceTopology<T>>,
     /// The mesh on the device (the geometry kernel and the manufactured problems read it).
     pub(crate) mesh: DeviceMesh,
-    pub(crate) cell_type: CellType,
-    pub(crate) order: usize,
+    /// The (cell type, order) these data are for: checked at prepare to have kernels, and by
+    /// every stage to be the discretization's.
+    pub(crate) kernel_order: KernelOrder,
     /// The condensation, recovery and postprocessing kernels (both designs).
     pub(crate) kernels: Arc<ElementKernels>,
-    /// Forced designs per [`Stage`] (None: the dispatch of [`crate::design`]).
+    /// Forced designs per [`ElementStage`] (None: the dispatch of [`crate::design`]).
     pub(crate) designs: [Option<Design>; 3],
     /// At most this many blocks per block-design launch (None: as many as are resident).
     pub(crate) grid_limit: Option<usize>,
@@ -166,18 +167,20 @@ pub struct DevicePrepared<T: DeviceReal> {
 impl<T: DeviceReal> DevicePrepared<T> {
     /// Forces the design of `stage` (None: back to the dispatch of [`crate::design`]). A design
     /// that is not compiled for this cell type and order makes the stage fail with an error.
-    pub fn set_design(&mut self, stage: Stage, design: Option<Design>) {
+    pub fn set_design(&mut self, stage: ElementStage, design: Option<Design>) {
         self.designs[stage.index()] = design;
     }
 
     /// The design that runs `stage`: the forced one if any, else the dispatch of
     /// [`crate::design`]; a block condensation whose panel does not fit the device's shared
     /// memory (or a bordered one) runs as [`Design::BlockGlobal`] ([`crate::design::fallback`]).
-    pub fn design(&self, stage: Stage) -> Result<Design> {
-        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+    pub fn design(&self, stage: ElementStage) -> Result<Design> {
+        let (cell, k, p) = (self.kernel_order.cell, self.kernel_order.k, precision::<T>());
         let wanted =
             self.designs[stage.index()].unwrap_or_else(|| default_design(stage, cell, k, p));
-        if !matches!(wanted, Design::BlockShared | Design::Bordered) || stage != Stage::Condense {
+        if !matches!(wanted, Design::BlockShared | Design::Bordered)
+            || stage != ElementStage::Condense
+        {
             return Ok(wanted);
         }
         let max = self.kernels.max_dynamic_shared(&kernel_name(stage, wanted, cell, k, p))?;
@@ -204,8 +207,8 @@ impl<T: DeviceReal> DevicePrepared<T> {
 
     /// The launch of `stage` in `design` for this discretization (errors: a design that is not
     /// compiled for this cell type and order, or whose shared memory the device cannot give).
-    pub(crate) fn launch_for(&self, stage: Stage, design: Design) -> Result<StageLaunch> {
-        let (cell, k, p) = (self.cell_type, self.order, precision::<T>());
+    pub(crate) fn launch_for(&self, stage: ElementStage, design: Design) -> Result<StageLaunch> {
+        let (cell, k, p) = (self.kernel_order.cell, self.kernel_order.k, precision::<T>());
         if !compiled(stage, cell, k, design) {
             return Err(CoreError::Backend(format!(
                 "CUDA {stage}: the {design} design is not compiled for {cell:?} at k = {k} \
@@ -227,7 +230,7 @@ impl<T: DeviceReal> DevicePrepared<T> {
         let most = self.kernels.max_block_threads(&name)?;
         let settings = self.backend.settings();
         let threads = match (stage, settings.condense_threads) {
-            (Stage::Condense, Some(t)) => t.min(most),
+            (ElementStage::Condense, Some(t)) => t.min(most),
             _ => block_threads(stage, design, cell, k, p),
         };
         if threads > most {
@@ -247,7 +250,9 @@ impl<T: DeviceReal> DevicePrepared<T> {
             )));
         }
         let mut per_sm = self.kernels.blocks_per_sm(&name, threads, shared)? as usize;
-        if let Some(cap) = settings.condense_blocks_per_sm.filter(|_| stage == Stage::Condense) {
+        if let Some(cap) =
+            settings.condense_blocks_per_sm.filter(|_| stage == ElementStage::Condense)
+        {
             per_sm = per_sm.min(cap);
         }
         let resident = per_sm * self.kernels.sms() as usize;
@@ -272,6 +277,27 @@ impl<T: DeviceReal> DevicePrepared<T> {
             tau: address(&self.tau),
             load: address(&self.load),
         }
+    }
+
+    /// The order and cell type these data were prepared for, if they are `disc`'s: a stage
+    /// given another discretization's prepared data returns this error instead of reading
+    /// arrays of the wrong sizes.
+    pub(crate) fn kernel_order_of(&self, disc: &Discretization<'_, T>) -> Result<KernelOrder> {
+        let ours = self.kernel_order;
+        if (disc.mesh.cell_type(), disc.order, disc.mesh.n_cells())
+            != (ours.cell, ours.k, self.n_cells)
+        {
+            return Err(CoreError::InvalidParameter {
+                name: "prepared data",
+                reason: format!(
+                    "prepared for {} cells at {ours}, the discretization has {} cells at {}",
+                    self.n_cells,
+                    disc.mesh.n_cells(),
+                    KernelOrder { cell: disc.mesh.cell_type(), k: disc.order }
+                ),
+            });
+        }
+        Ok(ours)
     }
 
     /// Cells.
@@ -315,9 +341,9 @@ impl std::fmt::Display for KernelOrder {
     }
 }
 
-/// The order, if the element kernels exist for it (triangles and tetrahedra, k <= 8), as the
-/// assembly kernel's name wants it.
-pub(crate) fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<KernelOrder> {
+/// The capability check of [`prepare`]: the order, if the element kernels exist for it
+/// (triangles and tetrahedra, k <= 8, both precisions), as the kernels' names want it.
+fn kernel_order<T: DeviceReal>(disc: &Discretization<'_, T>) -> Result<KernelOrder> {
     if disc.order == 0 || disc.order > MAX_ELEMENT_ORDER {
         return Err(CoreError::Backend(format!(
             "the CUDA element kernels support k = 1..={MAX_ELEMENT_ORDER} (k <= \
@@ -338,9 +364,11 @@ pub(crate) fn forced_designs(
 ) -> [Option<Design>; 3] {
     let mut designs = [None; 3];
     let Some(design) = forced else { return designs };
-    for stage in Stage::ALL {
+    for stage in ElementStage::ALL {
         let d = match (stage, design) {
-            (Stage::Recover | Stage::Postprocess, Design::BlockGlobal) => Design::BlockShared,
+            (ElementStage::Recover | ElementStage::Postprocess, Design::BlockGlobal) => {
+                Design::BlockShared
+            }
             _ => design,
         };
         if compiled(stage, cell, k, d) {
@@ -354,6 +382,8 @@ pub(crate) fn prepare<T: DeviceReal>(
     backend: &CudaBackend,
     disc: &Discretization<'_, T>,
 ) -> Result<DevicePrepared<T>> {
+    // The capability check, once: every later stage runs what prepare accepted.
+    let kernel_order = kernel_order(disc)?;
     let mesh = disc.mesh;
     let cell_type = mesh.cell_type();
     let t = &disc.tables;
@@ -476,10 +506,9 @@ pub(crate) fn prepare<T: DeviceReal>(
         loads_on_device,
         topology: Arc::new(topology),
         mesh: device_mesh,
-        cell_type,
-        order: disc.order,
+        kernel_order,
         kernels: Arc::new(ElementKernels::load(backend)?),
-        designs: forced_designs(backend.settings().design, cell_type, disc.order),
+        designs: forced_designs(backend.settings().design, cell_type, kernel_order.k),
         grid_limit: None,
         backend: backend.clone(),
     };

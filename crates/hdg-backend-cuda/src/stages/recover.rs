@@ -3,12 +3,12 @@
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Discretization, HostFields, Result};
 
-use crate::design::{Design, Stage};
+use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::stages::condense::DeviceCondensed;
 use crate::stages::launch::{launch_configuration_error, poison};
 use crate::stages::layout::to_element_contiguous;
-use crate::stages::prepare::{kernel_order, DevicePrepared};
+use crate::stages::prepare::DevicePrepared;
 use crate::vector::{uninitialized, DeviceVector};
 
 /// Recovered u_h and q_h on the device: u `[i * n_cells + e]`, q `[(r * n + i) * n_cells + e]`.
@@ -48,7 +48,7 @@ pub(crate) fn recover<T: DeviceReal>(
         prep,
         condensed,
         trace,
-        prep.design(Stage::Recover)?,
+        prep.design(ElementStage::Recover)?,
         &mut fields,
     )?;
     backend.check_recovered(&fields)?;
@@ -92,7 +92,7 @@ impl CudaBackend {
         design: Design,
         fields: &mut DeviceFields<T>,
     ) -> Result<()> {
-        kernel_order(disc)?;
+        prep.kernel_order_of(disc)?;
         let n_cells = prep.n_cells;
         if trace.len() != disc.trace_dofs() {
             return Err(CoreError::InvalidParameter {
@@ -116,7 +116,7 @@ impl CudaBackend {
         if n_cells == 0 {
             return Ok(());
         }
-        let launch = prep.launch_for(Stage::Recover, design)?;
+        let launch = prep.launch_for(ElementStage::Recover, design)?;
         let (tb, cells) = (prep.tables.addresses(), prep.cells());
         let topo = &prep.topology;
         let (fi, tr, dir, zp, u0p, up, qp, ip) = (

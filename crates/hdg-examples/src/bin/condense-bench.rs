@@ -48,7 +48,8 @@ use hdg_backend_cpu::condense::{
 };
 use hdg_backend_cuda::design::{compiled, shared_bytes, ElementSizes};
 use hdg_backend_cuda::{
-    CondensedArray, CudaBackend, CudaSettings, Design, DevicePrepared, DeviceReal, Precision, Stage,
+    CondensedArray, CudaBackend, CudaSettings, Design, DevicePrepared, DeviceReal, ElementStage,
+    Precision,
 };
 use hdg_core::geometry::{cell_geometry, GeometryLayout};
 use hdg_core::load::element_load;
@@ -323,7 +324,7 @@ fn compare<T: Real>(a: &[T], b: &[T]) -> (f64, bool) {
 /// One timed row.
 #[derive(Clone, Debug)]
 struct Timing {
-    stage: Stage,
+    stage: ElementStage,
     design: Design,
     seconds: f64,
 }
@@ -372,10 +373,10 @@ fn run_case<T: DeviceReal>(
     let mut timings = Vec::new();
     let check = host.len();
     for &design in &args.designs {
-        if !compiled(Stage::Condense, cell, k, design) {
+        if !compiled(ElementStage::Condense, cell, k, design) {
             continue;
         }
-        let bytes = shared_bytes(Stage::Condense, design, cell, k, precision);
+        let bytes = shared_bytes(ElementStage::Condense, design, cell, k, precision);
         let mut out = g.allocate_condensed(&disc, &prep)?;
         out.poison()?;
         let timed = time_launches(g, args.samples, args.warmup, || {
@@ -430,11 +431,11 @@ fn run_case<T: DeviceReal>(
             err,
             if exact { "bitwise" } else { "" }
         );
-        timings.push(Timing { stage: Stage::Condense, design, seconds });
+        timings.push(Timing { stage: ElementStage::Condense, design, seconds });
     }
     let Some(best) = timings
         .iter()
-        .filter(|t| t.stage == Stage::Condense)
+        .filter(|t| t.stage == ElementStage::Condense)
         .min_by(|a, b| a.seconds.partial_cmp(&b.seconds).expect("finite"))
         .cloned()
     else {
@@ -452,7 +453,7 @@ fn run_case<T: DeviceReal>(
         let trace = g.copy_from_host(&trace)?;
         let mut reference: Option<(Vec<T>, Vec<T>)> = None;
         for &design in &args.designs {
-            if !compiled(Stage::Recover, cell, k, design) {
+            if !compiled(ElementStage::Recover, cell, k, design) {
                 continue;
             }
             let mut fields = g.allocate_fields(&disc, &prep)?;
@@ -484,13 +485,13 @@ fn run_case<T: DeviceReal>(
                 seconds * 1e3,
                 n_cells as f64 / seconds,
             );
-            timings.push(Timing { stage: Stage::Recover, design, seconds });
+            timings.push(Timing { stage: ElementStage::Recover, design, seconds });
         }
         let fields = g.recover(&disc, &prep, &condensed, &trace)?;
         drop(condensed);
         let mut reference: Option<Vec<T>> = None;
         for &design in &args.designs {
-            if !compiled(Stage::Postprocess, cell, k, design) {
+            if !compiled(ElementStage::Postprocess, cell, k, design) {
                 continue;
             }
             let mut post = g.allocate_postprocessed(&disc, &prep)?;
@@ -522,7 +523,7 @@ fn run_case<T: DeviceReal>(
                 seconds * 1e3,
                 n_cells as f64 / seconds,
             );
-            timings.push(Timing { stage: Stage::Postprocess, design, seconds });
+            timings.push(Timing { stage: ElementStage::Postprocess, design, seconds });
         }
     }
     Ok(CaseReport { cells: n_cells, flops_per_element: flops, timings })
@@ -715,7 +716,7 @@ fn run(args: &Args) -> Result<()> {
 }
 
 /// (stage, dimension, precision) of a line of the suggested dispatch.
-type ArmKey = (Stage, usize, &'static str);
+type ArmKey = (ElementStage, usize, &'static str);
 
 fn print_selection(results: &BTreeMap<(usize, usize, &'static str), CaseReport>) {
     println!();
@@ -730,7 +731,7 @@ fn print_selection(results: &BTreeMap<(usize, usize, &'static str), CaseReport>)
     for ((dim, k, prec), r) in results {
         let cell = if *dim == 2 { "tri" } else { "tet" };
         let mut cols = Vec::new();
-        for stage in Stage::ALL {
+        for stage in ElementStage::ALL {
             let rows: Vec<&Timing> = r.timings.iter().filter(|t| t.stage == stage).collect();
             let best =
                 rows.iter().min_by(|a, b| a.seconds.partial_cmp(&b.seconds).expect("finite"));

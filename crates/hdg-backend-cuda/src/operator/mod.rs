@@ -1,13 +1,19 @@
 //! The trace operator that the CUDA backend's assembly builds: the assembled DBF matrix or the
 //! matrix-free operator, chosen by [`CudaBackend::with_trace_operator`], behind one type so the
 //! pipeline and every solver run on either unchanged.
+//!
+//! - `dbf`: the assembled matrix in the dense block format and its SpMV (`kernels/dbf.cu`);
+//! - `matrix_free`: the element trace matrices applied face by face (`kernels/matrix_free.cu`).
 use hdg_core::{DemoteOperator, HostCsr, Result, TraceOperator};
 
-use crate::dbf::DeviceDbf;
 use crate::device::{CudaBackend, DeviceReal};
-use crate::matrix_free::MatrixFreeOperator;
 use crate::vector::DeviceVector;
 use crate::TraceOperatorKind;
+use dbf::DeviceDbf;
+use matrix_free::MatrixFreeOperator;
+
+pub mod dbf;
+pub mod matrix_free;
 
 /// The device trace operator of [`hdg_core::Assembler::assemble`] (`type Operator` of
 /// [`CudaBackend`]): every [`TraceOperator`] method dispatches to the kind held.
