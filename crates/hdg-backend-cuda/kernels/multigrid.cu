@@ -1,7 +1,7 @@
 // Kernels of the multigrid preconditioner (hdg_linalg::Multigrid) on the device: the product
 // of its CSR matrices (vertex levels, prolongators, the dense direct level), the face-by-face
 // transfer E between the trace space and the vertex space (hdg_core::auxiliary), and the
-// projection of the DBF blocks that builds the Galerkin operator E^T A E.
+// Galerkin operator E^T A E: the projection of the DBF blocks and the vertex rows' gather.
 //
 // Every kernel sums in the order the CPU backend does (hdg_backend_cpu::multigrid,
 // DbfMatrix::project_blocks), so both give the same numbers up to the order of the CSR
@@ -100,6 +100,101 @@ __device__ void dbf_project_blocks(unsigned n_rows, unsigned pitch, unsigned n_f
             for (unsigned r = 0; r < rows; ++r) s += basis[r * m + i] * ab[r * m + j];
             target[i * m + j] = active ? s : 0.0;
         }
+}
+
+// Columns a row of the vertex operator may have here (the vertex's neighbours through its
+// faces' cells, split unknowns counted apiece: about 7 on a 2D mesh, 15 to 40 in 3D).
+#define MAX_VERTEX_COLUMNS 128
+
+// The vertex level's operator A_1 = E^T A E (hdg_core::auxiliary::vertex_operator) from the
+// projected blocks (dbf_project_blocks with the basis E^, m = d): one thread per coarse unknown
+// v, gathering through the incidence. Row v adds block[i][j] of every face row that uses v (as
+// its vertex i) and every active slot a of that row into column w, the coarse unknown of
+// vertex j of the slot's face: the host's loops in the host's order, so the same sums to the
+// bit. Pass 1 (values == nullptr) writes the row's number of columns to count[v]
+// (NONE_INDEX if it has more than MAX_VERTEX_COLUMNS: the caller then assembles on the host); pass 2 writes
+// the row at row_start[v], columns ascending.
+__device__ void vertex_operator_rows(unsigned n_coarse, unsigned d, unsigned slots,
+                                     unsigned pitch, const unsigned* __restrict__ start,
+                                     const unsigned* __restrict__ entries,
+                                     const unsigned* __restrict__ row_vertices,
+                                     const unsigned* __restrict__ dbf_columns,
+                                     const f64* __restrict__ projected,
+                                     unsigned* __restrict__ count,
+                                     const unsigned* __restrict__ row_start,
+                                     unsigned* __restrict__ columns, f64* __restrict__ values) {
+    const u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n_coarse) return;
+    unsigned cols[MAX_VERTEX_COLUMNS];
+    f64 sums[MAX_VERTEX_COLUMNS];
+    unsigned n = 0;
+    for (unsigned p = start[v]; p < start[v + 1]; ++p) {
+        const unsigned row = entries[p] / d, i = entries[p] % d;
+        for (unsigned a = 0; a < slots; ++a) {
+            // Slot 0 is the row's own face; an inactive slot holds the row itself.
+            const unsigned column_row = a == 0 ? row : dbf_columns[(u64)a * pitch + row];
+            if (a != 0 && column_row == row) continue;
+            const f64* block = projected + ((u64)row * slots + a) * d * d;
+            for (unsigned j = 0; j < d; ++j) {
+                const unsigned w = row_vertices[(u64)column_row * d + j];
+                if (w == NONE_INDEX) continue;
+                unsigned k = 0;
+                while (k < n && cols[k] != w) ++k;
+                if (k == n) {
+                    if (n == MAX_VERTEX_COLUMNS) {
+                        if (values == nullptr) count[v] = NONE_INDEX;
+                        return;
+                    }
+                    cols[n] = w;
+                    sums[n] = 0.0;
+                    ++n;
+                }
+                sums[k] += block[i * d + j];
+            }
+        }
+    }
+    if (values == nullptr) {
+        count[v] = n;
+        return;
+    }
+    // Columns ascending (insertion sort: a row holds a few dozen).
+    for (unsigned k = 1; k < n; ++k) {
+        const unsigned c = cols[k];
+        const f64 x = sums[k];
+        unsigned m = k;
+        for (; m > 0 && cols[m - 1] > c; --m) {
+            cols[m] = cols[m - 1];
+            sums[m] = sums[m - 1];
+        }
+        cols[m] = c;
+        sums[m] = x;
+    }
+    const unsigned first = row_start[v];
+    for (unsigned k = 0; k < n; ++k) {
+        columns[first + k] = cols[k];
+        values[first + k] = sums[k];
+    }
+}
+
+extern "C" __global__ void vertex_operator_count(unsigned n_coarse, unsigned d, unsigned slots,
+                                                 unsigned pitch, const unsigned* start,
+                                                 const unsigned* entries,
+                                                 const unsigned* row_vertices,
+                                                 const unsigned* dbf_columns,
+                                                 const f64* projected, unsigned* count) {
+    vertex_operator_rows(n_coarse, d, slots, pitch, start, entries, row_vertices, dbf_columns,
+                         projected, count, nullptr, nullptr, nullptr);
+}
+
+extern "C" __global__ void vertex_operator_fill(unsigned n_coarse, unsigned d, unsigned slots,
+                                                unsigned pitch, const unsigned* start,
+                                                const unsigned* entries,
+                                                const unsigned* row_vertices,
+                                                const unsigned* dbf_columns,
+                                                const f64* projected, const unsigned* row_start,
+                                                unsigned* columns, f64* values) {
+    vertex_operator_rows(n_coarse, d, slots, pitch, start, entries, row_vertices, dbf_columns,
+                         projected, nullptr, row_start, columns, values);
 }
 
 #define MULTIGRID(T)                                                                           \

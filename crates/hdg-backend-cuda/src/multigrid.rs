@@ -7,19 +7,22 @@
 //! - [`DeviceCsr`]: plain CSR with 32-bit row starts and columns. The product runs a group of
 //!   threads per row (4, or 32 for rows of 32 entries and more on average: the dense direct
 //!   level), rows consecutive across a warp.
+//! - The vertex operator E^T A E is gathered on the device into a CSR matrix and downloaded
+//!   (the multigrid's aggregation runs on the host).
 //! - [`DeviceFaceTransfer`]: E^ (d x d), each free face's d coarse unknowns (`row * d + i`), and
 //!   the incidence of coarse unknowns in faces (CSR-like, entries `row * d + i`), as built by
 //!   [`VertexSpace`]. Prolongation runs a thread per (face, mode < d) and touches only the first
 //!   d coefficients of a face; restriction a thread per coarse unknown.
 use cust::memory::DeviceBuffer;
 use hdg_core::{
-    check_lengths, CoreError, HostCsr, MultigridOps, Result, TraceOperator, VertexSpace,
+    check_lengths, CoreError, HostCsr, MultigridOps, Result, TraceOperator, TraceTopology,
+    VertexSpace,
 };
 use rayon::prelude::*;
 
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal};
 use crate::operator::dbf::DeviceDbf;
-use crate::vector::DeviceVector;
+use crate::vector::{uninitialized, DeviceVector};
 
 /// Average entries per row from which a CSR row gets a whole warp.
 const WARP_ROW_ENTRIES: usize = 32;
@@ -199,6 +202,12 @@ impl<T: DeviceReal> DeviceDbf<T> {
     /// [`TraceOperator::project_blocks`] on the device: one thread per (slot, row) reads the
     /// leading rows x rows corner of its block; the result comes back to the host.
     pub(crate) fn project(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
+        let projected = self.project_on_device(basis, rows, m)?;
+        self.backend().gpu.download(&projected)
+    }
+
+    /// The projected blocks of [`DeviceDbf::project`], left on the device.
+    fn project_on_device(&self, basis: &[f64], rows: usize, m: usize) -> Result<DeviceBuffer<f64>> {
         if m == 0 || rows == 0 || rows > self.block_size() || basis.len() != rows * m {
             return Err(CoreError::InvalidParameter {
                 name: "projection basis",
@@ -239,7 +248,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
             // const unsigned* columns, f64* out): the planes of this matrix (slots * n_f^2 value
             // planes and slots column planes of `pitch` entries), a basis of rows * m <= 9
             // values, out of n_rows * slots * m * m values; one thread per (slot, row). The
-            // basis buffer lives until the download below has synchronised the stream.
+            // basis buffer lives until the stream has been synchronised below.
             unsafe {
                 self.backend().gpu.launch(
                     &kernel,
@@ -258,10 +267,132 @@ impl<T: DeviceReal> DeviceDbf<T> {
                     ],
                 )?
             };
-            let result = self.backend().gpu.download(&out)?;
+            // The basis must outlive the kernel.
+            self.backend().gpu.synchronize()?;
             drop(basis_device);
-            return Ok(result);
         }
-        self.backend().gpu.download(&out)
+        Ok(out)
+    }
+
+    /// [`TraceOperator::vertex_operator`] on the device: the blocks projected onto E^ stay on
+    /// the device, a thread per coarse unknown gathers its row (`vertex_operator_count`, then
+    /// `vertex_operator_fill` at the row starts), and only A_1 comes back: the same sums in the
+    /// same order as the host's assembly. A vertex row too long for the kernel's row buffer
+    /// sends the whole product to the host's assembly.
+    pub(crate) fn vertex_operator(
+        &self,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<HostCsr> {
+        let d = space.vertices_per_face;
+        let (n_rows, slots) = (self.n_rows(), self.slots());
+        if topology.n_rows() != n_rows || space.n_rows() != n_rows || topology.slots != slots {
+            return Err(CoreError::InvalidParameter {
+                name: "vertex space",
+                reason: format!(
+                    "{} face rows in the space, {} in the topology ({} slots), {n_rows} in the \
+                     operator ({slots} slots)",
+                    space.n_rows(),
+                    topology.n_rows(),
+                    topology.slots
+                ),
+            });
+        }
+        let projected = self.project_on_device(&space.face_transfer, d, d)?;
+        let n_coarse = space.n_free_vertices;
+        if n_coarse == 0 {
+            return Ok(HostCsr {
+                n: 0,
+                n_cols: 0,
+                indptr: vec![0],
+                indices: vec![],
+                values: vec![],
+            });
+        }
+        let gpu = &self.backend().gpu;
+        let start = gpu.upload(&to_u32("incidence", &space.vertex_row_start)?)?;
+        let entries = gpu.upload(&space.vertex_rows)?;
+        let row_vertices = gpu.upload(&space.row_vertices)?;
+        let count = gpu.zeros::<u32>(n_coarse)?;
+        let (nc, dd, ss, pitch) = (n_coarse as u32, d as u32, slots as u32, self.pitch() as u32);
+        let (sp, ep, rp, cp, pp, np) = (
+            address(&start),
+            address(&entries),
+            address(&row_vertices),
+            address(self.columns()),
+            address(&projected),
+            address(&count),
+        );
+        // SAFETY: vertex_operator_count(unsigned n_coarse, unsigned d, unsigned slots,
+        // unsigned pitch, const unsigned* start, const unsigned* entries,
+        // const unsigned* row_vertices, const unsigned* dbf_columns, const f64* projected,
+        // unsigned* count): start has n_coarse + 1 entries ending at entries.len(), every entry
+        // row * d + i with row < n_rows, row_vertices n_rows * d entries (a VertexSpace of this
+        // operator's rows, checked above), the column planes slots * pitch entries, projected
+        // n_rows * slots * d * d values (project_on_device), count n_coarse; a thread per
+        // coarse unknown. The buffers live until the download below synchronises.
+        unsafe {
+            gpu.launch(
+                "vertex_operator_count",
+                grid(n_coarse)?,
+                &[
+                    arg(&nc),
+                    arg(&dd),
+                    arg(&ss),
+                    arg(&pitch),
+                    arg(&sp),
+                    arg(&ep),
+                    arg(&rp),
+                    arg(&cp),
+                    arg(&pp),
+                    arg(&np),
+                ],
+            )?
+        };
+        let counts = gpu.download(&count)?;
+        if counts.contains(&u32::MAX) {
+            // A row beyond the kernel's buffer: the host assembles from the same blocks.
+            let projected = gpu.download(&projected)?;
+            return hdg_core::auxiliary::vertex_operator(space, topology, &projected);
+        }
+        let mut indptr = Vec::with_capacity(n_coarse + 1);
+        indptr.push(0usize);
+        for &c in &counts {
+            indptr.push(indptr[indptr.len() - 1] + c as usize);
+        }
+        let nnz = indptr[n_coarse];
+        let row_start = gpu.upload(&to_u32("vertex operator", &indptr)?)?;
+        // SAFETY: both written by the fill kernel below, every entry of every row (the counts
+        // of the same gather), before the downloads read them.
+        let columns = unsafe { uninitialized::<u32>(self.backend(), nnz)? };
+        let values = unsafe { uninitialized::<f64>(self.backend(), nnz)? };
+        let (op, ip, vp) = (address(&row_start), address(&columns), address(&values));
+        // SAFETY: vertex_operator_fill(..., same first nine arguments as above,
+        // const unsigned* row_start, unsigned* columns, f64* values): row_start has n_coarse + 1
+        // entries, the prefix sums of the counts just computed by the same gather, so row v's
+        // count[v] entries at row_start[v] lie inside columns and values (nnz each).
+        unsafe {
+            gpu.launch(
+                "vertex_operator_fill",
+                grid(n_coarse)?,
+                &[
+                    arg(&nc),
+                    arg(&dd),
+                    arg(&ss),
+                    arg(&pitch),
+                    arg(&sp),
+                    arg(&ep),
+                    arg(&rp),
+                    arg(&cp),
+                    arg(&pp),
+                    arg(&op),
+                    arg(&ip),
+                    arg(&vp),
+                ],
+            )?
+        };
+        let indices = gpu.download(&columns)?.into_iter().map(|c| c as usize).collect();
+        let values = gpu.download(&values)?;
+        Ok(HostCsr { n: n_coarse, n_cols: n_coarse, indptr, indices, values })
     }
 }

@@ -14,7 +14,7 @@ use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
     Assembler, BlockOps, CellType, Coefficient, CoreError, DemoteOperator, Discretization,
     ErrorNorms, FusedOps, Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps,
-    Postprocessor, Problem, Source, TraceOperator, TraceSolver, VectorOps,
+    Postprocessor, Problem, Source, TraceOperator, TraceSolver, VectorOps, VertexSpace,
 };
 use hdg_linalg::{refine, MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -1199,6 +1199,60 @@ fn nan_source_in_place_of_a_manufactured_one_is_reported() {
         &mut Silent,
     );
     assert!(matches!(result, Err(CoreError::Solver(_))), "{:?}", result.err());
+}
+
+/// The vertex operator E^T A E gathered on the device equals, to the bit, the host's assembly
+/// from the same projected blocks (the same sums in the same order), and the CPU backend's to
+/// rounding; on 2D and 3D meshes, with a kappa checkerboard that splits vertex unknowns, in
+/// both precisions of the trace matrix.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn vertex_operator_on_device_is_the_hosts() {
+    fn check<T: DeviceReal>(g: &CudaBackend, mesh: &Mesh, k: usize, jump: f64) {
+        let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+        let kappa = (0..mesh.n_cells()).map(|c| if c % 7 < 3 { jump } else { 1.0 }).collect();
+        problem.kappa = Coefficient::PerCell(kappa);
+        let disc = Discretization::<T>::new(mesh, &problem, k).unwrap();
+        let space = VertexSpace::new(&disc, 10.0).unwrap();
+        let prep = LocalSolver::<T>::prepare(g, &disc).unwrap();
+        let (op, _) = g.assemble(&disc, &prep, &g.condense(&disc, &prep).unwrap()).unwrap();
+        let label = format!("{:?} k = {k} {} jump {jump:e}", mesh.cell_type(), T::NAME);
+        let device = op.vertex_operator(&space, &disc.topology).unwrap();
+        let d = space.vertices_per_face;
+        let projected = op.project_blocks(&space.face_transfer, d, d).unwrap();
+        let host =
+            hdg_core::auxiliary::vertex_operator(&space, &disc.topology, &projected).unwrap();
+        assert!(device.n > 0, "{label}: an empty vertex space tests nothing");
+        assert_eq!(
+            (&device.indptr, &device.indices),
+            (&host.indptr, &host.indices),
+            "{label}: structure"
+        );
+        let same = device.values.iter().zip(&host.values).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{label}: values differ from the host's assembly");
+        let cpu_prep = CpuBackend.prepare(&disc).unwrap();
+        let (cpu_op, _) = CpuBackend
+            .assemble(&disc, &cpu_prep, &CpuBackend.condense(&disc, &cpu_prep).unwrap())
+            .unwrap();
+        let cpu = cpu_op.vertex_operator(&space, &disc.topology).unwrap();
+        assert_eq!(cpu.indices, device.indices, "{label}: structure against the CPU");
+        let scale = cpu.values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let tol = if T::NAME == "f64" { 1e-12 } else { 1e-5 };
+        for (a, b) in device.values.iter().zip(&cpu.values) {
+            assert!((a - b).abs() <= tol * scale, "{label}: {a} against the CPU's {b}");
+        }
+    }
+    let g = gpu();
+    let square =
+        generate::perturb(&generate::unit_square(9, Diagonal::Alternating).unwrap(), 0.2, 5)
+            .unwrap();
+    let cube = generate::unit_cube(3).unwrap();
+    for jump in [1.0, 1e4] {
+        check::<f64>(&g, &square, 2, jump);
+        check::<f32>(&g, &square, 3, jump);
+        check::<f64>(&g, &cube, 2, jump);
+        check::<f32>(&g, &cube, 1, jump);
+    }
 }
 
 /// Prepare is the capability check (an order with no kernels fails there, before anything is

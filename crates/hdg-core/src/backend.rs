@@ -10,6 +10,7 @@ use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
 use crate::problem::ExactSolution;
 use crate::real::Real;
+use crate::topology::TraceTopology;
 
 /// Vector storage and the level-1 operations (BLAS-1 and elementwise) every solver is built
 /// from: what a new backend implements first. Fusions of them that solvers use are
@@ -213,6 +214,16 @@ pub trait TraceOperator<T: Real>: Sync {
                      matrix-free operator choose another solver, pcg-block-jacobi say"
                 .into(),
         })
+    }
+    /// The multigrid's vertex-level operator A_1 = E^T A E for the vertex space `space` of the
+    /// discretization whose trace topology is `topology`, on the host. The default projects
+    /// the blocks ([`TraceOperator::project_blocks`]) and assembles on the host
+    /// ([`crate::auxiliary::vertex_operator`]); a backend may assemble on its device instead
+    /// (the CUDA DBF does, downloading only A_1).
+    fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
+        let d = space.vertices_per_face;
+        let projected = self.project_blocks(&space.face_transfer, d, d)?;
+        crate::auxiliary::vertex_operator(space, topology, &projected)
     }
 }
 

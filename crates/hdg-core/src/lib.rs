@@ -29,6 +29,7 @@ pub mod pipeline;
 pub mod problem;
 pub mod real;
 pub mod reference;
+pub mod sparse_rows;
 pub mod tables;
 pub mod topology;
 

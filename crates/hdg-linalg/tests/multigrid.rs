@@ -6,7 +6,6 @@ use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
     Discretization, HostCsr, MultigridOps, Preconditioner, TraceOperator, VectorOps, VertexSpace,
 };
-use hdg_linalg::multigrid::vertex_operator;
 use hdg_linalg::{Cycle, Multigrid, MultigridSettings};
 use rand::{Rng, SeedableRng};
 use support::{assemble, hdg_inputs, Dense};
@@ -30,9 +29,7 @@ fn coarse_operator_is_the_galerkin_product() {
         let disc = Discretization::<f64>::new(&mesh, &problem, k).unwrap();
         let (op, _) = assemble(&disc);
         let space = VertexSpace::new(&disc, 10.0).unwrap();
-        let d = space.vertices_per_face;
-        let projected = op.project_blocks(&space.face_transfer, d, d).unwrap();
-        let coarse = vertex_operator(&space, &disc.topology, &projected).unwrap();
+        let coarse = op.vertex_operator(&space, &disc.topology).unwrap();
         let e = sprs(&space.prolongation());
         let a = sprs(&op.to_host_csr().unwrap());
         let et = e.transpose_view().to_csr();

@@ -26,7 +26,9 @@ use std::sync::OnceLock;
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
-use hdg_core::{CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator};
+use hdg_core::{
+    CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, VertexSpace,
+};
 use rayon::prelude::*;
 
 use crate::design::{kernels_exist, MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
@@ -418,6 +420,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
 
     fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
         self.project(basis, rows, m)
+    }
+
+    fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
+        DeviceDbf::vertex_operator(self, space, topology)
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! - `dbf`: the assembled matrix in the dense block format and its SpMV (`kernels/dbf.cu`);
 //! - `matrix_free`: the element trace matrices applied face by face (`kernels/matrix_free.cu`).
-use hdg_core::{DemoteOperator, HostCsr, Result, TraceOperator};
+use hdg_core::{DemoteOperator, HostCsr, Result, TraceOperator, TraceTopology, VertexSpace};
 
 use crate::device::{CudaBackend, DeviceReal};
 use crate::vector::DeviceVector;
@@ -139,6 +139,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceTraceOperator<T> {
 
     fn project_blocks(&self, basis: &[f64], rows: usize, columns: usize) -> Result<Vec<f64>> {
         dispatch!(self, m => m.project_blocks(basis, rows, columns))
+    }
+
+    fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
+        dispatch!(self, m => m.vertex_operator(space, topology))
     }
 }
 

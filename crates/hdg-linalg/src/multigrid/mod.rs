@@ -5,7 +5,7 @@
 //! Level 1 is the continuous P1 space on the vertices of the same mesh, reached through the
 //! face-by-face transfer E of [`hdg_core::auxiliary`] (around a vertex, cells whose kappa
 //! differ by more than [`MultigridSettings::split_ratio`] get separate unknowns); its operator
-//! is the Galerkin product A_1 = E^T A E ([`vertex_operator`]), so per-cell coefficients, tau
+//! is the Galerkin product A_1 = E^T A E ([`TraceOperator::vertex_operator`]), so per-cell coefficients, tau
 //! and unstructured meshes need nothing special. Levels 2, 3, ... coarsen A_1 algebraically by
 //! smoothed aggregation ([`aggregation`]); the last level (at most
 //! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as
@@ -51,11 +51,8 @@
 //! at square:64): the vertex space with split unknowns is right (its exact solve takes 13),
 //! but smoothed aggregation below it loses the 32 high-kappa islands on its coarse levels.
 pub mod aggregation;
-mod galerkin;
 mod level;
 mod sparse;
-
-pub use galerkin::vertex_operator;
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -332,16 +329,10 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         timed("trace level: block factors and lambda_max", t);
 
         let t = Instant::now();
-        let d = space.vertices_per_face;
-        let projected = trace.project_blocks(&space.face_transfer, d, d)?;
-        let projection_ms = t.elapsed().as_secs_f64() * 1e3;
-        let mut matrix = vertex_operator(space, topology, &projected)?;
-        drop(projected);
+        let mut matrix = trace.vertex_operator(space, topology)?;
+        let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
-        timed(
-            &format!("vertex level: E^T A E and the transfers (projection {projection_ms:.1} ms)"),
-            t,
-        );
+        timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
 
         let mut levels: Vec<VertexLevel<'a, T, B>> = Vec::new();
         let mut smoothing = vec![SmoothingPolynomial {
