@@ -323,6 +323,18 @@ impl<T: DeviceReal> DeviceDbf<T> {
             address(&projected),
             address(&count),
         );
+        // The arguments both passes share.
+        let gather = [
+            arg(&nc),
+            arg(&dd),
+            arg(&ss),
+            arg(&pitch),
+            arg(&sp),
+            arg(&ep),
+            arg(&rp),
+            arg(&cp),
+            arg(&pp),
+        ];
         // SAFETY: vertex_operator_count(unsigned n_coarse, unsigned d, unsigned slots,
         // unsigned pitch, const unsigned* start, const unsigned* entries,
         // const unsigned* row_vertices, const unsigned* dbf_columns, const f64* projected,
@@ -335,18 +347,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
             gpu.launch(
                 "vertex_operator_count",
                 grid(n_coarse)?,
-                &[
-                    arg(&nc),
-                    arg(&dd),
-                    arg(&ss),
-                    arg(&pitch),
-                    arg(&sp),
-                    arg(&ep),
-                    arg(&rp),
-                    arg(&cp),
-                    arg(&pp),
-                    arg(&np),
-                ],
+                &[&gather[..], &[arg(&np)]].concat(),
             )?
         };
         let counts = gpu.download(&count)?;
@@ -367,28 +368,15 @@ impl<T: DeviceReal> DeviceDbf<T> {
         let columns = unsafe { uninitialized::<u32>(self.backend(), nnz)? };
         let values = unsafe { uninitialized::<f64>(self.backend(), nnz)? };
         let (op, ip, vp) = (address(&row_start), address(&columns), address(&values));
-        // SAFETY: vertex_operator_fill(..., same first nine arguments as above,
-        // const unsigned* row_start, unsigned* columns, f64* values): row_start has n_coarse + 1
-        // entries, the prefix sums of the counts just computed by the same gather, so row v's
-        // count[v] entries at row_start[v] lie inside columns and values (nnz each).
+        // SAFETY: vertex_operator_fill(the nine arguments above, const unsigned* row_start,
+        // unsigned* columns, f64* values): row_start has n_coarse + 1 entries, the prefix sums
+        // of the counts just computed by the same gather, so row v's count[v] entries at
+        // row_start[v] lie inside columns and values (nnz each).
         unsafe {
             gpu.launch(
                 "vertex_operator_fill",
                 grid(n_coarse)?,
-                &[
-                    arg(&nc),
-                    arg(&dd),
-                    arg(&ss),
-                    arg(&pitch),
-                    arg(&sp),
-                    arg(&ep),
-                    arg(&rp),
-                    arg(&cp),
-                    arg(&pp),
-                    arg(&op),
-                    arg(&ip),
-                    arg(&vp),
-                ],
+                &[&gather[..], &[arg(&op), arg(&ip), arg(&vp)]].concat(),
             )?
         };
         let indices = gpu.download(&columns)?.into_iter().map(|c| c as usize).collect();
