@@ -47,9 +47,16 @@ thread_local! {
     static RECORD: RefCell<Vec<Operation>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Records `operation`, or returns the recorded operation that is the same (the same function
+/// of the same operands, constants compared as printed): the description recomputes shared
+/// factors (pi x in sin(pi x) and in cos(pi x)), the generated code computes each once.
 fn record(operation: Operation) -> Recorded {
     RECORD.with(|r| {
         let mut r = r.borrow_mut();
+        let key = format!("{operation:?}");
+        if let Some(i) = r.iter().position(|o| format!("{o:?}") == key) {
+            return Recorded::Operation(i);
+        }
         r.push(operation);
         Recorded::Operation(r.len() - 1)
     })
@@ -197,10 +204,36 @@ impl Code {
                 _ => format!("v{i}"),
             },
         };
+        // sin and cos of one argument are one sincos (one argument reduction).
+        let partner = |i: usize| match &self.operations[i] {
+            Operation::Call(name @ ("sin" | "cos"), a) => {
+                let other = if *name == "sin" { "cos" } else { "sin" };
+                (0..self.operations.len()).find(|&j| {
+                    needed[j]
+                        && matches!(&self.operations[j],
+                            Operation::Call(n, b) if *n == other && index(*b) == index(*a)
+                                && index(*a).is_some())
+                })
+            }
+            _ => None,
+        };
         let mut out = String::new();
+        let mut written = vec![false; self.operations.len()];
         for (i, operation) in self.operations.iter().enumerate() {
+            if !needed[i] {
+                continue;
+            }
+            if let (Some(j), Operation::Call(name, a)) = (partner(i), operation) {
+                if !written[i] {
+                    let (sin, cos) = if *name == "sin" { (i, j) } else { (j, i) };
+                    writeln!(out, "{indent}f64 v{sin}, v{cos};").unwrap();
+                    writeln!(out, "{indent}sincos({}, &v{sin}, &v{cos});", value(*a)).unwrap();
+                    written[i] = true;
+                    written[j] = true;
+                }
+                continue;
+            }
             let expression = match operation {
-                _ if !needed[i] => continue,
                 Operation::Input(_) => continue,
                 Operation::Binary(name, a, b) => format!("{name}({}, {})", value(*a), value(*b)),
                 Operation::Negate(a) => format!("-{}", value(*a)),
