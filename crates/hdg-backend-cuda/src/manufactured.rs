@@ -81,8 +81,9 @@ impl DeviceSource {
                 address(&basis),
                 address(&load),
             );
-            let kernel = format!("manufactured_loads_d{}_{}", mesh.dim, T::SUFFIX);
-            // SAFETY: manufactured_loads_dD_T(u64 nc, unsigned solution, f64 kappa, f64
+            let kernel =
+                format!("manufactured_loads_d{}_{}_s{}", mesh.dim, T::SUFFIX, self.solution);
+            // SAFETY: manufactured_loads_dD_T_sS(u64 nc, f64 kappa, f64
             // reaction, const f64* vertices, const
             // unsigned* cell_vertices, const T* geometry, unsigned nq, const f64* points, const
             // f64* weights, unsigned n, const T* basis, T* load): vertices and the (D + 1) * nc
@@ -95,7 +96,6 @@ impl DeviceSource {
                     grid(nc)?,
                     &[
                         arg(&nc64),
-                        arg(&self.solution),
                         arg(&self.kappa),
                         arg(&self.reaction),
                         arg(&vp),
@@ -162,8 +162,8 @@ pub(crate) fn squared_errors<T: DeviceReal>(
         address(&basis_post),
         address(&errors),
     );
-    let kernel = format!("manufactured_errors_d{}_{}", mesh.dim, T::SUFFIX);
-    // SAFETY: manufactured_errors_dD_T(u64 nc, unsigned solution, const f64* vertices, const
+    let kernel = format!("manufactured_errors_d{}_{}_s{solution}", mesh.dim, T::SUFFIX);
+    // SAFETY: manufactured_errors_dD_T_sS(u64 nc, const f64* vertices, const
     // unsigned* cell_vertices, const T* geometry, const T* kappa, const T* u, const T* q, const T*
     // u_star, unsigned nq, const f64* points, const f64* weights, unsigned n, unsigned np,
     // const T* basis, const T* basis_post, f64* errors): the mesh arrays as for the loads,
@@ -176,7 +176,6 @@ pub(crate) fn squared_errors<T: DeviceReal>(
             grid(nc)?,
             &[
                 arg(&nc64),
-                arg(&solution),
                 arg(&vp),
                 arg(&cp),
                 arg(&gp),
