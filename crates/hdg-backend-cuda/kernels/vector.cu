@@ -1,4 +1,4 @@
-// The vector kernels of the CUDA backend (vector.rs): level-1 operations, reductions, mixed
+// The vector kernels of the CUDA backend (src/vector/): level-1 operations, reductions, mixed
 // precision, and the block-Jacobi factorisation and block solves.
 //
 // Compiled to PTX by build.rs (no fast math: f64 results must match the CPU backend to

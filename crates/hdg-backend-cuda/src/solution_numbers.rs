@@ -1,6 +1,7 @@
 //! The numbers by which the kernels know the manufactured solutions: the one source of the
-//! `switch` that `build.rs` generates (`manufactured_solutions.cuh`, from
-//! `hdg_core::manufactured`) and of the number the host passes to a kernel.
+//! solutions' branches and kernel instances that `build.rs` generates
+//! (`manufactured_solutions.cuh`, from `hdg_core::manufactured`) and of the number in the name
+//! of the kernel the host launches.
 use super::Manufactured;
 
 /// Polynomial solutions up to this degree have device code (the degrees of every order the
