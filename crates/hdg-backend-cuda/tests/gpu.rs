@@ -1179,28 +1179,6 @@ fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
     assert_rel("replaced source [rhs]", &download(&g, &gpu_rhs), &cpu_rhs, tol);
 }
 
-/// A NaN source put in place of a manufactured one is reported on the device as on the CPU
-/// (`tests/tests/bad_input.rs`), not replaced by the manufactured source.
-#[test]
-#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
-fn nan_source_in_place_of_a_manufactured_one_is_reported() {
-    let g = gpu();
-    let mesh = generate::unit_square(2, Diagonal::Right).unwrap();
-    let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    problem.source = Source::closure(|_| f64::NAN);
-    let suite = Suite { choice: SolverChoice::Cg, tolerance: 1e-10, max_iterations: 100 };
-    let result = pipeline::solve::<f64, CudaBackend>(
-        &g,
-        &mesh,
-        &problem,
-        2,
-        &Krylov::<f64, CudaBackend>(&suite),
-        PipelineOptions::default(),
-        &mut Silent,
-    );
-    assert!(matches!(result, Err(CoreError::Solver(_))), "{:?}", result.err());
-}
-
 /// The vertex operator E^T A E gathered on the device equals, to the bit, the host's assembly
 /// from the same projected blocks (the same sums in the same order), and the CPU backend's to
 /// rounding; on 2D and 3D meshes, with a kappa checkerboard that splits vertex unknowns, in
