@@ -135,17 +135,17 @@ __device__ void error_partials(u64 nc, const f64* __restrict__ errors, f64* __re
     if (threadIdx.x < 3) partials[threadIdx.x * gridDim.x + blockIdx.x] = sums[threadIdx.x][0];
 }
 
-// Per solution S (its number, src/solution_numbers.rs): manufactured_loads_dD_T_sS and
-// manufactured_errors_dD_T_sS.
+// Per solution S (its number, src/solution_numbers.rs): manufactured_loads_T_dD_solS and
+// manufactured_errors_T_dD_solS.
 #define LOADS_AND_ERRORS(D, T, S)                                                             \
-    extern "C" __global__ void manufactured_loads_d##D##_##T##_s##S(                          \
+    extern "C" __global__ void manufactured_loads_##T##_d##D##_sol##S(                          \
         u64 nc, f64 kappa, f64 reaction, const f64* vertices, const unsigned* cell_vertices,   \
         const T* geometry, unsigned nq, const f64* points, const f64* weights, unsigned n,     \
         const T* basis, T* load) {                                                            \
         element_loads<D, T, S>(nc, kappa, reaction, vertices, cell_vertices, geometry, nq,    \
                                points, weights, n, basis, load);                              \
     }                                                                                         \
-    extern "C" __global__ void manufactured_errors_d##D##_##T##_s##S(                         \
+    extern "C" __global__ void manufactured_errors_##T##_d##D##_sol##S(                         \
         u64 nc, const f64* vertices, const unsigned* cell_vertices, const T* geometry,         \
         const T* kappa, const T* u, const T* q, const T* u_star, unsigned nq,                  \
         const f64* points, const f64* weights, unsigned n, unsigned np, const T* basis,       \

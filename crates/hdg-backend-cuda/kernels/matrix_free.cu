@@ -259,7 +259,7 @@ __device__ void rhs(u64 n_rows, unsigned slots, u64 n_cells, const RhsTopology& 
         rhs<T, FACES, NF>(n_rows, slots, n_cells, t, k, b, dirichlet, out);                    \
     }
 
-#define MF_TRI(T, NF) MF_GATHER(T, NF) MF_CELL(T, 3, NF, )
+#define MF_TRI(T, NF) MF_GATHER(T, NF) MF_CELL(T, 3, NF, _tri)
 
 #define MF_ALL(T)                                                                              \
     MF_ANY(T)                                                                                  \

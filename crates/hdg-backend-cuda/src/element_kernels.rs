@@ -14,7 +14,9 @@
 //! Every kernel of the crate is named `{operation}_{precision}[_{size}]`: what it does (with
 //! its stage first where it belongs to one: `dbf_spmv`, `mf_rhs`), `f32` or `f64`, and what it
 //! is instantiated for, if anything: `{cell}{k}` for an order (`tri3`, `tet8`), `nf{n}` for a
-//! trace block size, `b{n}` for a Jacobi block size, `s{slots}` for DBF slots. The element
+//! trace block size (with `_{cell}` where the cell type matters too: `mf_rhs_f64_nf4_tri`),
+//! `b{n}` for a Jacobi block size, `s{slots}` for DBF slots, `d{dim}_sol{n}` for a
+//! manufactured solution in a dimension (`manufactured_errors_f64_d3_sol0`). The element
 //! stages' kernels put the design after the stage: `{stage}_{design}_{precision}_{cell}{k}`,
 //! as in `condense_bordered_f64_tet6` or `recover_thread_f32_tri3`
 //! ([`crate::design::kernel_name`]); the stage is also the file (`condense_bordered` its own).

@@ -82,8 +82,8 @@ impl DeviceSource {
                 address(&load),
             );
             let kernel =
-                format!("manufactured_loads_d{}_{}_s{}", mesh.dim, T::SUFFIX, self.solution);
-            // SAFETY: manufactured_loads_dD_T_sS(u64 nc, f64 kappa, f64
+                format!("manufactured_loads_{}_d{}_sol{}", T::SUFFIX, mesh.dim, self.solution);
+            // SAFETY: manufactured_loads_T_dD_solS(u64 nc, f64 kappa, f64
             // reaction, const f64* vertices, const
             // unsigned* cell_vertices, const T* geometry, unsigned nq, const f64* points, const
             // f64* weights, unsigned n, const T* basis, T* load): vertices and the (D + 1) * nc
@@ -162,8 +162,8 @@ pub(crate) fn squared_errors<T: DeviceReal>(
         address(&basis_post),
         address(&errors),
     );
-    let kernel = format!("manufactured_errors_d{}_{}_s{solution}", mesh.dim, T::SUFFIX);
-    // SAFETY: manufactured_errors_dD_T_sS(u64 nc, const f64* vertices, const
+    let kernel = format!("manufactured_errors_{}_d{}_sol{solution}", T::SUFFIX, mesh.dim);
+    // SAFETY: manufactured_errors_T_dD_solS(u64 nc, const f64* vertices, const
     // unsigned* cell_vertices, const T* geometry, const T* kappa, const T* u, const T* q, const T*
     // u_star, unsigned nq, const f64* points, const f64* weights, unsigned n, unsigned np,
     // const T* basis, const T* basis_post, f64* errors): the mesh arrays as for the loads,

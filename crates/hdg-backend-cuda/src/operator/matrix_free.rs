@@ -177,7 +177,7 @@ fn cell_suffix(faces: usize) -> &'static str {
     if faces == 4 {
         "_tet"
     } else {
-        ""
+        "_tri"
     }
 }
 
@@ -305,7 +305,7 @@ impl<T: DeviceReal> MatrixFreeOperator<T> {
                 address(&rhs),
             );
             let kernel = format!("mf_rhs_{}_nf{n_f}{}", T::SUFFIX, cell_suffix(faces));
-            // SAFETY: mf_rhs_T_nfNF(u64 n_rows, unsigned slots, u64 n_cells, RhsTopology,
+            // SAFETY: mf_rhs_T_nfNF_{tri,tet}(u64 n_rows, unsigned slots, u64 n_cells, RhsTopology,
             // const T* k, const T* b, const T* dirichlet, T* rhs): the topology planes hold
             // 2 (resp. slots) * n_rows entries, every cell index < n_cells and local face <
             // faces (the kernel's FACES, chosen by the suffix),
@@ -602,7 +602,7 @@ impl<T: DeviceReal> TraceOperator<T> for MatrixFreeOperator<T> {
         );
         let kernel =
             format!("mf_element_apply_{}_nf{}{}", T::SUFFIX, self.n_f, cell_suffix(self.faces));
-        // SAFETY: mf_element_apply_T_nfNF[_tet](u64 n_cells, u64 pitch, const T* packed,
+        // SAFETY: mf_element_apply_T_nfNF_{tri,tet}(u64 n_cells, u64 pitch, const T* packed,
         // const unsigned* cell_rows, const T* x, T* ye): packed holds nl (nl + 1) / 2 planes
         // and cell_rows `faces` planes of `pitch` >= n_cells entries (the kernel's FACES is
         // `faces`: the suffix), ye `faces` planes of pitch * n_f entries (nl * pitch: the
