@@ -237,6 +237,16 @@ fn run_on_cuda<T: TestReal>(
     ))
 }
 
+/// Asserts that a solve reproduced its exact solution (a polynomial of degree at most the
+/// order): u_h, q_h and u* all at round-off, printing the three errors.
+pub fn assert_reproduced(k: usize, e: &ErrorNorms) {
+    println!(
+        "k = {k}: |u - u_h| = {:.2e}, |q - q_h| = {:.2e}, |u - u*| = {:.2e}",
+        e.u, e.q, e.u_star
+    );
+    assert!(e.u < 1e-10 && e.q < 1e-10 && e.u_star < 1e-10, "k = {k}: {e:?}");
+}
+
 /// Asserts the rates of convergence observed between a mesh and its refinement (h halved) at
 /// order k: k+1 for u and q, k+2 for u*, each within 0.2.
 pub fn assert_rates(label: &str, k: usize, coarse: ErrorNorms, fine: ErrorNorms) {
