@@ -50,12 +50,14 @@ pub struct DeviceFaceTransfer<T: DeviceReal> {
 }
 
 fn to_u32(what: &str, values: &[usize]) -> Result<Vec<u32>> {
-    values.iter().map(|&v| u32::try_from(v)).collect::<std::result::Result<Vec<u32>, _>>().map_err(
-        |_| CoreError::InvalidParameter {
+    values
+        .par_iter()
+        .map(|&v| u32::try_from(v))
+        .collect::<std::result::Result<Vec<u32>, _>>()
+        .map_err(|_| CoreError::InvalidParameter {
             name: "multigrid size",
             reason: format!("{what}: an index beyond 32 bits"),
-        },
-    )
+        })
 }
 
 impl<T: DeviceReal> MultigridOps<T> for CudaBackend {

@@ -28,6 +28,9 @@
 //! E^T A_{row,slot} E^, a d x d matrix that couples the row face's vertices to the slot face's;
 //! it reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the trace system's
 //! coefficients (per-cell kappa and c, tau) and its symmetry and definiteness.
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+
 use rayon::prelude::*;
 
 use crate::backend::HostCsr;
@@ -35,6 +38,7 @@ use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
 use crate::reference::{face_parameter_barycentric, ReferenceElement};
+use crate::sparse_rows::{for_each_group, invert};
 use crate::topology::{TraceTopology, NONE};
 use hdg_mesh::Mesh;
 
@@ -118,15 +122,15 @@ impl VertexSpace {
         let regions = VertexRegions::new(mesh, kappa, split_ratio);
 
         // Which (vertex, region) pairs a free face uses: the region of its cell of larger kappa.
-        let dirichlet_vertex = {
-            let mut marks = vec![false; mesh.n_vertices()];
-            for f in (0..mesh.n_faces()).filter(|&f| topology.is_dirichlet(f)) {
-                for &v in mesh.face_vertices(f) {
-                    marks[v] = true;
-                }
+        let dirichlet_vertex: Vec<AtomicBool> =
+            (0..mesh.n_vertices()).map(|_| AtomicBool::new(false)).collect();
+        (0..mesh.n_faces()).into_par_iter().filter(|&f| topology.is_dirichlet(f)).for_each(|f| {
+            for &v in mesh.face_vertices(f) {
+                dirichlet_vertex[v].store(true, Relaxed);
             }
-            marks
-        };
+        });
+        let dirichlet_vertex: Vec<bool> =
+            dirichlet_vertex.into_iter().map(AtomicBool::into_inner).collect();
         let row_regions: Vec<u32> = topology
             .free_faces
             .par_iter()
@@ -140,41 +144,57 @@ impl VertexSpace {
                 mesh.face_vertices(face as usize).iter().map(move |&v| regions.slot(v, cell))
             })
             .collect();
-        // Number the used pairs vertex by vertex, regions in order: deterministic.
-        let mut used = vec![false; regions.cells.len()];
-        for (entry, &slot) in row_regions.iter().enumerate() {
-            let face = topology.free_faces[entry / d] as usize;
-            if !dirichlet_vertex[mesh.face_vertices(face)[entry % d]] {
-                used[slot as usize] = true;
+        let entry_vertex =
+            |entry: usize| mesh.face_vertices(topology.free_faces[entry / d] as usize)[entry % d];
+        let used: Vec<AtomicBool> =
+            (0..regions.cells.len()).map(|_| AtomicBool::new(false)).collect();
+        row_regions.par_iter().enumerate().for_each(|(entry, &slot)| {
+            if !dirichlet_vertex[entry_vertex(entry)] {
+                used[slot as usize].store(true, Relaxed);
             }
-        }
-        let mut vertex_unknowns = vec![0usize; mesh.n_vertices() + 1];
-        let mut unknown_of_slot = vec![NONE; regions.cells.len()];
-        let mut n = 0usize;
-        let mut region_unknown: Vec<u32> = Vec::new();
-        for v in 0..mesh.n_vertices() {
+        });
+        let used: Vec<bool> = used.into_iter().map(AtomicBool::into_inner).collect();
+        // Number the used pairs vertex by vertex, regions in order (deterministic): count each
+        // vertex's used regions, then number them from the prefix sums.
+        let used_regions = |v: usize, seen: &mut Vec<u32>| {
             let range = regions.start[v]..regions.start[v + 1];
-            // Regions are numbered 0.. in order of first appearance among v's cells.
-            region_unknown.clear();
-            region_unknown.resize(range.len(), NONE);
-            for slot in range.clone().filter(|&slot| used[slot]) {
+            seen.clear();
+            seen.resize(range.len(), NONE);
+            let mut count = 0u32;
+            for slot in range.filter(|&slot| used[slot]) {
                 let region = regions.region[slot] as usize;
-                if region_unknown[region] == NONE {
-                    region_unknown[region] = n as u32;
-                    n += 1;
+                if seen[region] == NONE {
+                    seen[region] = count;
+                    count += 1;
                 }
             }
-            for slot in range {
-                unknown_of_slot[slot] = region_unknown[regions.region[slot] as usize];
-            }
-            vertex_unknowns[v + 1] = n;
+            count
+        };
+        let counts: Vec<u32> = (0..mesh.n_vertices())
+            .into_par_iter()
+            .map_init(Vec::new, |seen, v| used_regions(v, seen))
+            .collect();
+        let mut vertex_unknowns = Vec::with_capacity(mesh.n_vertices() + 1);
+        vertex_unknowns.push(0usize);
+        for &count in &counts {
+            vertex_unknowns.push(vertex_unknowns[vertex_unknowns.len() - 1] + count as usize);
         }
+        let n = vertex_unknowns[mesh.n_vertices()];
+        let mut unknown_of_slot = vec![NONE; regions.cells.len()];
+        for_each_group(&mut unknown_of_slot, &regions.start, |v, slots, seen: &mut Vec<u32>| {
+            used_regions(v, seen);
+            for (slot, unknown) in slots.iter_mut().enumerate() {
+                let local = seen[regions.region[regions.start[v] + slot] as usize];
+                if local != NONE {
+                    *unknown = (vertex_unknowns[v] + local as usize) as u32;
+                }
+            }
+        });
         let row_vertices: Vec<u32> = row_regions
             .par_iter()
             .enumerate()
             .map(|(entry, &slot)| {
-                let face = topology.free_faces[entry / d] as usize;
-                if dirichlet_vertex[mesh.face_vertices(face)[entry % d]] {
+                if dirichlet_vertex[entry_vertex(entry)] {
                     NONE
                 } else {
                     unknown_of_slot[slot as usize]
@@ -182,23 +202,10 @@ impl VertexSpace {
             })
             .collect();
 
-        // Unknown -> (row, local vertex) incidence, by counting sort (rows in increasing order
-        // within each unknown: deterministic).
-        let mut vertex_row_start = vec![0usize; n + 1];
-        for &v in row_vertices.iter().filter(|&&v| v != NONE) {
-            vertex_row_start[v as usize + 1] += 1;
-        }
-        for v in 0..n {
-            vertex_row_start[v + 1] += vertex_row_start[v];
-        }
-        let mut next = vertex_row_start.clone();
-        let mut vertex_rows = vec![0u32; vertex_row_start[n]];
-        for (entry, &v) in row_vertices.iter().enumerate() {
-            if v != NONE {
-                vertex_rows[next[v as usize]] = entry as u32;
-                next[v as usize] += 1;
-            }
-        }
+        // Unknown -> (row, local vertex) incidence, rows in increasing order within each unknown.
+        let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |entry| {
+            Some(row_vertices[entry]).filter(|&v| v != NONE).map(|v| v as usize)
+        });
         Ok(VertexSpace {
             n_f,
             vertices_per_face: d,
@@ -252,72 +259,56 @@ struct VertexRegions {
 
 impl VertexRegions {
     fn new(mesh: &Mesh, kappa: &[f64], split_ratio: f64) -> Self {
-        let n_vertices = mesh.n_vertices();
-        let mut start = vec![0usize; n_vertices + 1];
-        for c in 0..mesh.n_cells() {
-            for &v in mesh.cell_vertices(c) {
-                start[v + 1] += 1;
-            }
-        }
-        for v in 0..n_vertices {
-            start[v + 1] += start[v];
-        }
-        let mut next = start.clone();
-        let mut cells = vec![0u32; start[n_vertices]];
-        for c in 0..mesh.n_cells() {
-            for &v in mesh.cell_vertices(c) {
-                cells[next[v]] = c as u32;
-                next[v] += 1;
-            }
-        }
+        let vpc = mesh.cell_type().vertices_per_cell();
+        let (start, cells) = invert(mesh.n_cells() * vpc, mesh.n_vertices(), |slot| {
+            Some(mesh.cell_vertices(slot / vpc)[slot % vpc])
+        });
+        let cells: Vec<u32> = cells.into_par_iter().map(|slot| slot / vpc as u32).collect();
         let similar = |a: usize, b: usize| {
             let (lo, hi) =
                 if kappa[a] < kappa[b] { (kappa[a], kappa[b]) } else { (kappa[b], kappa[a]) };
             hi <= split_ratio * lo
         };
-        let region: Vec<u32> = (0..n_vertices)
-            .into_par_iter()
-            .flat_map_iter(|v| {
-                let around = &cells[start[v]..start[v + 1]];
-                // Union-find over the cells around v, joined through the faces containing v.
-                let mut parent: Vec<usize> = (0..around.len()).collect();
-                fn root(parent: &mut [usize], mut i: usize) -> usize {
-                    while parent[i] != i {
-                        parent[i] = parent[parent[i]];
-                        i = parent[i];
-                    }
-                    i
+        let mut region = vec![0u32; cells.len()];
+        for_each_group(&mut region, &start, |v, region, parent: &mut Vec<u32>| {
+            let around = &cells[start[v]..start[v + 1]];
+            // Union-find over the cells around v, joined through the faces containing v.
+            parent.clear();
+            parent.extend(0..around.len() as u32);
+            fn root(parent: &mut [u32], mut i: usize) -> usize {
+                while parent[i] as usize != i {
+                    parent[i] = parent[parent[i] as usize];
+                    i = parent[i] as usize;
                 }
-                for (i, &c) in around.iter().enumerate() {
-                    for &f in mesh.cell_faces(c as usize) {
-                        if !mesh.face_vertices(f).contains(&v) {
-                            continue;
-                        }
-                        let [a, b] = mesh.face_cells(f);
-                        let other = if a == c as usize { b } else { a };
-                        if other == hdg_mesh::NO_CELL || !similar(c as usize, other) {
-                            continue;
-                        }
-                        let j =
-                            around.binary_search(&(other as u32)).expect("the neighbour shares v");
-                        let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
-                        parent[ri.max(rj)] = ri.min(rj);
+                i
+            }
+            for (i, &c) in around.iter().enumerate() {
+                for &f in mesh.cell_faces(c as usize) {
+                    if !mesh.face_vertices(f).contains(&v) {
+                        continue;
                     }
+                    let [a, b] = mesh.face_cells(f);
+                    let other = if a == c as usize { b } else { a };
+                    if other == hdg_mesh::NO_CELL || !similar(c as usize, other) {
+                        continue;
+                    }
+                    let j = around.binary_search(&(other as u32)).expect("the neighbour shares v");
+                    let (ri, rj) = (root(parent, i), root(parent, j));
+                    parent[ri.max(rj)] = ri.min(rj) as u32;
                 }
-                let mut number = vec![NONE; around.len()];
-                let mut count = 0u32;
-                (0..around.len())
-                    .map(|i| {
-                        let r = root(&mut parent, i);
-                        if number[r] == NONE {
-                            number[r] = count;
-                            count += 1;
-                        }
-                        number[r]
-                    })
-                    .collect::<Vec<u32>>()
-            })
-            .collect();
+            }
+            // Regions numbered in order of first appearance: `region` holds each root's number.
+            region.fill(NONE);
+            let mut count = 0u32;
+            for i in 0..around.len() {
+                let r = root(parent, i);
+                if region[r] == NONE {
+                    region[r] = count;
+                    count += 1;
+                }
+                region[i] = region[r];
+            }
+        });
         VertexRegions { start, cells, region }
     }
 

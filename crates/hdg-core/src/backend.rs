@@ -5,6 +5,8 @@
 //! trace operator and the Krylov vectors on the device between stages; host round trips happen
 //! only where a method says `to_host`. Host-side setup (reference tables, the trace topology,
 //! Dirichlet data) is built once in [`crate::Discretization`] and handed to every backend.
+use rayon::prelude::*;
+
 use crate::auxiliary::VertexSpace;
 use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
@@ -147,7 +149,7 @@ impl HostCsr {
         if self.values.len() != self.indices.len() {
             return bad(format!("{} values for {} indices", self.values.len(), self.indices.len()));
         }
-        if self.n_cols > u32::MAX as usize || self.indices.iter().any(|&c| c >= self.n_cols) {
+        if self.n_cols > u32::MAX as usize || self.indices.par_iter().any(|&c| c >= self.n_cols) {
             return bad(format!("a column index is not below {} columns", self.n_cols));
         }
         Ok(())

@@ -1,9 +1,12 @@
-//! Sparse matrices built row by row on the host, rows in parallel: the vertex level's Galerkin
+//! Sparse matrices and CSR-like arrays built row by row on the host, rows in parallel: the vertex level's Galerkin
 //! operator ([`crate::auxiliary::vertex_operator`]) and the multigrid's sparse products
 //! (`hdg-linalg`) both assemble this way.
 //!
 //! Why not sprs: its product runs its symbolic phase on one thread, and at a million vertex
 //! unknowns the smoothed-aggregation setup spent 1.5 s of its 1.9 s there (2 cores).
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+
 use rayon::prelude::*;
 
 use crate::backend::HostCsr;
@@ -18,22 +21,43 @@ struct RowBlock {
     values: Vec<f64>,
 }
 
-/// Concatenates row blocks (in order) into a CSR matrix of `n_cols` columns.
+/// Concatenates row blocks (in order) into a CSR matrix of `n_cols` columns, the copies in
+/// parallel (one sequential copy of every entry cost as much as the products themselves, and
+/// its fresh pages fault in on one thread).
 fn concatenate(blocks: Vec<RowBlock>, n_cols: usize) -> HostCsr {
     let n: usize = blocks.iter().map(|b| b.lengths.len()).sum();
-    let nnz: usize = blocks.iter().map(|b| b.indices.len()).sum();
     let mut indptr = Vec::with_capacity(n + 1);
     indptr.push(0);
-    let mut indices = Vec::with_capacity(nnz);
-    let mut values = Vec::with_capacity(nnz);
-    for block in blocks {
-        for len in block.lengths {
+    let mut offsets = Vec::with_capacity(blocks.len() + 1);
+    offsets.push(0);
+    for block in &blocks {
+        for &len in &block.lengths {
             indptr.push(indptr.last().copied().unwrap_or(0) + len);
         }
-        indices.extend_from_slice(&block.indices);
-        values.extend_from_slice(&block.values);
+        offsets.push(offsets.last().copied().unwrap_or(0) + block.indices.len());
     }
+    let nnz = offsets.last().copied().unwrap_or(0);
+    let mut indices = vec![0usize; nnz];
+    let mut values = vec![0.0; nnz];
+    let index_parts = split_at_offsets(&mut indices, &offsets);
+    let value_parts = split_at_offsets(&mut values, &offsets);
+    blocks.par_iter().zip(index_parts).zip(value_parts).for_each(|((block, i), v)| {
+        i.copy_from_slice(&block.indices);
+        v.copy_from_slice(&block.values);
+    });
     HostCsr { n, n_cols, indptr, indices, values }
+}
+
+/// `slice` cut at `offsets` (non-decreasing, from 0 to `slice.len()`): piece p is
+/// `slice[offsets[p]..offsets[p + 1]]`. For filling the rows of a CSR-like array in parallel.
+pub fn split_at_offsets<'a, T>(mut slice: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {
+    let mut parts = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (part, rest) = std::mem::take(&mut slice).split_at_mut(w[1] - w[0]);
+        parts.push(part);
+        slice = rest;
+    }
+    parts
 }
 
 /// A CSR matrix of `n` rows and `n_cols` columns whose row i is what `row(i, accumulator)`
@@ -97,6 +121,13 @@ impl Accumulator {
         self.values[j] += value;
     }
 
+    /// Multiplies the row's entries so far by `factor`.
+    pub fn scale(&mut self, factor: f64) {
+        for &j in &self.columns {
+            self.values[j] *= factor;
+        }
+    }
+
     /// Appends the row's entries in column order and clears it; returns their number.
     fn drain_sorted(&mut self, indices: &mut Vec<usize>, values: &mut Vec<f64>) -> usize {
         self.columns.sort_unstable();
@@ -113,4 +144,87 @@ impl Accumulator {
 
 thread_local! {
     static ACCUMULATOR: std::cell::RefCell<Accumulator> = std::cell::RefCell::new(Accumulator::default());
+}
+
+/// Groups per parallel task in [`for_each_group`].
+const GROUPS_PER_TASK: usize = 2048;
+
+/// Calls `f(g, part, scratch)` for every group g of a CSR-like array (`data[start[g]..start[g +
+/// 1]]` is `part`), groups in parallel, with a scratch vector reused within a task.
+pub fn for_each_group<T: Send, S: Default>(
+    data: &mut [T],
+    start: &[usize],
+    f: impl Fn(usize, &mut [T], &mut S) + Sync,
+) {
+    let n_groups = start.len() - 1;
+    let task_offsets: Vec<usize> = (0..n_groups.div_ceil(GROUPS_PER_TASK))
+        .map(|t| start[t * GROUPS_PER_TASK])
+        .chain([start[n_groups]])
+        .collect();
+    split_at_offsets(data, &task_offsets).into_par_iter().enumerate().for_each(|(task, part)| {
+        let mut scratch = S::default();
+        let first = task * GROUPS_PER_TASK;
+        let groups = first..(first + GROUPS_PER_TASK).min(n_groups);
+        for (g, part) in groups.clone().zip(split_at_offsets(
+            part,
+            &start[groups.start..=groups.end].iter().map(|&s| s - start[first]).collect::<Vec<_>>(),
+        )) {
+            f(g, part, &mut scratch);
+        }
+    });
+}
+
+/// Inverts a map from entries to groups: the entries of each group in increasing order, group
+/// g's at `entries[start[g]..start[g + 1]]` (`group(e)` None: entry e is in no group). Counted
+/// and placed with atomics, then sorted per group, in parallel: the result does not depend on
+/// the threads.
+pub fn invert(
+    n_entries: usize,
+    n_groups: usize,
+    group: impl Fn(usize) -> Option<usize> + Sync,
+) -> (Vec<usize>, Vec<u32>) {
+    let next: Vec<AtomicUsize> = (0..n_groups).map(|_| AtomicUsize::new(0)).collect();
+    (0..n_entries).into_par_iter().filter_map(&group).for_each(|g| {
+        next[g].fetch_add(1, Relaxed);
+    });
+    let mut start = Vec::with_capacity(n_groups + 1);
+    start.push(0);
+    for count in &next {
+        start.push(start[start.len() - 1] + count.load(Relaxed));
+    }
+    next.par_iter().zip(&start[..n_groups]).for_each(|(next, &s)| next.store(s, Relaxed));
+    let entries: Vec<AtomicU32> = (0..start[n_groups]).map(|_| AtomicU32::new(0)).collect();
+    (0..n_entries).into_par_iter().for_each(|e| {
+        if let Some(g) = group(e) {
+            entries[next[g].fetch_add(1, Relaxed)].store(e as u32, Relaxed);
+        }
+    });
+    let mut entries: Vec<u32> = entries.into_iter().map(AtomicU32::into_inner).collect();
+    for_each_group(&mut entries, &start, |_, part, _: &mut ()| part.sort_unstable());
+    (start, entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inverting_a_map_lists_each_groups_entries_in_order() {
+        // Entry e in group (7 e) mod 5000, every third entry in none; groups span several tasks.
+        let n = 20_000;
+        let group = |e: usize| (!e.is_multiple_of(3)).then_some(7 * e % 5000);
+        let (start, entries) = invert(n, 5000, group);
+        assert_eq!(start.len(), 5001);
+        for g in 0..5000 {
+            let want: Vec<u32> =
+                (0..n).filter(|&e| group(e) == Some(g)).map(|e| e as u32).collect();
+            assert_eq!(&entries[start[g]..start[g + 1]], &want[..], "group {g}");
+        }
+        // for_each_group hands every group its own part.
+        let mut owner = vec![u32::MAX; entries.len()];
+        for_each_group(&mut owner, &start, |g, part, _: &mut ()| part.fill(g as u32));
+        for g in 0..5000 {
+            assert!(owner[start[g]..start[g + 1]].iter().all(|&o| o == g as u32));
+        }
+    }
 }

@@ -11,34 +11,41 @@
 //! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
 //!    is the Galerkin product P^T A P ([`super::sparse`]).
+use hdg_core::sparse_rows::{assemble_rows, for_each_group};
 use hdg_core::HostCsr;
-
-use super::sparse::multiply;
+use rayon::prelude::*;
 
 /// Marks an unknown without aggregate.
 const FREE: usize = usize::MAX;
 
-/// The strong neighbours of every unknown, as a CSR graph (no diagonal).
+/// The strong neighbours of every unknown, as a CSR graph (no diagonal), rows in parallel.
 pub(crate) fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
-    let diagonal = diagonal(a);
-    let mut start = Vec::with_capacity(a.n + 1);
-    let mut neighbours = Vec::with_capacity(a.indices.len());
-    start.push(0);
-    for i in 0..a.n {
-        for p in a.indptr[i]..a.indptr[i + 1] {
+    let diagonal = &diagonal(a);
+    let strong = |i: usize| {
+        (a.indptr[i]..a.indptr[i + 1]).filter(move |&p| {
             let j = a.indices[p];
-            if j != i && a.values[p].abs() >= theta * (diagonal[i] * diagonal[j]).abs().sqrt() {
-                neighbours.push(j);
-            }
-        }
-        start.push(neighbours.len());
+            j != i && a.values[p].abs() >= theta * (diagonal[i] * diagonal[j]).abs().sqrt()
+        })
+    };
+    let counts: Vec<usize> = (0..a.n).into_par_iter().map(|i| strong(i).count()).collect();
+    let mut start = Vec::with_capacity(a.n + 1);
+    start.push(0);
+    for count in counts {
+        start.push(start[start.len() - 1] + count);
     }
+    let mut neighbours = vec![0; start[a.n]];
+    for_each_group(&mut neighbours, &start, |i, row, _: &mut ()| {
+        for (slot, p) in row.iter_mut().zip(strong(i)) {
+            *slot = a.indices[p];
+        }
+    });
     (start, neighbours)
 }
 
 /// The diagonal of a square CSR matrix (zero where not stored).
 pub(crate) fn diagonal(a: &HostCsr) -> Vec<f64> {
     (0..a.n)
+        .into_par_iter()
         .map(|i| {
             let cols = &a.indices[a.indptr[i]..a.indptr[i + 1]];
             cols.binary_search(&i).map_or(0.0, |p| a.values[a.indptr[i] + p])
@@ -98,47 +105,33 @@ pub(crate) fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCs
     }
 }
 
-/// P = (I - c D^-1 A) T, c = omega / rho.
+/// P = (I - c D^-1 A) T, c = omega / rho, rows in parallel: row i is (A T)'s row i times
+/// -c / a_ii, plus T's row i.
 pub(crate) fn smooth_prolongator(
     a: &HostCsr,
     diagonal: &[f64],
     tentative: &HostCsr,
     omega_over_rho: f64,
 ) -> HostCsr {
-    let at = multiply(a, tentative);
-    // Row i: T's entries merged with -c / a_ii times those of (A T), both sorted by column.
-    let mut p = HostCsr { n: at.n, n_cols: at.n_cols, indptr: vec![0], ..HostCsr::default() };
-    for i in 0..at.n {
-        let s = -omega_over_rho / diagonal[i];
-        let (mut q, end) = (tentative.indptr[i], tentative.indptr[i + 1]);
-        for r in at.indptr[i]..at.indptr[i + 1] {
-            let j = at.indices[r];
-            while q < end && tentative.indices[q] < j {
-                p.indices.push(tentative.indices[q]);
-                p.values.push(tentative.values[q]);
-                q += 1;
+    debug_assert_eq!(a.n_cols, tentative.n);
+    assemble_rows(a.n, tentative.n_cols, |i, accumulator| {
+        for p in a.indptr[i]..a.indptr[i + 1] {
+            let (k, a_ik) = (a.indices[p], a.values[p]);
+            for q in tentative.indptr[k]..tentative.indptr[k + 1] {
+                accumulator.add(tentative.indices[q], a_ik * tentative.values[q]);
             }
-            let mut value = s * at.values[r];
-            if q < end && tentative.indices[q] == j {
-                value += tentative.values[q];
-                q += 1;
-            }
-            p.indices.push(j);
-            p.values.push(value);
         }
-        for q in q..end {
-            p.indices.push(tentative.indices[q]);
-            p.values.push(tentative.values[q]);
+        accumulator.scale(-omega_over_rho / diagonal[i]);
+        for q in tentative.indptr[i]..tentative.indptr[i + 1] {
+            accumulator.add(tentative.indices[q], tentative.values[q]);
         }
-        p.indptr.push(p.indices.len());
-    }
-    p
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::multigrid::sparse::transpose;
+    use crate::multigrid::sparse::{multiply, transpose};
 
     /// The 1D Laplacian tridiag(-1, 2, -1) of size n.
     fn laplacian(n: usize) -> HostCsr {

@@ -3,6 +3,8 @@
 //! unchanged.
 use hdg_core::{CoreError, HostCsr, MultigridOps, Real, Result, TraceOperator};
 
+use rayon::prelude::*;
+
 use super::aggregation::diagonal;
 
 /// A square CSR matrix on the backend, with the host facts its smoother needs (diagonal and
@@ -32,18 +34,21 @@ impl<'a, T: Real, B: MultigridOps<T>> CsrOperator<'a, T, B> {
                 host.n, diagonal[i]
             )));
         }
-        let (mut lo, mut hi, mut lo_s, mut hi_s) =
-            (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
-        for i in 0..host.n {
+        // Per row: the Gershgorin disc's ends, unscaled and scaled by the diagonal (min and max
+        // do not depend on the order: the same bounds on every thread count).
+        let ends = |i: usize| {
             let radius: f64 = (host.indptr[i]..host.indptr[i + 1])
                 .filter(|&p| host.indices[p] != i)
                 .map(|p| host.values[p].abs())
                 .sum();
-            lo = lo.min(diagonal[i] - radius);
-            hi = hi.max(diagonal[i] + radius);
-            lo_s = lo_s.min(1.0 - radius / diagonal[i]);
-            hi_s = hi_s.max(1.0 + radius / diagonal[i]);
-        }
+            let d = diagonal[i];
+            [d - radius, d + radius, 1.0 - radius / d, 1.0 + radius / d]
+        };
+        let infinite = [f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY];
+        let [lo, hi, lo_s, hi_s] = (0..host.n).into_par_iter().map(ends).reduce(
+            || infinite,
+            |a, b| [a[0].min(b[0]), a[1].max(b[1]), a[2].min(b[2]), a[3].max(b[3])],
+        );
         Ok(CsrOperator {
             backend,
             matrix: backend.upload_csr(host)?,
