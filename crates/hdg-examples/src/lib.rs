@@ -2,6 +2,7 @@
 //! problem catalogue, and one solve with a chosen backend and precision.
 pub mod bench;
 pub mod compare;
+pub mod huge_pages;
 
 use std::path::Path;
 use std::str::FromStr;

@@ -314,6 +314,13 @@ fn rate(coarse: f64, fine: f64) -> f64 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Huge pages where they measured faster: the CUDA backend's host setup on the 16-core H100
+    // host, not the CPU backend on the 2-core machine (BENCHMARKS.md).
+    if let Command::Solve { common, .. } | Command::Convergence { common, .. } = &cli.command {
+        if common.backend == BackendKind::Cuda {
+            hdg_examples::huge_pages::enable();
+        }
+    }
     let result = match &cli.command {
         Command::Solve { mesh, common } => {
             let mut log = StageLog::new(!common.json);
