@@ -10,8 +10,11 @@ use crate::problem::ExactSolution;
 use crate::tables::ElementTables;
 use crate::Real;
 
+/// Cells per chunk of the error norms' deterministic sum.
+const CELLS_PER_SUM: usize = 256;
+
 /// ||u - u_h||, ||q - q_h|| and ||u - u*|| over the mesh: the per-element squares of
-/// [`element_errors`], summed by a parallel reduction. `geometry` and `cell_vertices` are
+/// [`element_errors`], summed in parallel in a fixed order. `geometry` and `cell_vertices` are
 /// [`crate::geometry::mesh_geometry`]'s, `fields` and `u_star` the solution's coefficients,
 /// cell by cell.
 pub fn error_norms<T: Real>(
@@ -27,22 +30,29 @@ pub fn error_norms<T: Real>(
     let stride = GeometryLayout::new(disc.mesh.cell_type()).stride();
     let n_cells = disc.mesh.n_cells();
     let vsz = cell_vertices.len() / n_cells.max(1);
-    let sums = (0..n_cells)
+    let add = |a: [f64; 3], b: [f64; 3]| [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
+    // Fixed chunks summed in order, then the chunks' sums in order: the same sum on every run
+    // and thread count (a rayon reduce splits where the threads happen to steal work).
+    let chunk_sums: Vec<[f64; 3]> = (0..n_cells.div_ceil(CELLS_PER_SUM))
         .into_par_iter()
-        .with_min_len(64)
-        .map(|e| {
-            element_errors(
-                t,
-                &geometry[e * stride..(e + 1) * stride],
-                &cell_vertices[e * vsz..(e + 1) * vsz],
-                disc.kappa[e].as_f64(),
-                &fields.u[e * n..(e + 1) * n],
-                &fields.q[e * d * n..(e + 1) * d * n],
-                &u_star[e * np..(e + 1) * np],
-                exact,
-            )
+        .map(|chunk| {
+            (chunk * CELLS_PER_SUM..((chunk + 1) * CELLS_PER_SUM).min(n_cells))
+                .map(|e| {
+                    element_errors(
+                        t,
+                        &geometry[e * stride..(e + 1) * stride],
+                        &cell_vertices[e * vsz..(e + 1) * vsz],
+                        disc.kappa[e].as_f64(),
+                        &fields.u[e * n..(e + 1) * n],
+                        &fields.q[e * d * n..(e + 1) * d * n],
+                        &u_star[e * np..(e + 1) * np],
+                        exact,
+                    )
+                })
+                .fold([0.0; 3], add)
         })
-        .reduce(|| [0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+        .collect();
+    let sums = chunk_sums.into_iter().fold([0.0; 3], add);
     ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() }
 }
 

@@ -59,3 +59,31 @@ per_backend! {
         }
     }
 }
+
+/// The CPU error norms are summed in a fixed order: the same bits on one thread and on three
+/// (a parallel reduction that splits where threads steal work gives different last bits).
+#[test]
+fn error_norms_do_not_depend_on_the_thread_count() {
+    use hdg_backend_cpu::CpuBackend;
+    use hdg_core::{LocalSolver, Postprocessor};
+    let mesh =
+        generate::perturb(&generate::unit_square(40, Diagonal::Alternating).unwrap(), 0.3, 2)
+            .unwrap();
+    let problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.5);
+    let out = tests::BackendKind::Cpu.run::<f64>(&mesh, &problem, 3);
+    let disc = tests::discretization::<f64>(&mesh, &problem, 3);
+    let backend = CpuBackend::new();
+    let prep = backend.prepare(&disc).unwrap();
+    let exact = problem.exact.as_ref().unwrap();
+    let bits = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let e = pool.install(|| {
+            backend.error_norms(&disc, &prep, &out.fields, &out.u_star, exact).unwrap()
+        });
+        [e.u, e.q, e.u_star].map(f64::to_bits)
+    };
+    let one = bits(1);
+    for _ in 0..4 {
+        assert_eq!(bits(3), one);
+    }
+}
