@@ -493,6 +493,9 @@ pub(crate) fn prepare<T: DeviceReal>(
         post_stiffness: gpu.upload(&t.post_stiffness)?,
         post_derivative: gpu.upload(&t.post_derivative)?,
     };
+    clock.lap("topology and tables");
+    let kernels = Arc::new(ElementKernels::load(backend)?);
+    clock.lap("element kernel modules");
     let prepared = DevicePrepared {
         n_cells,
         tables,
@@ -507,12 +510,12 @@ pub(crate) fn prepare<T: DeviceReal>(
         topology: Arc::new(topology),
         mesh: device_mesh,
         kernel_order,
-        kernels: Arc::new(ElementKernels::load(backend)?),
+        kernels,
         designs: forced_designs(backend.settings().design, cell_type, kernel_order.k),
         grid_limit: None,
         backend: backend.clone(),
     };
-    clock.lap("topology, tables and per-cell uploads, kernel module");
+    clock.lap("per-cell uploads");
     clock.report();
     Ok(prepared)
 }
