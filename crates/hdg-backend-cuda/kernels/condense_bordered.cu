@@ -10,9 +10,12 @@
 // [[S, W], [W^T, *]] of order R = n + nl + 1: its rows n.. of the first n columns end up holding
 // Y (the forward substitution L^-1 W comes with the factorisation, parallel over all rows).
 //
-// Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
-// j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
-// rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+// Storage (dynamic shared memory, BorderedLayout): those first n columns, column-major, column
+// j holding rows j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are
+// S, then L; rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+// Its size is computed once, by bordered_shared_values in src/element_instances.rs: src/design.rs
+// launches with it, and build.rs generates it per instantiation (SHARED_BYTES), which the
+// kernel checks against its layout at compile time.
 //
 // Passes (PW < nl + 1; the f64 tetrahedron at k = 8, whose whole trapezoid, 349928 B, does not
 // fit the 227 KB of a block): the panel rows hold PW columns of W at a time (R = n + PW; two
@@ -65,7 +68,7 @@
 // L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
 // Launched with any multiple of 32 threads up to its launch bound (when RW does not divide the
-// warps, one group); checks its dynamic shared memory.
+// warps, one group); checks that it got SHARED_BYTES of dynamic shared memory.
 //
 // The code: one inlined function per step above (bordered_form, bordered_factor_left and
 // bordered_factor_right, bordered_gram, bordered_solve_left and bordered_solve_right, and
@@ -277,14 +280,24 @@ __host__ __device__ constexpr int bordered_outputs() {
 static_assert(BORDERED_SLACK >= MmaTile<f32>::M - 1 && BORDERED_SLACK >= MmaTile<f64>::M - 1,
               "the slack must cover a tile's rows past the end");
 
-// Bytes of dynamic shared memory of the bordered condensation (what src/design.rs launches it
-// with; shared_memory_ok catches a disagreement): the trapezoid (n columns of order
-// R = n + nl + 1), dinv (n), with G > 1 the staged outputs of G elements, and the slack.
-template <typename T, int N, int NL, int G, int PW = NL + 1>
-__host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
-    return (u64)sizeof(T) * ((u64)N * (N + PW) - (u64)N * (N - 1) / 2 + N +
-                             (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
-}
+// The dynamic shared memory of condense_bordered<..., N, NL / F, ..., G, GLOBAL_STAGE, ..., CH>,
+// in values of T from its start: the trapezoid (the first n columns of the bordered matrix of
+// order R = n + PW) at 0, dinv (n) at DINV, with G > 1 and not GLOBAL_STAGE the outputs of the
+// group's G elements at STAGE, END values in all; then the slack. BYTES: its size, which must
+// be the one src/element_instances.rs computes (bordered_shared_values) and build.rs generates
+// for every instantiation: condense_bordered checks that at compile time.
+template <typename T, int N, int NL, int G, bool GLOBAL_STAGE, int CH>
+struct BorderedLayout {
+    static constexpr int LD = NL + 1;  // columns of W: P (NL), then F
+    // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
+    static constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    static constexpr int R = N + PW;
+    static constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // elements staged in shared memory
+    static constexpr int DINV = N * R - N * (N - 1) / 2;
+    static constexpr int STAGE = DINV + N;
+    static constexpr int END = STAGE + (SHARED_G > 1 ? SHARED_G * bordered_outputs<N, NL>() : 0);
+    static constexpr u64 BYTES = (u64)sizeof(T) * ((u64)END + BORDERED_SLACK);
+};
 
 // The phases, in the order condense_bordered (at the end) runs them: the numbered steps at the
 // top of this file, one function each, of the values it needs (by value; the compile-time sizes
@@ -928,33 +941,35 @@ __device__ __forceinline__ void bordered_write_group(const T* stage, u64 group_i
 // bad_value into locals and back; the left-looking one gets lane by reference and its pivot
 // verdict's shared variables from here; and this pass's Y is kept for the later passes here.
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT, int CH = 0>
+          bool LEFT, int CH, u64 SHARED_BYTES>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
                                   T* __restrict__ b_out, T* __restrict__ z_out,
                                   T* __restrict__ u0_out, int* __restrict__ info,
                                   T* __restrict__ pivot_value, T* __restrict__ scratch) {
     constexpr int F = C::NFACES;
     constexpr int NL = F * NF;
-    constexpr int LD = NL + 1;  // columns of W: P (NL), then F
-    // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
-    constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    using Layout = BorderedLayout<T, N, NL, G, GLOBAL_STAGE, CH>;
+    static_assert(Layout::BYTES == SHARED_BYTES,
+                  "the shared memory of src/element_instances.rs (bordered_shared_values) is not "
+                  "this kernel's layout");
+    constexpr int LD = Layout::LD;
+    constexpr int PW = Layout::PW;
     constexpr int PASSES = (LD + PW - 1) / PW;
     static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
-    constexpr int R = N + PW;   // order of the bordered matrix (of one pass)
+    constexpr int R = Layout::R;  // order of the bordered matrix (of one pass)
     constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
     constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
     constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
     constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
     constexpr int OUT = bordered_outputs<N, NL>();
     constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
-    constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G, PW>(), info)) return;
+    if (!shared_memory_ok(SHARED_BYTES, info)) return;
     HDG_DYNAMIC_SHARED(smem_raw);
     T* a = reinterpret_cast<T*>(smem_raw);
-    T* dinv = a + (N * R - N * (N - 1) / 2);
+    T* dinv = a + Layout::DINV;
     // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
     // or in the block's own G OUT values of the global scratch.
-    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
+    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : a + Layout::STAGE;
     // PASSES > 1: Y of the passes before the last, in the block's own part of the global
     // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
     // j PW + r), read back by the Gram products of the later passes while still in L2.
@@ -1086,12 +1101,12 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 #ifndef HDG_EMULATION
 // Instantiations: one per row of the table in src/element_instances.rs (BorderedTuning there
 // says what each parameter tunes; BENCHMARKS.md has the measurements behind the choices).
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)              \
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW, SHARED)      \
     extern "C" __global__ void __launch_bounds__ BOUNDS                                        \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
                                           T* u0_out, int* info, T* pv, T* scratch) {           \
         condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, GLOBAL_STAGE, LEFT, \
-                          PW>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);          \
+                          PW, SHARED>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);  \
     }
 FOR_EACH_BORDERED(BORDERED)
 #endif  // HDG_EMULATION
