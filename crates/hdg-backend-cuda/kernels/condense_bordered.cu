@@ -596,7 +596,7 @@ __device__ __forceinline__ void bordered_factor_right(T* a, T* dinv, int pass, i
 
 // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the pass's
 // rows of Y with themselves (at or below the diagonal) and with the rows of each earlier pass
-// (read back from y_saved, where the caller keeps every pass's Y that a later one needs). Every
+// (read back from y_saved; this pass's go there first, if a later one needs them). Every
 // entry (a, b) of the result, sum = (Y Y^T)(a, b), goes to out(a, b, sum) (out skips those
 // that are not outputs). TENSOR: on the tensor cores, else on the CUDA cores.
 template <typename T, int N, int NL, int TR, int PW, int PASSES, bool TENSOR, class Out>
@@ -604,6 +604,14 @@ __device__ __forceinline__ void bordered_gram(const T* a, T* y_saved, int pass, 
                                               int nt, int lane, int warp, int warps, Out out) {
     constexpr int R = N + PW;
     constexpr int QA = (PW + 31) / 32;  // 32-column chunks of the panel
+    if (pass + 1 < PASSES) {
+        T* ys = y_saved + (u64)pass * PW * N;
+        for (int t = tid; t < N * PW; t += nt) {
+            const int j = t / PW;
+            const int r = t - j * PW;
+            ys[t] = a[col_start(R, j) + N + r - j];
+        }
+    }
     // The block of rows r of pass rp (this one: here) with the columns s of this pass.
     for (int rp = 0; rp <= pass; ++rp) {
         const bool here = rp == pass;
@@ -931,15 +939,16 @@ __device__ __forceinline__ void bordered_write_group(const T* stage, u64 group_i
 
 // The kernel: the phases above, in turn, for every element of the block's groups. Its machine
 // code has the resource use of the single function the phases were cut from (ptxas: the same
-// registers, stack frame, spills and shared memory for every instantiation). The compiler is
-// sensitive to where values live (an earlier split into member functions spilled 372/412 bytes
-// instead of 324/336 at f64 tetrahedra k = 4, 11% slower), and that takes a few things here:
-// the register tiles that a phase fills only in part (x, dv: the entries past nb are never
-// written) are declared here, not in the phase, so that the compiler carries them through the
-// kernel's loops as before (declared in the phases: f64 triangles at k = 4 went from 79 to 76
-// registers, but the f32 tetrahedra at k = 6 spilled more); the factorisations copy bad and
-// bad_value into locals and back; the left-looking one gets lane by reference and its pivot
-// verdict's shared variables from here; and this pass's Y is kept for the later passes here.
+// registers, stack frame, spills and shared memory for every instantiation, in the sm_90 cubin
+// and in the compute_75 PTX compiled for sm_80 to sm_120). The compiler is sensitive to where
+// values live (an earlier split into member functions spilled 372/412 bytes instead of 324/336
+// at f64 tetrahedra k = 4, 11% slower), and that takes a few things here: the register tiles
+// that a phase fills only in part (x, dv: the entries past nb are never written) are declared
+// here, not in the phase, so that the compiler carries them through the kernel's loops as
+// before (declared in the phases: f64 triangles at k = 4 went from 79 to 76 registers, but the
+// f32 tetrahedra at k = 6 spilled more); the factorisations copy bad and bad_value into locals
+// and back; and the left-looking one gets lane by reference and its pivot verdict's shared
+// variables from here.
 template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
           bool LEFT, int CH, u64 SHARED_BYTES>
 __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
@@ -1031,7 +1040,7 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
 
                 // 3. K_e = A - Y Y^T and b_e. The entry (a, b) of the result, sum = (Y Y^T)(a, b),
                 // goes out here: K_e(a, b) = A(a, b) - sum to both triangles, b_e(b) = sum on
-                // row nl. This pass's Y goes to y_saved first where a later pass needs it.
+                // row nl.
                 auto gram_out = [&](int ar, int b, T sum) {
                     if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
                     if (ar == NL) {
@@ -1050,14 +1059,6 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         }
                     }
                 };
-                if (pass + 1 < PASSES) {
-                    T* ys = y_saved + (u64)pass * PW * N;
-                    for (int t = tid; t < N * PW; t += nt) {
-                        const int j = t / PW;
-                        const int r = t - j * PW;
-                        ys[t] = a[col_start(R, j) + N + r - j];
-                    }
-                }
                 bordered_gram<T, N, NL, TR, PW, PASSES,
                               HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)>(
                     a, y_saved, pass, c0, tid, nt, lane, warp, warps, gram_out);
