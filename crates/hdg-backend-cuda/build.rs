@@ -182,8 +182,11 @@ fn block_sizes_header() -> String {
 /// `element_instances.cuh`: the compiled orders and the bordered condensation's table.
 /// `FOR_EACH_ELEMENT_ORDER(X, ...)` expands to `X(..., 1) .. X(..., MAX)`,
 /// `FOR_EACH_THREAD_TETRAHEDRON_ORDER(X, ...)` to the thread design's tetrahedron orders, and
-/// `FOR_EACH_BORDERED(X)` to `X(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)`
-/// per row of the table (PW 0: the whole panel in one pass).
+/// `FOR_EACH_BORDERED(X)` to
+/// `X(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW, SHARED)` per row of the
+/// table (PW 0: the whole panel in one pass; SHARED: the bytes of dynamic shared memory that
+/// src/design.rs launches the kernel with, `BorderedTuning::shared_bytes`, which the kernel
+/// checks its layout against).
 fn element_instances_header() -> String {
     use element_instances::{OutputStaging, BORDERED, BORDERED_SLACK};
     let orders = |max: usize| {
@@ -202,7 +205,7 @@ fn element_instances_header() -> String {
                 blocks => format!("({}, {blocks})", t.max_threads),
             };
             format!(
-                "    X({}, {cell}, {}, {}, {}, {}, {}, {bounds}, {}, {}, {}, {})",
+                "    X({}, {cell}, {}, {}, {}, {}, {}, {bounds}, {}, {}, {}, {}, {})",
                 t.precision,
                 t.cell,
                 t.k,
@@ -213,6 +216,7 @@ fn element_instances_header() -> String {
                 t.staging == OutputStaging::Global,
                 t.left_looking,
                 t.panel_columns.unwrap_or(0),
+                t.shared_bytes(),
             )
         })
         .collect();

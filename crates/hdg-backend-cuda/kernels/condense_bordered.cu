@@ -10,9 +10,12 @@
 // [[S, W], [W^T, *]] of order R = n + nl + 1: its rows n.. of the first n columns end up holding
 // Y (the forward substitution L^-1 W comes with the factorisation, parallel over all rows).
 //
-// Storage (dynamic shared memory): those first n columns, column-major, column j holding rows
-// j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are S, then L;
-// rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+// Storage (dynamic shared memory, BorderedLayout): those first n columns, column-major, column
+// j holding rows j..R-1 (a trapezoid: entry (i, j) at col_start(R, j) + i - j); rows i < n are
+// S, then L; rows n + a are W^T, then Y, then (step 4) Z^T; and dinv (n values, 1 / L(j, j)).
+// Its size is computed once, by bordered_shared_values in src/element_instances.rs: src/design.rs
+// launches with it, and build.rs generates it per instantiation (SHARED_BYTES), which the
+// kernel checks against its layout at compile time.
 //
 // Passes (PW < nl + 1; the f64 tetrahedron at k = 8, whose whole trapezoid, 349928 B, does not
 // fit the 227 KB of a block): the panel rows hold PW columns of W at a time (R = n + PW; two
@@ -65,10 +68,12 @@
 // L2, costs no shared memory and so no occupancy.
 // Free to fuse multiply-adds: agrees with the CPU to rounding, like the block design.
 // Launched with any multiple of 32 threads up to its launch bound (when RW does not divide the
-// warps, one group); checks its dynamic shared memory.
+// warps, one group); checks that it got SHARED_BYTES of dynamic shared memory.
 //
-// The kernel: condense_bordered below drives the phases, the member functions of
-// BorderedCondensation (one per step above, inlined).
+// The code: one inlined function per step above (bordered_form, bordered_factor_left and
+// bordered_factor_right, bordered_gram, bordered_solve_left and bordered_solve_right, and
+// bordered_write_group for the staged outputs), and condense_bordered, at the end, which runs
+// them in turn for every element.
 //
 // Names (src/element_kernels.rs: the scheme): condense_bordered_{f32,f64}_{tri,tet}{K}, for
 // triangles and tetrahedra at the orders of the table (the f64 tetrahedron at k = 8 in two
@@ -275,373 +280,340 @@ __host__ __device__ constexpr int bordered_outputs() {
 static_assert(BORDERED_SLACK >= MmaTile<f32>::M - 1 && BORDERED_SLACK >= MmaTile<f64>::M - 1,
               "the slack must cover a tile's rows past the end");
 
-// Bytes of dynamic shared memory of the bordered condensation (what src/design.rs launches it
-// with; shared_memory_ok catches a disagreement): the trapezoid (n columns of order
-// R = n + nl + 1), dinv (n), with G > 1 the staged outputs of G elements, and the slack.
-template <typename T, int N, int NL, int G, int PW = NL + 1>
-__host__ __device__ constexpr u64 condense_bordered_shared_bytes() {
-    return (u64)sizeof(T) * ((u64)N * (N + PW) - (u64)N * (N - 1) / 2 + N +
-                             (G > 1 ? (u64)G * bordered_outputs<N, NL>() : 0) + BORDERED_SLACK);
+// The dynamic shared memory of condense_bordered<..., N, NL / F, ..., G, GLOBAL_STAGE, ..., CH>,
+// in values of T from its start: the trapezoid (the first n columns of the bordered matrix of
+// order R = n + PW) at 0, dinv (n) at DINV, with G > 1 and not GLOBAL_STAGE the outputs of the
+// group's G elements at STAGE, END values in all; then the slack. BYTES: its size, which must
+// be the one src/element_instances.rs computes (bordered_shared_values) and build.rs generates
+// for every instantiation: condense_bordered checks that at compile time.
+template <typename T, int N, int NL, int G, bool GLOBAL_STAGE, int CH>
+struct BorderedLayout {
+    static constexpr int LD = NL + 1;  // columns of W: P (NL), then F
+    // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
+    static constexpr int PW = CH > 0 && CH < LD ? CH : LD;
+    static constexpr int R = N + PW;
+    static constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // elements staged in shared memory
+    static constexpr int DINV = N * R - N * (N - 1) / 2;
+    static constexpr int STAGE = DINV + N;
+    static constexpr int END = STAGE + (SHARED_G > 1 ? SHARED_G * bordered_outputs<N, NL>() : 0);
+    static constexpr u64 BYTES = (u64)sizeof(T) * ((u64)END + BORDERED_SLACK);
+};
+
+// The phases, in the order condense_bordered (at the end) runs them: the numbered steps at the
+// top of this file, one function each, of the values it needs (by value; the compile-time sizes
+// as template parameters), inlined into the kernel. Every thread of the block calls every
+// phase. They read and write the trapezoid a (R = N + PW rows per column, col_start) and dinv in
+// shared memory, and write the outputs through the caller's out function. The partly written
+// register tiles (x, dv) and the pivot verdict come from the caller (see condense_bordered).
+
+// 1. S (rows i >= j of column j; the first pass) and W^T (rows n + r of column j), for the
+// pass's columns c0..c0 + PW - 1 of W, from the tables and the element's coefficients cf.
+template <class C, typename T, int N, int NF, int PW>
+__device__ __forceinline__ void bordered_form(T* a, const CondenseCoefficients<C, T>& cf,
+                                              const Tables& tb, const T* fk, u64 nc, u64 e,
+                                              int pass, int c0, int tid, int nt) {
+    constexpr int NL = C::NFACES * NF;
+    constexpr int R = N + PW;
+    // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
+    // (every lane busy, where a warp per column leaves the lanes past the diagonal idle);
+    // two entries per pass, so that the reads of both are in flight at once.
+    if (pass == 0) {
+        constexpr int NS = N * (N + 1) / 2;
+#pragma unroll 2
+        for (int t = tid; t < NS; t += nt) {
+            int i, j;
+            packed_col_row(N, t, i, j);
+            a[col_start(R, j) + i - j] = cf.template volume<N>(tb, i, j);
+        }
+    }
+    // W^T, the pass's columns: those of P (consecutive threads take consecutive entries of
+    // a row of W^T; one loop for P alone measured 1.01x to 1.02x over one for all of W at
+    // k = 6..8), then F, and zero past it.
+    {
+        const int np = NL - c0 < PW ? NL - c0 : PW;  // columns of P in this pass
+#pragma unroll 2
+        for (int t = tid; t < N * np; t += nt) {
+            const int j = t / np;
+            const int r = t - j * np;
+            a[col_start(R, j) + N + r - j] = cf.template panel<N, NF>(tb, j, c0 + r);
+        }
+        const int rest = PW - np;
+        for (int t = tid; t < N * rest; t += nt) {
+            const int j = t / rest;
+            const int r = np + t - j * rest;
+            a[col_start(R, j) + N + r - j] = c0 + r == NL ? fk[(u64)j * nc + e] : T(0);
+        }
+    }
 }
 
-template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
-          bool LEFT, int CH = 0>
-__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
-                                  T* __restrict__ b_out, T* __restrict__ z_out,
-                                  T* __restrict__ u0_out, int* __restrict__ info,
-                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
-    constexpr int F = C::NFACES;
-    constexpr int NL = F * NF;
-    constexpr int LD = NL + 1;  // columns of W: P (NL), then F
-    // Columns of W per pass (PASSES > 1: the panel in passes, see the top of this file).
-    constexpr int PW = CH > 0 && CH < LD ? CH : LD;
-    constexpr int PASSES = (LD + PW - 1) / PW;
-    static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
-    constexpr int R = N + PW;   // order of the bordered matrix (of one pass)
-    constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
-    constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
-    constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
-    constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
-    constexpr int OUT = bordered_outputs<N, NL>();
-    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
-    constexpr int SHARED_G = GLOBAL_STAGE ? 1 : G;  // groups staged in shared memory
-    if (!shared_memory_ok(condense_bordered_shared_bytes<T, N, NL, SHARED_G, PW>(), info)) return;
-    HDG_DYNAMIC_SHARED(smem_raw);
-    T* a = reinterpret_cast<T*>(smem_raw);
-    T* dinv = a + (N * R - N * (N - 1) / 2);
-    // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
-    // or in the block's own G OUT values of the global scratch.
-    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : dinv + N;
-    // PASSES > 1: Y of the passes before the last, in the block's own part of the global
-    // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
-    // j PW + r), read back by the Gram products of the later passes while still in L2.
-    T* y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
-    __shared__ CondenseCoefficients<C, T> cf;
-
-    const int tid = threadIdx.x;
-    const int nt = blockDim.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int warps = nt >> 5;
-    // Warp groups of steps 2c and 4: RW groups (of rows, of panel columns) when the warps
-    // divide evenly, else one; each group's warps share out the columns (rows) cyclically.
-    const int groups = (warps % RW == 0) ? RW : 1;
-    const int group = warp % groups;
-    const int member = warp / groups;
-    const int members = warps / groups;
-    const u64 nc = c.n_cells;
-    const T* fk = ptr<T>(c.load);
-
-    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
-    const u64 n_groups = (nc + G - 1) / G;
-    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
-    for (int gi = 0; gi < G; ++gi) {
-        const u64 e = group_index * G + gi;
-        if (e >= nc) break;  // the same for every thread
-        T* st = stage + gi * OUT;
-        if (tid == 0) cf.load(c, e);
+// 2. The first n steps of the bordered Cholesky factorisation, left-looking on the tensor
+// cores (in the later passes L is known and only the panel's rows are solved). bad (in and
+// out): 0, or the column + 1 of the first pivot that is not positive (its value in bad_value),
+// the same in every thread; warp 0 decides it, in bad_shared and bad_value_shared. x: the
+// row's tile of (3).
+template <typename T, int N, int PW>
+__device__ __forceinline__ void bordered_factor_left(T* a, T* dinv, int pass, int tid, int nt,
+                                                     const int& lane, int warp, int warps,
+                                                     int& bad_io, T& bad_value_io, T (&x)[8],
+                                                     int& bad_shared, T& bad_value_shared) {
+    constexpr int R = N + PW;
+    int bad = bad_io;
+    T bad_value = bad_value_io;
+    // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
+    // as 3xTF32): (1) the block column takes the updates of all the columns left of it
+    // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
+    // (each entry read and written once per step, where the right-looking update
+    // (bordered_factor_right) reads and writes the whole trailing matrix every step); (2) warp
+    // 0 factors the diagonal block, one lane per row; (3) the panel rows below it, one thread
+    // per row.
+    using Mma = MmaTile<T>;
+    constexpr int LB = 8, TM = Mma::M;
+    for (int jb = 0; jb < N; jb += LB) {
+        const int nb = N - jb < LB ? N - jb : LB;
+        // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
+        // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
+        // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
+        // Later passes: the panel's rows only.
+        if (jb > 0) {
+            const int first_row = pass > 0 ? N : jb;
+            const int tiles = (R - first_row + TM - 1) / TM;
+            for (int I = warp; I < tiles; I += warps) {
+                const int i0 = first_row + TM * I;
+                typename Mma::Acc acc[2];
+#pragma unroll
+                for (int v = 0; v < Mma::CV; ++v) {
+                    const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                    const bool mine = c < jb + nb && i >= c && i < R;
+                    Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
+                    Mma::set(acc[1], v, T(0));
+                }
+                // Rows past R read on into the next columns (k < jb < n): they only
+                // reach rows of C that are not written back.
+                mma_steps<T>(
+                    acc, lane, 0, jb,
+                    [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
+                    [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
+#pragma unroll
+                for (int v = 0; v < Mma::CV; ++v) {
+                    const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
+                    if (c < jb + nb && i >= c && i < R)
+                        a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
+                }
+            }
+            __syncthreads();
+        }
+        // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
+        // rank-1 update of the rest of the block one entry per lane.
+        if (warp == 0 && pass == 0) {
+            int wbad = 0;
+            T wbad_value = T(0);
+            for (int s = 0; s < nb; ++s) {
+                T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
+                const T d = cs[s];
+                if (!(d > T(0))) {
+                    wbad = jb + s + 1;
+                    wbad_value = d;
+                    break;
+                }
+                // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
+                const T inv = rsqrt(d);
+                const T piv = d * inv;
+                __syncwarp();
+                if (lane == 0) {
+                    cs[s] = piv;
+                    dinv[jb + s] = inv;
+                }
+                if (lane > s && lane < nb) cs[lane] *= inv;
+                __syncwarp();
+                const int m = nb - 1 - s;
+                if (lane < m * (m + 1) / 2) {
+                    int rr, qq;
+                    packed_row_col(lane, rr, qq);
+                    const int r = s + 1 + rr, q = s + 1 + qq;
+                    T* cq = a + col_start(R, jb + q) - q;
+                    cq[r] = fmad(-cs[r], cs[q], cq[r]);
+                }
+                __syncwarp();
+            }
+            if (lane == 0) {
+                bad_shared = wbad;
+                bad_value_shared = wbad_value;
+            }
+        }
         __syncthreads();
-        int bad = 0;
-        T bad_value = T(0);
-    // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1 of W.
-    for (int pass = 0; pass < PASSES; ++pass) {
-        const int c0 = pass * PW;
-
-        // 1. S (rows i >= j of column j; the first pass) and W^T (rows n + r of column j).
-        // S: the lower triangle as one list (column-major packed), entry t by thread t, t + nt, ...
-        // (every lane busy, where a warp per column leaves the lanes past the diagonal idle);
-        // two entries per pass, so that the reads of both are in flight at once.
         if (pass == 0) {
-            constexpr int NS = N * (N + 1) / 2;
-#pragma unroll 2
-            for (int t = tid; t < NS; t += nt) {
-                int i, j;
-                packed_col_row(N, t, i, j);
-                a[col_start(R, j) + i - j] = cf.template volume<N>(tb, i, j);
-            }
+            bad = bad_shared;
+            bad_value = bad_value_shared;
         }
-        // W^T, the pass's columns: those of P (consecutive threads take consecutive entries of
-        // a row of W^T; one loop for P alone measured 1.01x to 1.02x over one for all of W at
-        // k = 6..8), then F, and zero past it.
-        {
-            const int np = NL - c0 < PW ? NL - c0 : PW;  // columns of P in this pass
-#pragma unroll 2
-            for (int t = tid; t < N * np; t += nt) {
-                const int j = t / np;
-                const int r = t - j * np;
-                a[col_start(R, j) + N + r - j] = cf.template panel<N, NF>(tb, j, c0 + r);
-            }
-            const int rest = PW - np;
-            for (int t = tid; t < N * rest; t += nt) {
-                const int j = t / rest;
-                const int r = np + t - j * rest;
-                a[col_start(R, j) + N + r - j] = c0 + r == NL ? fk[(u64)j * nc + e] : T(0);
+        if (bad) break;  // the same decision in every thread
+        // (3) The rows below the block (later passes: the panel's): x L_d^T =
+        // a(i, jb..jb+nb-1).
+        for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
+#pragma unroll
+            for (int s = 0; s < LB; ++s) {
+                if (s < nb) {
+                    const T* cs = a + col_start(R, jb + s) - s;
+                    T* p = a + col_start(R, jb + s) + i - jb - s;
+                    T v = *p;
+#pragma unroll
+                    for (int q = 0; q < s; ++q) {
+                        const T* cq = a + col_start(R, jb + q) - q;
+                        v = fmad(-x[q], cq[s], v);
+                    }
+                    x[s] = v * dinv[jb + s];
+                    *p = x[s];
+                }
             }
         }
         __syncthreads();
+    }
+    bad_io = bad;
+    bad_value_io = bad_value;
+}
 
-        // 2. The first n steps of the bordered Cholesky factorisation, NB columns at a time; in
-        // the later passes L is known and only the panel's rows are solved (Y = W^T L^-T).
-        if constexpr (LEFT && HDG_HAS_MMA) {
-            // Left-looking, LB = 8 columns per step, on the tensor cores (MmaTile: f64, or f32
-            // as 3xTF32): (1) the block column takes the updates of all the columns left of it
-            // at once, one M x 8 tile of rows per warp task, its sums in registers over k < jb
-            // (each entry read and written once per step, where the right-looking update below
-            // reads and writes the whole trailing matrix every step); (2) warp 0 factors the
-            // diagonal block, one lane per row; (3) the panel rows below it, one thread per row.
-            using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M;
-            __shared__ int bad_shared;
-            __shared__ T bad_value_shared;
-            for (int jb = 0; jb < N; jb += LB) {
-                const int nb = N - jb < LB ? N - jb : LB;
-                // (1) Block column jb..jb+nb-1, rows i >= jb: C(i, c) -= sum_{k < jb} L(i, k)
-                // L(c, k); M x 8 tiles (rows jb + M I.., the block's columns), k-steps of K in
-                // two chains of accumulators (A = L(i, k), B = -L(c, k)^T: fewer values to negate).
-                // Later passes: the panel's rows only.
-                if (jb > 0) {
-                    const int first_row = pass > 0 ? N : jb;
-                    const int tiles = (R - first_row + TM - 1) / TM;
-                    for (int I = warp; I < tiles; I += warps) {
-                        const int i0 = first_row + TM * I;
-                        typename Mma::Acc acc[2];
+// 2. The same, right-looking on the CUDA cores, NB columns at a time (steps (a) to (c) at the
+// top of this file); bad as in bordered_factor_left. PMW: the 32-row chunks a row group holds
+// at a time; dv and x: the tiles of (a) and (b).
+template <typename T, int N, int NB, int PW, int PMW>
+__device__ __forceinline__ void bordered_factor_right(T* a, T* dinv, int pass, int tid, int nt,
+                                                      int lane, int group, int groups,
+                                                      int member, int members, int& bad_io,
+                                                      T& bad_value_io, T (&dv)[NB], T (&x)[NB]) {
+    constexpr int R = N + PW;
+    int bad = bad_io;
+    T bad_value = bad_value_io;
+    for (int jb = 0; jb < N; jb += NB) {
+        const int nb = N - jb < NB ? N - jb : NB;
+        const int r0 = jb + nb;  // first row (and column) below the block
+        // (a) The diagonal block, factored by every thread (later passes: read back): dl =
+        // L_d, dv = 1 / diag(L_d).
+        T dl[NB][NB];
 #pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v) {
-                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                            const bool mine = c < jb + nb && i >= c && i < R;
-                            Mma::set(acc[0], v, mine ? a[col_start(R, c) + i - c] : T(0));
-                            Mma::set(acc[1], v, T(0));
-                        }
-                        // Rows past R read on into the next columns (k < jb < n): they only
-                        // reach rows of C that are not written back.
-                        mma_steps<T>(
-                            acc, lane, 0, jb,
-                            [&](int k, int r) { return a[col_start(R, k) - k + i0 + r]; },
-                            [&](int k, int c) { return -a[col_start(R, k) - k + jb + c]; });
+        for (int r = 0; r < NB; ++r)
 #pragma unroll
-                        for (int v = 0; v < Mma::CV; ++v) {
-                            const int i = i0 + Mma::c_row(lane, v), c = jb + Mma::c_col(lane, v);
-                            if (c < jb + nb && i >= c && i < R)
-                                a[col_start(R, c) + i - c] = Mma::get(acc[0], v) + Mma::get(acc[1], v);
-                        }
-                    }
-                    __syncthreads();
-                }
-                // (2) The diagonal block, by warp 0 (the first pass): column s scaled by lane, the
-                // rank-1 update of the rest of the block one entry per lane.
-                if (warp == 0 && pass == 0) {
-                    int wbad = 0;
-                    T wbad_value = T(0);
-                    for (int s = 0; s < nb; ++s) {
-                        T* cs = a + col_start(R, jb + s) - s;  // cs[r] = entry (jb + r, jb + s)
-                        const T d = cs[s];
-                        if (!(d > T(0))) {
-                            wbad = jb + s + 1;
-                            wbad_value = d;
-                            break;
-                        }
-                        // 1 / sqrt(d) to an ulp in one step (the chain of pivots is serial).
-                        const T inv = rsqrt(d);
-                        const T piv = d * inv;
-                        __syncwarp();
-                        if (lane == 0) {
-                            cs[s] = piv;
-                            dinv[jb + s] = inv;
-                        }
-                        if (lane > s && lane < nb) cs[lane] *= inv;
-                        __syncwarp();
-                        const int m = nb - 1 - s;
-                        if (lane < m * (m + 1) / 2) {
-                            int rr, qq;
-                            packed_row_col(lane, rr, qq);
-                            const int r = s + 1 + rr, q = s + 1 + qq;
-                            T* cq = a + col_start(R, jb + q) - q;
-                            cq[r] = fmad(-cs[r], cs[q], cq[r]);
-                        }
-                        __syncwarp();
-                    }
-                    if (lane == 0) {
-                        bad_shared = wbad;
-                        bad_value_shared = wbad_value;
-                    }
-                }
-                __syncthreads();
-                if (pass == 0) {
-                    bad = bad_shared;
-                    bad_value = bad_value_shared;
-                }
-                if (bad) break;  // the same decision in every thread
-                // (3) The rows below the block (later passes: the panel's): x L_d^T =
-                // a(i, jb..jb+nb-1).
-                for (int i = (pass > 0 ? N : jb + nb) + tid; i < R; i += nt) {
-                    T x[LB];
+            for (int s = 0; s <= r; ++s)
+                dl[r][s] = (r < nb) ? a[col_start(R, jb + s) + r - s] : T(1);
 #pragma unroll
-                    for (int s = 0; s < LB; ++s) {
-                        if (s < nb) {
-                            const T* cs = a + col_start(R, jb + s) - s;
-                            T* p = a + col_start(R, jb + s) + i - jb - s;
-                            T v = *p;
-#pragma unroll
-                            for (int q = 0; q < s; ++q) {
-                                const T* cq = a + col_start(R, jb + q) - q;
-                                v = fmad(-x[q], cq[s], v);
-                            }
-                            x[s] = v * dinv[jb + s];
-                            *p = x[s];
-                        }
-                    }
+        for (int s = 0; s < NB; ++s) {
+            if (pass > 0) {
+                dv[s] = (s < nb) ? dinv[jb + s] : T(1);
+            } else if (s < nb) {
+                const T d = dl[s][s];
+                if (!(d > T(0)) && bad == 0) {
+                    bad = jb + s + 1;
+                    bad_value = d;
                 }
-                __syncthreads();
+                // f32: 1 / sqrt(d) to 2 ulp in one step (1.01x to 1.07x at k = 2..8 on an
+                // H200); f64 keeps the correctly rounded root and quotient.
+                T piv, inv;
+                if constexpr (sizeof(T) == 4) {
+                    inv = rsqrt(d);
+                    piv = d * inv;
+                } else {
+                    piv = root(d);
+                    inv = T(1) / piv;
+                }
+                dl[s][s] = piv;
+                dv[s] = inv;
+#pragma unroll
+                for (int r = s + 1; r < NB; ++r) dl[r][s] *= inv;
+#pragma unroll
+                for (int r = s + 1; r < NB; ++r)
+#pragma unroll
+                    for (int q = s + 1; q <= r; ++q) dl[r][q] = fmad(-dl[r][s], dl[q][s], dl[r][q]);
             }
-        } else
-        for (int jb = 0; jb < N; jb += NB) {
-            const int nb = N - jb < NB ? N - jb : NB;
-            const int r0 = jb + nb;  // first row (and column) below the block
-            // (a) The diagonal block, factored by every thread (later passes: read back): dl =
-            // L_d, dv = 1 / diag(L_d).
-            T dl[NB][NB], dv[NB];
-#pragma unroll
-            for (int r = 0; r < NB; ++r)
-#pragma unroll
-                for (int s = 0; s <= r; ++s)
-                    dl[r][s] = (r < nb) ? a[col_start(R, jb + s) + r - s] : T(1);
+        }
+        if (bad) break;  // the same decision in every thread
+        // (b) The rows below the block (later passes: the panel's): x L_d^T =
+        // a(i, jb..jb+nb).
+        const int row0 = pass > 0 ? N : r0;
+        for (int i = row0 + tid; i < R; i += nt) {
 #pragma unroll
             for (int s = 0; s < NB; ++s) {
-                if (pass > 0) {
-                    dv[s] = (s < nb) ? dinv[jb + s] : T(1);
-                } else if (s < nb) {
-                    const T d = dl[s][s];
-                    if (!(d > T(0)) && bad == 0) {
-                        bad = jb + s + 1;
-                        bad_value = d;
-                    }
-                    // f32: 1 / sqrt(d) to 2 ulp in one step (1.01x to 1.07x at k = 2..8 on an
-                    // H200); f64 keeps the correctly rounded root and quotient.
-                    T piv, inv;
-                    if constexpr (sizeof(T) == 4) {
-                        inv = rsqrt(d);
-                        piv = d * inv;
-                    } else {
-                        piv = root(d);
-                        inv = T(1) / piv;
-                    }
-                    dl[s][s] = piv;
-                    dv[s] = inv;
+                if (s < nb) {
+                    T* p = a + col_start(R, jb + s) + i - jb - s;
+                    T v = *p;
 #pragma unroll
-                    for (int r = s + 1; r < NB; ++r) dl[r][s] *= inv;
-#pragma unroll
-                    for (int r = s + 1; r < NB; ++r)
-#pragma unroll
-                        for (int q = s + 1; q <= r; ++q) dl[r][q] = fmad(-dl[r][s], dl[q][s], dl[r][q]);
+                    for (int q = 0; q < s; ++q) v = fmad(-x[q], dl[s][q], v);
+                    x[s] = v * dv[s];
+                    *p = x[s];
                 }
             }
-            if (bad) break;  // the same decision in every thread
-            // (b) The rows below the block (later passes: the panel's): x L_d^T =
-            // a(i, jb..jb+nb).
-            const int row0 = pass > 0 ? N : r0;
-            for (int i = row0 + tid; i < R; i += nt) {
-                T x[NB];
+        }
+        __syncthreads();
+        // (c) The trailing columns r0..N-1 (rows i >= column): rank-nb update. The rows below
+        // the block come in 32-row chunks; row group g takes chunks g, g + groups, ...
+        // (PMW at a time, their panel values in registers), its warps the columns.
+        if (r0 < N) {
+            const int chunks = (R - row0 + 31) / 32;
+            for (int u0 = 0; group + groups * u0 < chunks; u0 += PMW) {
+                T li[PMW][NB];
 #pragma unroll
-                for (int s = 0; s < NB; ++s) {
-                    if (s < nb) {
-                        T* p = a + col_start(R, jb + s) + i - jb - s;
-                        T v = *p;
+                for (int p = 0; p < PMW; ++p) {
+                    const int i = row0 + 32 * (group + groups * (u0 + p)) + lane;
 #pragma unroll
-                        for (int q = 0; q < s; ++q) v = fmad(-x[q], dl[s][q], v);
-                        x[s] = v * dv[s];
-                        *p = x[s];
-                    }
+                    for (int s = 0; s < NB; ++s)
+                        li[p][s] =
+                            (i < R && s < nb) ? a[col_start(R, jb + s) + i - jb - s] : T(0);
                 }
-            }
-            __syncthreads();
-            // (c) The trailing columns r0..N-1 (rows i >= column): rank-nb update. The rows below
-            // the block come in 32-row chunks; row group g takes chunks g, g + groups, ...
-            // (PMW at a time, their panel values in registers), its warps the columns.
-            if (r0 < N) {
-                const int chunks = (R - row0 + 31) / 32;
-                for (int u0 = 0; group + groups * u0 < chunks; u0 += PMW) {
-                    T li[PMW][NB];
+                for (int cc = r0 + member; cc < N; cc += members) {
+                    T lc[NB];
+#pragma unroll
+                    for (int s = 0; s < NB; ++s)
+                        lc[s] = (s < nb) ? a[col_start(R, jb + s) + cc - jb - s] : T(0);
+                    T* col = a + col_start(R, cc) - cc;  // col[i] = entry (i, cc)
 #pragma unroll
                     for (int p = 0; p < PMW; ++p) {
-                        const int i = row0 + 32 * (group + groups * (u0 + p)) + lane;
+                        const int first = row0 + 32 * (group + groups * (u0 + p));
+                        if (first + 31 < cc || first >= R) continue;  // the whole warp
+                        const int i = first + lane;
+                        if (i >= cc && i < R) {
+                            T v = col[i];
 #pragma unroll
-                        for (int s = 0; s < NB; ++s)
-                            li[p][s] =
-                                (i < R && s < nb) ? a[col_start(R, jb + s) + i - jb - s] : T(0);
-                    }
-                    for (int cc = r0 + member; cc < N; cc += members) {
-                        T lc[NB];
-#pragma unroll
-                        for (int s = 0; s < NB; ++s)
-                            lc[s] = (s < nb) ? a[col_start(R, jb + s) + cc - jb - s] : T(0);
-                        T* col = a + col_start(R, cc) - cc;  // col[i] = entry (i, cc)
-#pragma unroll
-                        for (int p = 0; p < PMW; ++p) {
-                            const int first = row0 + 32 * (group + groups * (u0 + p));
-                            if (first + 31 < cc || first >= R) continue;  // the whole warp
-                            const int i = first + lane;
-                            if (i >= cc && i < R) {
-                                T v = col[i];
-#pragma unroll
-                                for (int s = 0; s < NB; ++s) v = fmad(-li[p][s], lc[s], v);
-                                col[i] = v;
-                            }
+                            for (int s = 0; s < NB; ++s) v = fmad(-li[p][s], lc[s], v);
+                            col[i] = v;
                         }
                     }
                 }
             }
-            // The factored diagonal block and its inverse pivots: nothing reads them in (c).
-            if (tid == 0 && pass == 0) {
+        }
+        // The factored diagonal block and its inverse pivots: nothing reads them in (c).
+        if (tid == 0 && pass == 0) {
 #pragma unroll
-                for (int r = 0; r < NB; ++r) {
-                    if (r < nb) {
-                        dinv[jb + r] = dv[r];
+            for (int r = 0; r < NB; ++r) {
+                if (r < nb) {
+                    dinv[jb + r] = dv[r];
 #pragma unroll
-                        for (int s = 0; s <= r; ++s) a[col_start(R, jb + s) + r - s] = dl[r][s];
-                    }
+                    for (int s = 0; s <= r; ++s) a[col_start(R, jb + s) + r - s] = dl[r][s];
                 }
             }
-            __syncthreads();
         }
-        if (bad) {
-            report_failure(e, bad, bad_value, info, pivot_value);
-            break;
-        }
+        __syncthreads();
+    }
+    bad_io = bad;
+    bad_value_io = bad_value;
+}
 
-        // 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the
-        // pass's rows of Y with themselves (at or below the diagonal) and with the rows of each
-        // earlier pass (read back from y_saved; this pass's go there first, if a later one
-        // needs them).
-        // The entry (a, b) of the result, sum = (Y Y^T)(a, b), goes out here: K_e(a, b) =
-        // A(a, b) - sum to both triangles, b_e(b) = sum on row nl.
-        auto gram_out = [&](int ar, int b, T sum) {
-            if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
-            if (ar == NL) {
-                if constexpr (G > 1)
-                    st[OFF_B + b] = sum;
-                else
-                    b_out[condensed_at<T>(NL, b, e)] = sum;
-            } else {
-                const T v = cf.template trace<NF>(tb, ar, b) - sum;
-                if constexpr (G > 1) {
-                    st[ar * NL + b] = v;
-                    st[b * NL + ar] = v;
-                } else {
-                    k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
-                    if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
-                }
-            }
-        };
-        if (pass + 1 < PASSES) {
-            T* ys = y_saved + (u64)pass * PW * N;
-            for (int t = tid; t < N * PW; t += nt) {
-                const int j = t / PW;
-                const int r = t - j * PW;
-                ys[t] = a[col_start(R, j) + N + r - j];
-            }
+// 3. K_e = A - Y Y^T (a >= b, both < nl) and b_e = Y Y(nl)^T (a = nl). In blocks: the pass's
+// rows of Y with themselves (at or below the diagonal) and with the rows of each earlier pass
+// (read back from y_saved; this pass's go there first, if a later one needs them). Every
+// entry (a, b) of the result, sum = (Y Y^T)(a, b), goes to out(a, b, sum) (out skips those
+// that are not outputs). TENSOR: on the tensor cores, else on the CUDA cores.
+template <typename T, int N, int NL, int TR, int PW, int PASSES, bool TENSOR, class Out>
+__device__ __forceinline__ void bordered_gram(const T* a, T* y_saved, int pass, int c0, int tid,
+                                              int nt, int lane, int warp, int warps, Out out) {
+    constexpr int R = N + PW;
+    constexpr int QA = (PW + 31) / 32;  // 32-column chunks of the panel
+    if (pass + 1 < PASSES) {
+        T* ys = y_saved + (u64)pass * PW * N;
+        for (int t = tid; t < N * PW; t += nt) {
+            const int j = t / PW;
+            const int r = t - j * PW;
+            ys[t] = a[col_start(R, j) + N + r - j];
         }
-        // The block of rows r of pass rp (this one: here) with the columns s of this pass.
-        for (int rp = 0; rp <= pass; ++rp) {
+    }
+    // The block of rows r of pass rp (this one: here) with the columns s of this pass.
+    for (int rp = 0; rp <= pass; ++rp) {
         const bool here = rp == pass;
         const T* ys = y_saved + (u64)rp * PW * N;  // entry (r, j) at j PW + r (rp < pass)
         // The block's (r, s) out: at or below the diagonal of this pass's own block (the
@@ -650,11 +622,11 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
         auto block_out = [&](int r, int s, T sum) {
             if (r >= PW || s >= PW) return;
             if (here)
-                gram_out(c0 + r, c0 + s, sum);
+                out(c0 + r, c0 + s, sum);
             else
-                gram_out(c0 + s, rp * PW + r, sum);
+                out(c0 + s, rp * PW + r, sum);
         };
-        if constexpr (HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)) {
+        if constexpr (TENSOR) {
             // On the tensor cores (f64; f32 as 3xTF32 where the factorisation is left-looking):
             // M x 8 tiles (I, J) of the block (this pass's own: at or below the diagonal,
             // 8 J < M (I + 1)), k-steps of K columns of Y (A zero past n). A warp task: tile
@@ -773,219 +745,369 @@ __device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restric
                         if (q < qmax) block_out(a0 + r, lane + 32 * q, acc[r][q]);
             }
         }
-        }  // rp
-        __syncthreads();
+    }  // rp
+}
 
-        // Z(row, col) (col < nl) and u0(row) (col = nl) out, for the pass's column r (col =
-        // c0 + r): staged (G > 1) or straight.
-        auto z_write = [&](int row, int r, T v) {
-            const int col = c0 + r;
-            if (r >= PW) return;
-            if constexpr (G > 1) {
-                if (col < NL)
-                    st[OFF_Z + row * NL + col] = v;
-                else if (col == NL)
-                    st[OFF_U0 + row] = v;
-            } else if (col < NL) {
-                z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
-            } else if (col == NL) {
-                u0_out[condensed_at<T>(N, row, e)] = v;
+// 4. [Z | u0] = L^-T Y^T, left-looking on the tensor cores from the bottom, in the transposed
+// form Z^T L = Y; every entry goes to out(row of Z, panel column of the pass, value).
+template <typename T, int N, int PW, class Out>
+__device__ __forceinline__ void bordered_solve_left(T* a, const T* dinv, int lane, int warp,
+                                                    int warps, Out out) {
+    constexpr int R = N + PW;
+    // Warp w owns the M-row tiles w, w + warps, ... of the panel columns col (the rows of Z^T,
+    // stored where Y was), and for each block of LB = 8 rows of Z, from the bottom up: (i)
+    // X(col, s) = Y(col, jb + s) - sum over the rows r below the block of Z^T(col, r)
+    // L(r, jb + s) (M x 8 tiles, k-steps of K rows, two chains), in place; (ii) lane c < M of
+    // the warp solves L_d^T z = x for column c of its tile, from the last row up, in place and
+    // out (col: the pass's panel columns). A warp reads only its own columns of Y and Z and the
+    // finished L: no barriers (the right-looking bordered_solve_right needs one per block).
+    using Mma = MmaTile<T>;
+    constexpr int LB = 8, TM = Mma::M;
+    constexpr int TILES = (PW + TM - 1) / TM;
+    for (int I = warp; I < TILES; I += warps) {
+        const int t0 = TM * I;
+        for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
+            const int nb = N - jb < LB ? N - jb : LB;
+            typename Mma::Acc acc[2];
+#pragma unroll
+            for (int v = 0; v < Mma::CV; ++v) {
+                const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                const int at = col_start(R, jb + s) + N - jb - s + col;
+                Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
+                Mma::set(acc[1], v, T(0));
             }
-        };
-        if constexpr (LEFT && HDG_HAS_MMA) {
-            // 4. [Z | u0] = L^-T Y^T on the tensor cores, left-looking from the bottom, in the
-            // transposed form Z^T L = Y: warp w owns the M-row tiles w, w + warps, ... of
-            // the panel columns col (the rows of Z^T, stored where Y was), and for each block of
-            // LB = 8 rows of Z, from the bottom up: (i) X(col, s) = Y(col, jb + s) - sum over the
-            // rows r below the block of Z^T(col, r) L(r, jb + s) (M x 8 tiles, k-steps of K rows,
-            // two chains), in place; (ii) lane c < M of the warp solves L_d^T z = x for column
-            // c of its tile, from the last row up, in place and out (col: the pass's panel
-            // columns). A warp reads only its own
-            // columns of Y and Z and the finished L: no barriers (the right-looking path below
-            // needs one per block).
-            using Mma = MmaTile<T>;
-            constexpr int LB = 8, TM = Mma::M;
-            constexpr int TILES = (PW + TM - 1) / TM;
-            for (int I = warp; I < TILES; I += warps) {
-                const int t0 = TM * I;
-                for (int jb = (N - 1) / LB * LB; jb >= 0; jb -= LB) {
-                    const int nb = N - jb < LB ? N - jb : LB;
-                    typename Mma::Acc acc[2];
+            // Every block with rows below it has nb = LB. Rows r >= n (the last
+            // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
+            // there: finite). Columns past the pass's read on past the column: only
+            // rows of C that are not written.
+            mma_steps<T>(
+                acc, lane, jb + nb, N,
+                [&](int r, int col) {
+                    const int rc = r < N ? r : N - 1;
+                    const T x = a[col_start(R, rc) + N - rc + t0 + col];
+                    return r < N ? x : T(0);
+                },
+                [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
 #pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                        const int at = col_start(R, jb + s) + N - jb - s + col;
-                        Mma::set(acc[0], v, (col < PW && s < nb) ? a[at] : T(0));
-                        Mma::set(acc[1], v, T(0));
+            for (int v = 0; v < Mma::CV; ++v) {
+                const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
+                if (col < PW && s < nb)
+                    a[col_start(R, jb + s) + N - jb - s + col] =
+                        Mma::get(acc[0], v) + Mma::get(acc[1], v);
+            }
+            __syncwarp();
+            const int col = t0 + lane;
+            if (lane < TM && col < PW) {
+                T z[LB];
+#pragma unroll
+                for (int s = 0; s < LB; ++s)
+                    z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
+#pragma unroll
+                for (int s = LB - 1; s >= 0; --s) {
+                    if (s < nb) {
+                        const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
+#pragma unroll
+                        for (int t = s + 1; t < LB; ++t)
+                            if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
+                        z[s] *= dinv[jb + s];
+                        a[col_start(R, jb + s) + N - jb - s + col] = z[s];
+                        out(jb + s, col, z[s]);
                     }
-                    // Every block with rows below it has nb = LB. Rows r >= n (the last
-                    // k-step) read row n - 1 of Z^T and are zero in A (B reads on into W^T
-                    // there: finite). Columns past the pass's read on past the column: only
-                    // rows of C that are not written.
-                    mma_steps<T>(
-                        acc, lane, jb + nb, N,
-                        [&](int r, int col) {
-                            const int rc = r < N ? r : N - 1;
-                            const T x = a[col_start(R, rc) + N - rc + t0 + col];
-                            return r < N ? x : T(0);
-                        },
-                        [&](int r, int s) { return -a[col_start(R, jb + s) - jb - s + r]; });
-#pragma unroll
-                    for (int v = 0; v < Mma::CV; ++v) {
-                        const int col = t0 + Mma::c_row(lane, v), s = Mma::c_col(lane, v);
-                        if (col < PW && s < nb)
-                            a[col_start(R, jb + s) + N - jb - s + col] =
-                                Mma::get(acc[0], v) + Mma::get(acc[1], v);
-                    }
-                    __syncwarp();
-                    const int col = t0 + lane;
-                    if (lane < TM && col < PW) {
-                        T z[LB];
-#pragma unroll
-                        for (int s = 0; s < LB; ++s)
-                            z[s] = (s < nb) ? a[col_start(R, jb + s) + N - jb - s + col] : T(0);
-#pragma unroll
-                        for (int s = LB - 1; s >= 0; --s) {
-                            if (s < nb) {
-                                const T* ls = a + col_start(R, jb + s) - s;  // ls[t] = L(jb + t, jb + s)
-#pragma unroll
-                                for (int t = s + 1; t < LB; ++t)
-                                    if (t < nb) z[s] = fmad(-ls[t], z[t], z[s]);
-                                z[s] *= dinv[jb + s];
-                                a[col_start(R, jb + s) + N - jb - s + col] = z[s];
-                                z_write(jb + s, col, z[s]);
-                            }
-                        }
-                    }
-                    __syncwarp();
                 }
             }
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+}
+
+// 4. The same, right-looking on the CUDA cores, NB rows at a time from the bottom; out as in
+// bordered_solve_left. QA: the 32-column chunks of the panel, QAW: those a column group holds
+// at a time.
+template <typename T, int N, int NB, int PW, int QA, int QAW, class Out>
+__device__ __forceinline__ void bordered_solve_right(T* a, const T* dinv, int lane, int group,
+                                                     int groups, int member, int members,
+                                                     Out out) {
+    constexpr int R = N + PW;
+    // The panel columns come in 32-column chunks; column group g takes chunks g, g + groups,
+    // ... (QAW at a time, lane l column l of each), its warps the rows above the block.
+    constexpr int NBLK = (N + NB - 1) / NB;
+    for (int blk = NBLK - 1; blk >= 0; --blk) {
+        const int jb = blk * NB;
+        const int nb = N - jb < NB ? N - jb : NB;
+        for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
+            T z[QAW][NB];
+#pragma unroll
+            for (int q = 0; q < QAW; ++q) {
+                const int col = 32 * (group + groups * (u0 + q)) + lane;
+#pragma unroll
+                for (int s = 0; s < NB; ++s)
+                    z[q][s] = (col < PW && s < nb) ? a[col_start(R, jb + s) + N + col - jb - s]
+                                                   : T(0);
+            }
+            // The diagonal block: L_d^T z = y, from its last row up.
+#pragma unroll
+            for (int s = NB - 1; s >= 0; --s) {
+                if (s < nb) {
+                    const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
+                    const T ds = dinv[jb + s];
+#pragma unroll
+                    for (int t = s + 1; t < NB; ++t) {
+                        if (t < nb) {
+                            const T lts = a[cs + t];
+#pragma unroll
+                            for (int q = 0; q < QAW; ++q) z[q][s] = fmad(-lts, z[q][t], z[q][s]);
+                        }
+                    }
+#pragma unroll
+                    for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
+                }
+            }
+            // Out: row jb + s by the group's member s % members.
+#pragma unroll
+            for (int s = 0; s < NB; ++s) {
+                if (s < nb && s % members == member) {
+#pragma unroll
+                    for (int q = 0; q < QAW; ++q) {
+                        const int col = 32 * (group + groups * (u0 + q)) + lane;
+                        out(jb + s, col, z[q][s]);
+                    }
+                }
+            }
+            // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
+            for (int cc = member; cc < jb; cc += members) {
+                const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
+                T lc[NB];
+#pragma unroll
+                for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
+#pragma unroll
+                for (int q = 0; q < QAW; ++q) {
+                    const int col = 32 * (group + groups * (u0 + q)) + lane;
+                    if (col < PW) {
+                        T v = a[base + N + col];
+#pragma unroll
+                        for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
+                        a[base + N + col] = v;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// G > 1: the outputs of group group_index (those of its G elements that are among the nc) out
+// of the staging area, value by value, its G elements side by side: with G = 32 / sizeof(T),
+// one block of the sector-blocked layout, consecutive threads write consecutive addresses (a
+// failed element's slot holds stale values: it is flagged in info). x: the batch of U values.
+template <typename T, int N, int NL, int G>
+__device__ __forceinline__ void bordered_write_group(const T* stage, u64 group_index, u64 nc,
+                                                     int tid, int nt, T* k_out, T* b_out,
+                                                     T* z_out, T* u0_out, T (&x)[4]) {
+    constexpr int OUT = bordered_outputs<N, NL>();
+    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
+    const u64 first = group_index * G;
+    const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
+    // U values per thread and pass (x), their reads issued together: the staging area in global
+    // memory is read back from L2, and one read in flight at a time left the loop waiting
+    // on it (4: 1.05x to 1.17x over 1 at k = 2..4 in f64 on an H200; 8 and 16 less).
+    constexpr int U = 4;
+    for (int t0 = tid; t0 < OUT * G; t0 += U * nt) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int t = t0 + u * nt;
+            if (t < OUT * G) x[u] = stage[(t % G) * OUT + t / G];
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int t = t0 + u * nt;
+            const int v = t / G;
+            const int gi = t - v * G;
+            if (t >= OUT * G || gi >= valid) continue;
+            const u64 e = first + gi;
+            if (v < OFF_B)
+                k_out[condensed_at<T>(NL * NL, v, e)] = x[u];
+            else if (v < OFF_Z)
+                b_out[condensed_at<T>(NL, v - OFF_B, e)] = x[u];
+            else if (v < OFF_U0)
+                z_out[condensed_at<T>(N * NL, v - OFF_Z, e)] = x[u];
+            else
+                u0_out[condensed_at<T>(N, v - OFF_U0, e)] = x[u];
+        }
+    }
+}
+
+// The kernel: the phases above, in turn, for every element of the block's groups. Its machine
+// code has the resource use of the single function the phases were cut from (ptxas: the same
+// registers, stack frame, spills and shared memory for every instantiation, in the sm_90 cubin
+// and in the compute_75 PTX compiled for sm_80 to sm_120). The compiler is sensitive to where
+// values live (an earlier split into member functions spilled 372/412 bytes instead of 324/336
+// at f64 tetrahedra k = 4, 11% slower), and that takes a few things here: the register tiles
+// that a phase fills only in part (x, dv: the entries past nb are never written) are declared
+// here, not in the phase, so that the compiler carries them through the kernel's loops as
+// before (declared in the phases: f64 triangles at k = 4 went from 79 to 76 registers, but the
+// f32 tetrahedra at k = 6 spilled more); the factorisations copy bad and bad_value into locals
+// and back; and the left-looking one gets lane by reference and its pivot verdict's shared
+// variables from here.
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
+          bool LEFT, int CH, u64 SHARED_BYTES>
+__device__ void condense_bordered(const Tables& tb, const Cells& c, T* __restrict__ k_out,
+                                  T* __restrict__ b_out, T* __restrict__ z_out,
+                                  T* __restrict__ u0_out, int* __restrict__ info,
+                                  T* __restrict__ pivot_value, T* __restrict__ scratch) {
+    constexpr int F = C::NFACES;
+    constexpr int NL = F * NF;
+    using Layout = BorderedLayout<T, N, NL, G, GLOBAL_STAGE, CH>;
+    static_assert(Layout::BYTES == SHARED_BYTES,
+                  "the shared memory of src/element_instances.rs (bordered_shared_values) is not "
+                  "this kernel's layout");
+    constexpr int LD = Layout::LD;
+    constexpr int PW = Layout::PW;
+    constexpr int PASSES = (LD + PW - 1) / PW;
+    static_assert(PASSES == 1 || G == 1, "a panel in passes writes its outputs directly");
+    constexpr int R = Layout::R;  // order of the bordered matrix (of one pass)
+    constexpr int PM = (R + 31) / 32;         // 32-row chunks of the bordered matrix
+    constexpr int PMW = (PM + RW - 1) / RW;   // chunks per row group (trailing update)
+    constexpr int QA = (PW + 31) / 32;        // 32-column chunks of the panel (steps 3, 4)
+    constexpr int QAW = (QA + RW - 1) / RW;   // chunks per column group (step 4)
+    constexpr int OUT = bordered_outputs<N, NL>();
+    constexpr int OFF_B = NL * NL, OFF_Z = OFF_B + NL, OFF_U0 = OFF_Z + N * NL;
+    if (!shared_memory_ok(SHARED_BYTES, info)) return;
+    HDG_DYNAMIC_SHARED(smem_raw);
+    T* a = reinterpret_cast<T*>(smem_raw);
+    T* dinv = a + Layout::DINV;
+    // G > 1: the outputs of the group's elements, OUT values each, after dinv in shared memory
+    // or in the block's own G OUT values of the global scratch.
+    T* stage = GLOBAL_STAGE ? scratch + (u64)blockIdx.x * G * OUT : a + Layout::STAGE;
+    // PASSES > 1: Y of the passes before the last, in the block's own part of the global
+    // scratch (PASSES - 1 blocks of n x PW values; entry (row r of the pass, column j) at
+    // j PW + r), read back by the Gram products of the later passes while still in L2.
+    T* y_saved = scratch + (u64)blockIdx.x * (PASSES - 1) * PW * N;
+    __shared__ CondenseCoefficients<C, T> cf;
+
+    const int tid = threadIdx.x;
+    const int nt = blockDim.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int warps = nt >> 5;
+    // Warp groups of steps 2c and 4: RW groups (of rows, of panel columns) when the warps
+    // divide evenly, else one; each group's warps share out the columns (rows) cyclically.
+    const int groups = (warps % RW == 0) ? RW : 1;
+    const int group = warp % groups;
+    const int member = warp / groups;
+    const int members = warps / groups;
+    const u64 nc = c.n_cells;
+    const T* fk = ptr<T>(c.load);
+
+    // Groups of G consecutive elements (G = 1: one element), block b the groups b, b + grid, ...
+    const u64 n_groups = (nc + G - 1) / G;
+    for (u64 group_index = blockIdx.x; group_index < n_groups; group_index += gridDim.x) {
+        for (int gi = 0; gi < G; ++gi) {
+            const u64 e = group_index * G + gi;
+            if (e >= nc) break;  // the same for every thread
+            T* st = stage + gi * OUT;
+            if (tid == 0) cf.load(c, e);
             __syncthreads();
-        } else {
-            // 4. [Z | u0] = L^-T Y^T, NB rows at a time from the bottom. The panel columns come in
-            // 32-column chunks; column group g takes chunks g, g + groups, ... (QAW at a time, lane
-            // l column l of each), its warps the rows above the block.
-            {
-                constexpr int NBLK = (N + NB - 1) / NB;
-                for (int blk = NBLK - 1; blk >= 0; --blk) {
-                    const int jb = blk * NB;
-                    const int nb = N - jb < NB ? N - jb : NB;
-                    for (int u0 = 0; group + groups * u0 < QA; u0 += QAW) {
-                        T z[QAW][NB];
-    #pragma unroll
-                        for (int q = 0; q < QAW; ++q) {
-                            const int col = 32 * (group + groups * (u0 + q)) + lane;
-    #pragma unroll
-                            for (int s = 0; s < NB; ++s)
-                                z[q][s] = (col < PW && s < nb)
-                                              ? a[col_start(R, jb + s) + N + col - jb - s]
-                                              : T(0);
-                        }
-                        // The diagonal block: L_d^T z = y, from its last row up.
-    #pragma unroll
-                        for (int s = NB - 1; s >= 0; --s) {
-                            if (s < nb) {
-                                const int cs = col_start(R, jb + s) - s;  // cs + t: L(jb + t, jb + s)
-                                const T ds = dinv[jb + s];
-    #pragma unroll
-                                for (int t = s + 1; t < NB; ++t) {
-                                    if (t < nb) {
-                                        const T lts = a[cs + t];
-    #pragma unroll
-                                        for (int q = 0; q < QAW; ++q)
-                                            z[q][s] = fmad(-lts, z[q][t], z[q][s]);
-                                    }
-                                }
-    #pragma unroll
-                                for (int q = 0; q < QAW; ++q) z[q][s] *= ds;
-                            }
-                        }
-                        // Out: row jb + s by the group's member s % members.
-    #pragma unroll
-                        for (int s = 0; s < NB; ++s) {
-                            if (s < nb && s % members == member) {
-    #pragma unroll
-                                for (int q = 0; q < QAW; ++q) {
-                                    const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                    z_write(jb + s, col, z[q][s]);
-                                }
-                            }
-                        }
-                        // The rows above: Y(col, cc) -= sum_s L(jb + s, cc) z(s, col), cc < jb.
-                        for (int cc = member; cc < jb; cc += members) {
-                            const int base = col_start(R, cc) - cc;  // base + i: entry (i, cc)
-                            T lc[NB];
-    #pragma unroll
-                            for (int s = 0; s < NB; ++s) lc[s] = (s < nb) ? a[base + jb + s] : T(0);
-    #pragma unroll
-                            for (int q = 0; q < QAW; ++q) {
-                                const int col = 32 * (group + groups * (u0 + q)) + lane;
-                                if (col < PW) {
-                                    T v = a[base + N + col];
-    #pragma unroll
-                                    for (int s = 0; s < NB; ++s) v = fmad(-lc[s], z[q][s], v);
-                                    a[base + N + col] = v;
-                                }
-                            }
+            int bad = 0;
+            T bad_value = T(0);
+            // The panel's passes (one but for the largest elements): the columns c0..c0 + PW - 1
+            // of W.
+            for (int pass = 0; pass < PASSES; ++pass) {
+                const int c0 = pass * PW;
+
+                // 1. S and W^T, formed.
+                bordered_form<C, T, N, NF, PW>(a, cf, tb, fk, nc, e, pass, c0, tid, nt);
+                __syncthreads();
+
+                // 2. The first n steps of the bordered Cholesky factorisation (L, Y = W^T L^-T);
+                // in the later passes L is known and only the panel's rows are solved.
+                if constexpr (LEFT && HDG_HAS_MMA) {
+                    __shared__ int bad_shared;
+                    __shared__ T bad_value_shared;
+                    T x[8];
+                    bordered_factor_left<T, N, PW>(a, dinv, pass, tid, nt, lane, warp, warps, bad,
+                                                   bad_value, x, bad_shared, bad_value_shared);
+                } else {
+                    T dv[NB], x[NB];
+                    bordered_factor_right<T, N, NB, PW, PMW>(a, dinv, pass, tid, nt, lane, group,
+                                                             groups, member, members, bad,
+                                                             bad_value, dv, x);
+                }
+                if (bad) {
+                    report_failure(e, bad, bad_value, info, pivot_value);
+                    break;
+                }
+
+                // 3. K_e = A - Y Y^T and b_e. The entry (a, b) of the result, sum = (Y Y^T)(a, b),
+                // goes out here: K_e(a, b) = A(a, b) - sum to both triangles, b_e(b) = sum on
+                // row nl.
+                auto gram_out = [&](int ar, int b, T sum) {
+                    if (ar >= LD || b >= NL || (ar < NL && b > ar)) return;
+                    if (ar == NL) {
+                        if constexpr (G > 1)
+                            st[OFF_B + b] = sum;
+                        else
+                            b_out[condensed_at<T>(NL, b, e)] = sum;
+                    } else {
+                        const T v = cf.template trace<NF>(tb, ar, b) - sum;
+                        if constexpr (G > 1) {
+                            st[ar * NL + b] = v;
+                            st[b * NL + ar] = v;
+                        } else {
+                            k_out[condensed_at<T>(NL * NL, ar * NL + b, e)] = v;
+                            if (ar != b) k_out[condensed_at<T>(NL * NL, b * NL + ar, e)] = v;
                         }
                     }
-                    __syncthreads();
-                }
-            }
-        }
-    }  // pass
-        if (tid == 0 && !bad) info[e] = 0;
-    }
-    if constexpr (G > 1) {
-        // The group's outputs, value by value, its G elements side by side: with G = 32 /
-        // sizeof(T), one block of the sector-blocked layout, consecutive threads write
-        // consecutive addresses (a failed element's slot holds stale values: it is flagged in
-        // info).
-        __syncthreads();
-        const u64 first = group_index * G;
-        const int valid = nc - first < (u64)G ? (int)(nc - first) : G;
-        // U values per thread and pass, their reads issued together: the staging area in global
-        // memory is read back from L2, and one read in flight at a time left the loop waiting
-        // on it (4: 1.05x to 1.17x over 1 at k = 2..4 in f64 on an H200; 8 and 16 less).
-        constexpr int U = 4;
-        for (int t0 = tid; t0 < OUT * G; t0 += U * nt) {
-            T x[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int t = t0 + u * nt;
-                if (t < OUT * G) x[u] = stage[(t % G) * OUT + t / G];
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int t = t0 + u * nt;
-                const int v = t / G;
-                const int gi = t - v * G;
-                if (t >= OUT * G || gi >= valid) continue;
-                const u64 e = first + gi;
-                if (v < OFF_B)
-                    k_out[condensed_at<T>(NL * NL, v, e)] = x[u];
-                else if (v < OFF_Z)
-                    b_out[condensed_at<T>(NL, v - OFF_B, e)] = x[u];
-                else if (v < OFF_U0)
-                    z_out[condensed_at<T>(N * NL, v - OFF_Z, e)] = x[u];
+                };
+                bordered_gram<T, N, NL, TR, PW, PASSES,
+                              HDG_HAS_MMA && (sizeof(T) == 8 || LEFT)>(
+                    a, y_saved, pass, c0, tid, nt, lane, warp, warps, gram_out);
+                __syncthreads();
+
+                // 4. [Z | u0] = L^-T Y^T. Z(row, col) (col < nl) and u0(row) (col = nl) out, for
+                // the pass's column r (col = c0 + r): staged (G > 1) or straight.
+                auto z_write = [&](int row, int r, T v) {
+                    const int col = c0 + r;
+                    if (r >= PW) return;
+                    if constexpr (G > 1) {
+                        if (col < NL)
+                            st[OFF_Z + row * NL + col] = v;
+                        else if (col == NL)
+                            st[OFF_U0 + row] = v;
+                    } else if (col < NL) {
+                        z_out[condensed_at<T>(N * NL, row * NL + col, e)] = v;
+                    } else if (col == NL) {
+                        u0_out[condensed_at<T>(N, row, e)] = v;
+                    }
+                };
+                if constexpr (LEFT && HDG_HAS_MMA)
+                    bordered_solve_left<T, N, PW>(a, dinv, lane, warp, warps, z_write);
                 else
-                    u0_out[condensed_at<T>(N, v - OFF_U0, e)] = x[u];
-            }
+                    bordered_solve_right<T, N, NB, PW, QA, QAW>(a, dinv, lane, group, groups,
+                                                                member, members, z_write);
+            }  // pass
+            if (tid == 0 && !bad) info[e] = 0;
         }
-        __syncthreads();
-    }
+        // The group's outputs, out of the staging area (G > 1).
+        if constexpr (G > 1) {
+            __syncthreads();
+            T x[4];
+            bordered_write_group<T, N, NL, G>(stage, group_index, nc, tid, nt, k_out, b_out,
+                                              z_out, u0_out, x);
+            __syncthreads();
+        }
     }
 }
 
 #ifndef HDG_EMULATION
 // Instantiations: one per row of the table in src/element_instances.rs (BorderedTuning there
 // says what each parameter tunes; BENCHMARKS.md has the measurements behind the choices).
-#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW)              \
+#define BORDERED(T, CELL, NAME, K, NB, RW, TR, BOUNDS, G, GLOBAL_STAGE, LEFT, PW, SHARED)      \
     extern "C" __global__ void __launch_bounds__ BOUNDS                                        \
         condense_bordered_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,    \
                                           T* u0_out, int* info, T* pv, T* scratch) {           \
         condense_bordered<CELL, T, CELL::n(K), CELL::nf(K), NB, RW, TR, G, GLOBAL_STAGE, LEFT, \
-                          PW>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);          \
+                          PW, SHARED>(tb, c, k_out, b_out, z_out, u0_out, info, pv, scratch);  \
     }
 FOR_EACH_BORDERED(BORDERED)
 #endif  // HDG_EMULATION

@@ -71,7 +71,9 @@ use std::str::FromStr;
 use hdg_core::CellType;
 
 pub use crate::block_sizes::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
-use crate::element_instances::{bordered_tuning, BorderedTuning, BORDERED_SLACK};
+use crate::element_instances::{
+    bordered_shared_values, bordered_tuning, condensation_outputs, polynomials, BorderedTuning,
+};
 pub use crate::element_instances::{
     OutputStaging, MAX_BLOCK_THREADS, MAX_ELEMENT_ORDER, MAX_THREAD_ORDER_TETRAHEDRON,
 };
@@ -232,16 +234,11 @@ pub struct ElementSizes {
 impl ElementSizes {
     /// The sizes of cell type `cell` at order `k`.
     pub fn new(cell: CellType, k: usize) -> Self {
-        let (n, n_f, n_post) = match cell {
-            CellType::Triangle => ((k + 1) * (k + 2) / 2, k + 1, (k + 2) * (k + 3) / 2),
-            CellType::Tetrahedron => (
-                (k + 1) * (k + 2) * (k + 3) / 6,
-                (k + 1) * (k + 2) / 2,
-                (k + 2) * (k + 3) * (k + 4) / 6,
-            ),
-        };
+        let dim = cell.dim();
+        let (n, n_f, n_post) =
+            (polynomials(dim, k), polynomials(dim - 1, k), polynomials(dim, k + 1));
         let faces = cell.faces_per_cell();
-        ElementSizes { dim: cell.dim(), faces, n, n_f, nl: faces * n_f, n_post }
+        ElementSizes { dim, faces, n, n_f, nl: faces * n_f, n_post }
     }
 }
 
@@ -377,11 +374,6 @@ pub fn bordered_panel_columns(cell: CellType, k: usize, precision: Precision) ->
     }
 }
 
-/// Values of one element's outputs of the condensation: K_e, b_e, Z and u0.
-fn condensation_outputs(s: &ElementSizes) -> usize {
-    s.nl * s.nl + s.nl + s.n * s.nl + s.n
-}
-
 /// Dynamic shared memory (bytes) of a block-design kernel (0 for the thread design).
 pub fn shared_bytes(
     stage: ElementStage,
@@ -397,18 +389,16 @@ pub fn shared_bytes(
             s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1)
         }
         (ElementStage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
-        // The first n columns of the bordered matrix of order n + pw (pw columns of W per
-        // pass, bordered_panel_columns), 1 / L(j, j), the outputs of a group of elements where
-        // they are staged in shared memory, and the slack that the tensor-core tiles read into
-        // (BORDERED_SLACK).
+        // The trapezoid of pw columns of W per pass (bordered_panel_columns), 1 / L(j, j), the
+        // outputs of a group of elements where they are staged in shared memory, and the slack:
+        // the bytes build.rs generates for the kernel, which checks its layout against them
+        // (bordered_shared_values). Without a kernel, what one in one pass with direct stores
+        // would take.
         (ElementStage::Condense, Design::Bordered) => {
-            let pw = bordered_panel_columns(cell, k, precision);
-            let group = bordered_output_group(cell, k, precision);
-            let staged = match group.staging {
-                OutputStaging::Shared => group.elements * condensation_outputs(&s),
-                OutputStaging::Direct | OutputStaging::Global => 0,
-            };
-            s.n * (s.n + pw) - s.n * (s.n - 1) / 2 + s.n + staged + BORDERED_SLACK
+            match bordered(stage, design, cell, k, precision) {
+                Some(tuning) => return tuning.shared_bytes(),
+                None => bordered_shared_values(s.n, s.nl, s.nl + 1, 0),
+            }
         }
         (ElementStage::Recover, _) => s.nl + s.n,
         (ElementStage::Postprocess, _) => {
@@ -437,7 +427,7 @@ pub fn global_scratch_per_block(
             let pw = bordered_panel_columns(cell, k, precision);
             let earlier_passes = (s.nl + 1).div_ceil(pw) - 1;
             let staged = match group.staging {
-                OutputStaging::Global => group.elements * condensation_outputs(&s),
+                OutputStaging::Global => group.elements * condensation_outputs(s.n, s.nl),
                 OutputStaging::Direct | OutputStaging::Shared => 0,
             };
             staged + earlier_passes * pw * s.n
@@ -602,8 +592,9 @@ mod tests {
         );
         // The bordered condensation: n columns of the order n + pw matrix, 1 / L(j, j) and 16
         // values of slack. All of W at once (pw = nl + 1 = 181) would take 349928 B at k = 8
-        // in f64; two passes of pw = 91 take 231128 B (as condense_bordered.cu computes it),
-        // which fits, with the first pass's Y (165 x 91) in the global scratch.
+        // in f64; two passes of pw = 91 take 231128 B (the kernel's generated size, which its
+        // layout is checked against), which fits, with the first pass's Y (165 x 91) in the
+        // global scratch.
         assert_eq!(8 * (165 * 346 - 165 * 164 / 2 + 165 + 16), 349_928);
         let tet8 = (CellType::Tetrahedron, 8, Precision::F64);
         assert_eq!(bordered_panel_columns(tet8.0, tet8.1, tet8.2), 91);
@@ -664,6 +655,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bordered_shared_bytes_are_the_generated_ones() {
+        // The launches' shared memory is what build.rs writes for every bordered kernel into
+        // element_instances.cuh (BorderedTuning::shared_bytes, which the kernel checks its
+        // layout against): the table's sizes are the cells', its passes and groups the
+        // design's.
+        let mut rows = 0;
+        for cell in [CellType::Triangle, CellType::Tetrahedron] {
+            for k in 1..=MAX_ELEMENT_ORDER {
+                for p in [Precision::F32, Precision::F64] {
+                    let Some(tuning) = bordered_tuning(p.name(), cell_name(cell), k) else {
+                        continue;
+                    };
+                    let s = ElementSizes::new(cell, k);
+                    assert_eq!(tuning.sizes(), (s.n, s.nl), "{cell:?} {k}");
+                    let group = bordered_output_group(cell, k, p);
+                    let staged = match group.staging {
+                        OutputStaging::Shared => group.elements,
+                        OutputStaging::Direct | OutputStaging::Global => 0,
+                    };
+                    let pw = bordered_panel_columns(cell, k, p);
+                    let values = bordered_shared_values(s.n, s.nl, pw, staged);
+                    let launched =
+                        shared_bytes(ElementStage::Condense, Design::Bordered, cell, k, p);
+                    assert_eq!(launched, values * p.bytes(), "{cell:?} {k} {p:?}");
+                    rows += 1;
+                }
+            }
+        }
+        assert_eq!(rows, crate::element_instances::BORDERED.len());
     }
 
     #[test]

@@ -24,6 +24,36 @@ pub const MAX_BLOCK_THREADS: u32 = 256;
 /// allocation.
 pub const BORDERED_SLACK: usize = 16;
 
+/// Dimension of the polynomials of degree at most `k` in `d` variables, binomial(k + d, d): the
+/// volume basis functions of a `d`-simplex at order `k` (and, with `d - 1`, those of a face).
+pub const fn polynomials(d: usize, k: usize) -> usize {
+    let mut p = 1;
+    let mut i = 1;
+    while i <= d {
+        p = p * (k + i) / i;
+        i += 1;
+    }
+    p
+}
+
+/// Values of one element's outputs of the condensation: K_e (nl x nl), b_e (nl), Z (n x nl)
+/// and u0 (n).
+pub const fn condensation_outputs(n: usize, nl: usize) -> usize {
+    nl * nl + nl + n * nl + n
+}
+
+/// Values (of the precision) of dynamic shared memory of the bordered condensation of `n`
+/// volume basis functions and `nl` trace unknowns, `pw` columns of W per pass: the first n
+/// columns of the bordered matrix of order n + pw (column j holding its rows j..), 1 / L(j, j)
+/// (n values), the outputs of `staged` elements where they wait in shared memory (the output
+/// group with [`OutputStaging::Shared`], else 0), and [`BORDERED_SLACK`]. The one formula:
+/// [`crate::design`] launches the kernels with it, and `build.rs` writes it for each of them
+/// into `element_instances.cuh` ([`BorderedTuning::shared_bytes`]), where
+/// `kernels/condense_bordered.cu` checks at compile time that its layout ends there.
+pub const fn bordered_shared_values(n: usize, nl: usize, pw: usize, staged: usize) -> usize {
+    n * (n + pw) - n * (n - 1) / 2 + n + staged * condensation_outputs(n, nl) + BORDERED_SLACK
+}
+
 /// Where the bordered condensation keeps the outputs of a group of elements until it writes
 /// them ([`BorderedTuning::output_group`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +122,28 @@ impl BorderedTuning {
         } else {
             8
         }
+    }
+
+    /// Volume basis functions n and trace unknowns nl (faces x n_f) of the row's cell at its
+    /// order.
+    pub fn sizes(&self) -> (usize, usize) {
+        let d = match self.cell {
+            "tri" => 2,
+            "tet" => 3,
+            other => panic!("element_instances.rs: unknown cell {other}"),
+        };
+        (polynomials(d, self.k), (d + 1) * polynomials(d - 1, self.k))
+    }
+
+    /// Bytes of dynamic shared memory of the row's kernel ([`bordered_shared_values`]).
+    pub fn shared_bytes(&self) -> usize {
+        let (n, nl) = self.sizes();
+        let pw = self.panel_columns.unwrap_or(nl + 1);
+        let staged = match self.staging {
+            OutputStaging::Shared => self.output_group(),
+            OutputStaging::Direct | OutputStaging::Global => 0,
+        };
+        bordered_shared_values(n, nl, pw, staged) * self.precision_bytes()
     }
 }
 

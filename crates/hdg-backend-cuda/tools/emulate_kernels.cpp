@@ -121,6 +121,21 @@ inline void hdg_emulated_mma_tf32_16x8x8(float (&c)[4], const float (&a)[4], con
 #include "condense_bordered.cu"
 #include "assemble.cu"
 
+// The bordered condensation on `grid` blocks of `threads` threads, with the dynamic shared memory
+// of its layout (the table's instantiations get theirs from build.rs, which condense_bordered
+// checks against the same layout; these are the emulation's own); returns its bytes.
+template <class C, typename T, int N, int NF, int NB, int RW, int TR, int G, bool GLOBAL_STAGE,
+          bool LEFT, int CH = 0>
+size_t launch_bordered(unsigned grid, unsigned threads, const Tables& tb, const Cells& c, T* k,
+                       T* b, T* z, T* u0, int* info, T* pv, T* scratch) {
+    constexpr u64 bytes = BorderedLayout<T, N, C::NFACES * NF, G, GLOBAL_STAGE, CH>::BYTES;
+    launch(grid, threads, bytes, [&] {
+        condense_bordered<C, T, N, NF, NB, RW, TR, G, GLOBAL_STAGE, LEFT, CH, bytes>(
+            tb, c, k, b, z, u0, info, pv, scratch);
+    });
+    return bytes;
+}
+
 // Runs fn on `grid` blocks of `threads` threads, blocks one after the other.
 void launch(unsigned grid, unsigned threads, size_t shared, const std::function<void()>& fn) {
     blockDim.x = threads;
@@ -358,43 +373,33 @@ int run(int nc) {
                                                    : 1;
         std::vector<double> stage_scratch(scratch_values, NAN);
         std::fill(info.begin(), info.end(), 7);
-        size_t bytes = g == 4 && !global_stage ? condense_bordered_shared_bytes<double, N, NL, 4>()
-                       : passes ? condense_bordered_shared_bytes<double, N, NL, 1, PW>()
-                                : condense_bordered_shared_bytes<double, N, NL, 1>();
-        launch(grid, ntb, bytes, [&] {
-            if (passes && left)
-                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, true, PW>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    stage_scratch.data());
-            else if (passes)
-                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, false, PW>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    stage_scratch.data());
-            else if (left && global_stage)
-                condense_bordered<C, double, N, NF, 4, 2, 2, 4, true, true>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    stage_scratch.data());
-            else if (left)
-                condense_bordered<C, double, N, NF, 8, 2, 4, 1, false, true>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    nullptr);
-            else if (global_stage)
-                condense_bordered<C, double, N, NF, 4, 2, 4, 4, true, false>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    stage_scratch.data());
-            else if (g == 4)
-                condense_bordered<C, double, N, NF, 4, 2, 4, 4, false, false>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    nullptr);
-            else if (wide)
-                condense_bordered<C, double, N, NF, 8, 2, 8, 1, false, false>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    nullptr);
-            else
-                condense_bordered<C, double, N, NF, 4, 2, 4, 1, false, false>(
-                    tb, c, kb.data(), bb.data(), zb.data(), ub.data(), info.data(), pv.data(),
-                    nullptr);
-        });
+        double *kd = kb.data(), *bd = bb.data(), *zd = zb.data(), *ud = ub.data();
+        double* sd = stage_scratch.data();
+        size_t bytes;
+        if (passes && left)
+            bytes = launch_bordered<C, double, N, NF, 8, 2, 4, 1, false, true, PW>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), sd);
+        else if (passes)
+            bytes = launch_bordered<C, double, N, NF, 8, 2, 4, 1, false, false, PW>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), sd);
+        else if (left && global_stage)
+            bytes = launch_bordered<C, double, N, NF, 4, 2, 2, 4, true, true>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), sd);
+        else if (left)
+            bytes = launch_bordered<C, double, N, NF, 8, 2, 4, 1, false, true>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), nullptr);
+        else if (global_stage)
+            bytes = launch_bordered<C, double, N, NF, 4, 2, 4, 4, true, false>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), sd);
+        else if (g == 4)
+            bytes = launch_bordered<C, double, N, NF, 4, 2, 4, 4, false, false>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), nullptr);
+        else if (wide)
+            bytes = launch_bordered<C, double, N, NF, 8, 2, 8, 1, false, false>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), nullptr);
+        else
+            bytes = launch_bordered<C, double, N, NF, 4, 2, 4, 1, false, false>(
+                grid, ntb, tb, c, kd, bd, zd, ud, info.data(), pv.data(), nullptr);
         if (getenv("EMU_BAD")) {
             for (int e = 0; e < nc; ++e) printf("  bordered(%d, %d, %d%s%s) info[%d] = %d (pivot value %g)\n", wide ? 8 : 4, g, ntb, left ? " left" : "", passes ? " passes" : "", e, info[e], info[e] ? pv[e] : 0.0);
             continue;
@@ -456,16 +461,14 @@ int run(int nc) {
                 zf((size_t)N * NL * ncf, NAN), uf((size_t)N * ncf, NAN), pvf(nc);
             std::fill(info.begin(), info.end(), 7);
             const int ntb = left ? 96 : 64;
-            launch(grid, ntb, condense_bordered_shared_bytes<float, N, NL, 1>(), [&] {
-                if (left)
-                    condense_bordered<C, float, N, NF, 8, 1, 4, 1, false, true>(
-                        tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
-                        pvf.data(), nullptr);
-                else
-                    condense_bordered<C, float, N, NF, 8, 2, 4, 1, false, false>(
-                        tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
-                        pvf.data(), nullptr);
-            });
+            if (left)
+                launch_bordered<C, float, N, NF, 8, 1, 4, 1, false, true>(
+                    grid, ntb, tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
+                    pvf.data(), nullptr);
+            else
+                launch_bordered<C, float, N, NF, 8, 2, 4, 1, false, false>(
+                    grid, ntb, tf, cf32, kf.data(), bf.data(), zf.data(), uf.data(), info.data(),
+                    pvf.data(), nullptr);
             for (int e = 0; e < nc; ++e)
                 if (info[e]) printf("  bordered f32 condense: info[%d] = %d\n", e, info[e]), ++fails;
             err[left] = f32_error(kf, bf, zf, uf);
