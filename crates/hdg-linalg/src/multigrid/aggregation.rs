@@ -15,6 +15,8 @@ use hdg_core::sparse_rows::{assemble_rows, for_each_group};
 use hdg_core::HostCsr;
 use rayon::prelude::*;
 
+use super::sparse::add_row_product;
+
 /// Marks an unknown without aggregate.
 const FREE: usize = usize::MAX;
 
@@ -115,12 +117,7 @@ pub(crate) fn smooth_prolongator(
 ) -> HostCsr {
     debug_assert_eq!(a.n_cols, tentative.n);
     assemble_rows(a.n, tentative.n_cols, |i, accumulator| {
-        for p in a.indptr[i]..a.indptr[i + 1] {
-            let (k, a_ik) = (a.indices[p], a.values[p]);
-            for q in tentative.indptr[k]..tentative.indptr[k + 1] {
-                accumulator.add(tentative.indices[q], a_ik * tentative.values[q]);
-            }
-        }
+        add_row_product(a, tentative, i, accumulator);
         accumulator.scale(-omega_over_rho / diagonal[i]);
         for q in tentative.indptr[i]..tentative.indptr[i + 1] {
             accumulator.add(tentative.indices[q], tentative.values[q]);

@@ -1,6 +1,6 @@
 //! The sparse products of the multigrid setup on the host, parallel over rows: C = A B by
 //! Gustavson's row-by-row method ([`hdg_core::sparse_rows`]), and the transpose.
-use hdg_core::sparse_rows::assemble_rows;
+use hdg_core::sparse_rows::{assemble_rows, Accumulator};
 use hdg_core::HostCsr;
 
 /// C = A B, columns sorted within each row (a.n_cols must equal b.n). Each row of C is
@@ -9,14 +9,17 @@ use hdg_core::HostCsr;
 /// not depend on the threads.
 pub(crate) fn multiply(a: &HostCsr, b: &HostCsr) -> HostCsr {
     debug_assert_eq!(a.n_cols, b.n);
-    assemble_rows(a.n, b.n_cols, |i, accumulator| {
-        for p in a.indptr[i]..a.indptr[i + 1] {
-            let (k, a_ik) = (a.indices[p], a.values[p]);
-            for q in b.indptr[k]..b.indptr[k + 1] {
-                accumulator.add(b.indices[q], a_ik * b.values[q]);
-            }
+    assemble_rows(a.n, b.n_cols, |i, accumulator| add_row_product(a, b, i, accumulator))
+}
+
+/// Adds row i of A B to `accumulator`, in the order of A's and B's entries.
+pub(crate) fn add_row_product(a: &HostCsr, b: &HostCsr, i: usize, accumulator: &mut Accumulator) {
+    for p in a.indptr[i]..a.indptr[i + 1] {
+        let (k, a_ik) = (a.indices[p], a.values[p]);
+        for q in b.indptr[k]..b.indptr[k + 1] {
+            accumulator.add(b.indices[q], a_ik * b.values[q]);
         }
-    })
+    }
 }
 
 /// A^T, columns sorted within each row (a counting sort by column: entries of one column keep
