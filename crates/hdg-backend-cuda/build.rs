@@ -225,10 +225,52 @@ fn element_instances_header() -> String {
          #define FOR_EACH_ELEMENT_ORDER(X, ...) {}\n\
          #define FOR_EACH_THREAD_TETRAHEDRON_ORDER(X, ...) {}\n\
          #define BORDERED_SLACK {BORDERED_SLACK}\n\
-         #define FOR_EACH_BORDERED(X) \\\n{}\n",
+         #define FOR_EACH_BORDERED(X) \\\n{}\n{}",
         orders(element_instances::MAX_ELEMENT_ORDER),
         orders(element_instances::MAX_THREAD_ORDER_TETRAHEDRON),
         bordered.join(" \\\n"),
+        block_shared_values(),
+    )
+}
+
+/// `BLOCK_SHARED_VALUES[DIM - 2][K][c]`: values of dynamic shared memory of the block-design
+/// kernels from src/element_instances.rs's formulas, for c = 0 the condensation with its panel
+/// in shared memory, 1 with the panel in global memory, 2 the recovery, 3 the
+/// postprocessing (K = 0 unused); the kernels' instantiations check their layouts against it.
+fn block_shared_values() -> String {
+    use element_instances::{
+        condense_block_shared_values, polynomials, postprocess_block_shared_values,
+        recover_block_shared_values, MAX_ELEMENT_ORDER,
+    };
+    let dims: Vec<String> = [2usize, 3]
+        .iter()
+        .map(|&d| {
+            let orders: Vec<String> = (0..=MAX_ELEMENT_ORDER)
+                .map(|k| {
+                    let (n, nl, n_post) = match k {
+                        0 => (0, 0, 1),
+                        k => (
+                            polynomials(d, k),
+                            (d + 1) * polynomials(d - 1, k),
+                            polynomials(d, k + 1),
+                        ),
+                    };
+                    format!(
+                        "{{{}, {}, {}, {}}}",
+                        condense_block_shared_values(n, nl, true),
+                        condense_block_shared_values(n, nl, false),
+                        recover_block_shared_values(n, nl),
+                        postprocess_block_shared_values(d, n, n_post),
+                    )
+                })
+                .collect();
+            format!("    {{{}}}", orders.join(", "))
+        })
+        .collect();
+    format!(
+        "constexpr unsigned long long BLOCK_SHARED_VALUES[2][{}][4] = {{\n{}}};\n",
+        MAX_ELEMENT_ORDER + 1,
+        dims.join(",\n")
     )
 }
 

@@ -176,9 +176,10 @@ __device__ void condense_thread(const Tables& tb, const Cells& c, T* __restrict_
     info[e] = 0;
 }
 
-// Bytes of dynamic shared memory of the block condensation (what src/design.rs launches it
-// with; shared_memory_ok catches a disagreement):
-// L (n (n + 1) / 2), dinv (n), and with SHARED_W the panel W (n (nl + 1)).
+// Bytes of dynamic shared memory of the block condensation, its layout: L (n (n + 1) / 2),
+// dinv (n), and with SHARED_W the panel W (n (nl + 1)). The instantiations below check it at
+// compile time against src/element_instances.rs (condense_block_shared_values), with which
+// src/design.rs launches it.
 template <typename T, int N, int NL, bool SHARED_W>
 __host__ __device__ constexpr u64 condense_block_shared_bytes() {
     return (u64)sizeof(T) * (N * (N + 1) / 2 + N + (SHARED_W ? N * (NL + 1) : 0));
@@ -389,6 +390,12 @@ extern "C" __global__ void gather_elements_f64(const f64* src, u64 per, u64 firs
     }
 
 #define CONDENSE_BLOCK(T, CELL, NAME, K)                                                        \
+    static_assert(condense_block_shared_bytes<T, CELL::n(K), CELL::NFACES * CELL::nf(K), true>() \
+                          == sizeof(T) * BLOCK_SHARED_VALUES[CELL::DIM - 2][K][0] &&           \
+                      condense_block_shared_bytes<T, CELL::n(K), CELL::NFACES * CELL::nf(K),   \
+                                                  false>() ==                                  \
+                          sizeof(T) * BLOCK_SHARED_VALUES[CELL::DIM - 2][K][1],                \
+                  "condense.cu's shared memory is not src/element_instances.rs's");            \
     extern "C" __global__ void __launch_bounds__(256)                                           \
         condense_block_##T##_##NAME##K(Tables tb, Cells c, T* k_out, T* b_out, T* z_out,       \
                                        T* u0_out, int* info, T* pv, T* scratch) {               \

@@ -73,8 +73,10 @@ __device__ void postprocess_thread(const Tables& tb, const Cells& c, const T* __
     info[e] = 0;
 }
 
-// Bytes of dynamic shared memory of the block postprocessing: the bordered matrix of order
-// n' (packed), dinv (n' - 1) and q (d n).
+// Bytes of dynamic shared memory of the block postprocessing, its layout: the bordered
+// matrix of order n' (packed), dinv (n' - 1) and q (d n) (checked at compile time below
+// against src/element_instances.rs's postprocess_block_shared_values, with which
+// src/design.rs launches it).
 template <typename T, int D, int N, int NP>
 __host__ __device__ constexpr u64 postprocess_block_shared_bytes() {
     return (u64)sizeof(T) * (NP * (NP + 1) / 2 + (NP - 1) + D * N);
@@ -174,6 +176,9 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
     }
 
 #define POSTPROCESS_BLOCK(T, CELL, NAME, K)                                                     \
+    static_assert(postprocess_block_shared_bytes<T, CELL::DIM, CELL::n(K), CELL::n((K) + 1)>() \
+                      == sizeof(T) * BLOCK_SHARED_VALUES[CELL::DIM - 2][K][3],                 \
+                  "postprocess.cu's shared memory is not src/element_instances.rs's");         \
     extern "C" __global__ void __launch_bounds__(256)                                           \
         postprocess_block_##T##_##NAME##K(Tables tb, Cells c, const T* u, const T* q, T* us,   \
                                           int* info, T* pv) {                                   \

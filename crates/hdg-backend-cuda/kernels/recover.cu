@@ -93,7 +93,9 @@ __device__ void recover_thread(const Tables& tb, const Cells& c,
     }
 }
 
-// Bytes of dynamic shared memory of the block recovery: Lambda (nl) and U (n).
+// Bytes of dynamic shared memory of the block recovery, its layout: Lambda (nl) and U (n)
+// (checked at compile time below against src/element_instances.rs's
+// recover_block_shared_values, with which src/design.rs launches it).
 template <typename T, int N, int NL>
 __host__ __device__ constexpr u64 recover_block_shared_bytes() {
     return (u64)sizeof(T) * (NL + N);
@@ -178,6 +180,9 @@ __device__ void recover_block(const Tables& tb, const Cells& c,
     }
 
 #define RECOVER_BLOCK(T, CELL, NAME, K)                                                         \
+    static_assert(recover_block_shared_bytes<T, CELL::n(K), CELL::NFACES * CELL::nf(K)>() ==   \
+                      sizeof(T) * BLOCK_SHARED_VALUES[CELL::DIM - 2][K][2],                    \
+                  "recover.cu's shared memory is not src/element_instances.rs's");             \
     extern "C" __global__ void __launch_bounds__(256) recover_block_##T##_##NAME##K(           \
         Tables tb, Cells c, const unsigned* fi, const T* trace, const T* dir, const T* z,      \
         const T* u0, T* u, T* q, int* info) {                                                   \

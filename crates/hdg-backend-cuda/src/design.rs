@@ -72,7 +72,8 @@ use hdg_core::CellType;
 
 pub use crate::block_sizes::{MAX_BLOCK_SIZE, TETRAHEDRON_BLOCK_SIZES};
 use crate::element_instances::{
-    bordered_shared_values, bordered_tuning, condensation_outputs, polynomials, BorderedTuning,
+    bordered_shared_values, bordered_tuning, condensation_outputs, condense_block_shared_values,
+    polynomials, postprocess_block_shared_values, recover_block_shared_values, BorderedTuning,
 };
 pub use crate::element_instances::{
     OutputStaging, MAX_BLOCK_THREADS, MAX_ELEMENT_ORDER, MAX_THREAD_ORDER_TETRAHEDRON,
@@ -386,9 +387,11 @@ pub fn shared_bytes(
     let values = match (stage, design) {
         (_, Design::Thread) => 0,
         (ElementStage::Condense, Design::BlockShared) => {
-            s.n * (s.n + 1) / 2 + s.n + s.n * (s.nl + 1)
+            condense_block_shared_values(s.n, s.nl, true)
         }
-        (ElementStage::Condense, Design::BlockGlobal) => s.n * (s.n + 1) / 2 + s.n,
+        (ElementStage::Condense, Design::BlockGlobal) => {
+            condense_block_shared_values(s.n, s.nl, false)
+        }
         // The trapezoid of pw columns of W per pass (bordered_panel_columns), 1 / L(j, j), the
         // outputs of a group of elements where they are staged in shared memory, and the slack:
         // the bytes build.rs generates for the kernel, which checks its layout against them
@@ -400,10 +403,8 @@ pub fn shared_bytes(
                 None => bordered_shared_values(s.n, s.nl, s.nl + 1, 0),
             }
         }
-        (ElementStage::Recover, _) => s.nl + s.n,
-        (ElementStage::Postprocess, _) => {
-            s.n_post * (s.n_post + 1) / 2 + s.n_post - 1 + s.dim * s.n
-        }
+        (ElementStage::Recover, _) => recover_block_shared_values(s.n, s.nl),
+        (ElementStage::Postprocess, _) => postprocess_block_shared_values(s.dim, s.n, s.n_post),
     };
     values * precision.bytes()
 }

@@ -54,6 +54,27 @@ pub const fn bordered_shared_values(n: usize, nl: usize, pw: usize, staged: usiz
     n * (n + pw) - n * (n - 1) / 2 + n + staged * condensation_outputs(n, nl) + BORDERED_SLACK
 }
 
+/// Values (of the precision) of dynamic shared memory of the block condensation of `n` volume
+/// basis functions and `nl` trace unknowns: L packed (n (n + 1) / 2), 1 / L(j, j) (n) and,
+/// with `shared_panel`, the panel W = [P | F] (n (nl + 1)). The one formula, as
+/// [`bordered_shared_values`] is for the bordered design: [`crate::design`] launches with it,
+/// `build.rs` writes it for every order into `element_instances.cuh`, and `kernels/condense.cu`
+/// checks at compile time that its layout ends there (the same for the next two).
+pub const fn condense_block_shared_values(n: usize, nl: usize, shared_panel: bool) -> usize {
+    n * (n + 1) / 2 + n + if shared_panel { n * (nl + 1) } else { 0 }
+}
+
+/// Values of dynamic shared memory of the block recovery: Lambda (nl) and U (n).
+pub const fn recover_block_shared_values(n: usize, nl: usize) -> usize {
+    nl + n
+}
+
+/// Values of dynamic shared memory of the block postprocessing in `dim` dimensions: the
+/// bordered matrix of order n' = `n_post` (packed), 1 / L(j, j) (n' - 1) and q (dim n).
+pub const fn postprocess_block_shared_values(dim: usize, n: usize, n_post: usize) -> usize {
+    n_post * (n_post + 1) / 2 + n_post - 1 + dim * n
+}
+
 /// Where the bordered condensation keeps the outputs of a group of elements until it writes
 /// them ([`BorderedTuning::output_group`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
