@@ -83,21 +83,27 @@ pub enum SpmvKernel {
     Row,
 }
 
+/// The error of a block size without compiled DBF kernels ([`kernels_exist`]).
+fn check_kernels(n_f: usize, slots: usize) -> Result<()> {
+    if kernels_exist(n_f, slots) {
+        return Ok(());
+    }
+    Err(CoreError::InvalidParameter {
+        name: "block size",
+        reason: format!(
+            "the CUDA DBF kernels exist for n_f = 1..={MAX_BLOCK_SIZE} and, with 7 slots, n_f in \
+             {TETRAHEDRON_BLOCK_SIZES:?}; not n_f = {n_f} with {slots} slots"
+        ),
+    })
+}
+
 impl<T: DeviceReal> DeviceDbf<T> {
     /// Uploads a DBF matrix held on the host in any layout (reordering it on the host into the
     /// device layout).
     pub fn upload(backend: &CudaBackend, host: &(impl DbfEntries + Sync)) -> Result<Self> {
         let DbfShape { n_rows, n_f, slots } = host.shape();
-        if !kernels_exist(n_f, slots) {
-            return Err(CoreError::InvalidParameter {
-                name: "block size",
-                reason: format!(
-                    "the CUDA DBF kernels exist for n_f = 1..={MAX_BLOCK_SIZE} and, with 7 slots, \
-                     n_f in {TETRAHEDRON_BLOCK_SIZES:?}; not n_f = {n_f} with {slots} slots"
-                ),
-            });
-        }
-        let pitch = n_rows.div_ceil(PITCH_ALIGN) * PITCH_ALIGN;
+        check_kernels(n_f, slots)?;
+        let pitch = Self::pitch_for(n_rows);
         if pitch * n_f > u32::MAX as usize || slots > u32::MAX as usize {
             return Err(CoreError::InvalidParameter {
                 name: "matrix size",
@@ -130,19 +136,11 @@ impl<T: DeviceReal> DeviceDbf<T> {
             [dbf::gershgorin_bounds(&rounded, false), dbf::gershgorin_bounds(&rounded, true)];
         let values = backend.gpu.upload(&values)?;
         let columns = backend.gpu.upload(&cols)?;
-        Ok(DeviceDbf {
-            backend: backend.clone(),
-            n_rows,
-            pitch,
-            n_f,
-            slots,
-            values,
-            columns,
-            n_active_blocks,
-            bounds: OnceLock::from(bounds),
-            bounds_f32: OnceLock::from(bounds_f32),
-            kernel: default_kernel(n_f),
-        })
+        let mut dbf =
+            Self::from_device_parts(backend, n_rows, n_f, slots, values, columns, n_active_blocks)?;
+        dbf.bounds = OnceLock::from(bounds);
+        dbf.bounds_f32 = OnceLock::from(bounds_f32);
+        Ok(dbf)
     }
 
     /// Wraps a matrix already in the device layout (the module documentation): `values` holds
@@ -160,12 +158,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
         n_active_blocks: usize,
     ) -> Result<Self> {
         let pitch = Self::pitch_for(n_rows);
-        if !kernels_exist(n_f, slots) {
-            return Err(CoreError::InvalidParameter {
-                name: "block size",
-                reason: format!("no CUDA DBF kernels for n_f = {n_f} with {slots} slots"),
-            });
-        }
+        check_kernels(n_f, slots)?;
         if values.len() != slots * n_f * n_f * pitch || columns.len() != slots * pitch {
             return Err(CoreError::Backend(format!(
                 "DBF parts: {} values and {} columns do not fit {n_rows} rows of {slots} blocks \
