@@ -65,7 +65,7 @@ __device__ void element_loads(u64 nc, f64 kappa, f64 reaction,
     }
 }
 
-// sum_i (f64)(phi_i c_i) over i < n, coefficients at stride nc (local::element_errors).
+// sum_i (f64)(phi_i c_i) over i < n, coefficients at stride nc (hdg_core::error_norms, element by element).
 template <typename T>
 __device__ __forceinline__ f64 evaluate(unsigned n, const T* __restrict__ phi,
                                         const T* __restrict__ coefficients, u64 nc, u64 e) {
@@ -74,7 +74,7 @@ __device__ __forceinline__ f64 evaluate(unsigned n, const T* __restrict__ phi,
     return sum;
 }
 
-// Per cell: the squared L2 errors of u_h, q_h = -kappa grad u and u* (local::element_errors).
+// Per cell: the squared L2 errors of u_h, q_h = -kappa grad u and u* (hdg_core::error_norms, element by element).
 template <int DIM, typename T, unsigned SOLUTION>
 __device__ void element_errors(u64 nc, const f64* __restrict__ vertices,
                                const unsigned* __restrict__ cell_vertices,

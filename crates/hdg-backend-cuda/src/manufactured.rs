@@ -118,7 +118,7 @@ impl DeviceSource {
 }
 
 /// The squared L2 errors of u_h, q_h and u* against the solution numbered `solution`
-/// ([`device_solution`]), summed over the cells (as `hdg_core::error_norms::element_errors`
+/// ([`device_solution`]), summed over the cells (as `hdg_core::error_norms::error_norms` does
 /// per cell), from the element-fastest fields.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn squared_errors<T: DeviceReal>(

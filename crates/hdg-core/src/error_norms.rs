@@ -33,13 +33,17 @@ pub fn error_norms<T: Real>(
     let add = |a: [f64; 3], b: [f64; 3]| [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
     // Fixed chunks summed in order, then the chunks' sums in order: the same sum on every run
     // and thread count (a rayon reduce splits where the threads happen to steal work).
+    let basis = PointMajorBasis::new(t);
     let chunk_sums: Vec<[f64; 3]> = (0..n_cells.div_ceil(CELLS_PER_SUM))
         .into_par_iter()
         .map(|chunk| {
+            let mut scratch = ElementScratch::new(t);
             (chunk * CELLS_PER_SUM..((chunk + 1) * CELLS_PER_SUM).min(n_cells))
                 .map(|e| {
                     element_errors(
                         t,
+                        &basis,
+                        &mut scratch,
                         &geometry[e * stride..(e + 1) * stride],
                         &cell_vertices[e * vsz..(e + 1) * vsz],
                         disc.kappa[e].as_f64(),
@@ -56,10 +60,58 @@ pub fn error_norms<T: Real>(
     ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() }
 }
 
+/// The error basis tables transposed, function by function (`[i * points + qp]`): the sums
+/// over the basis then run for all points at once, as independent chains the processor
+/// overlaps and vectorizes, each point's sum still in the basis order (the same bits).
+struct PointMajorBasis<T> {
+    points: usize,
+    basis: Vec<T>,
+    basis_post: Vec<T>,
+}
+
+impl<T: Real> PointMajorBasis<T> {
+    fn new(t: &ElementTables<T>) -> Self {
+        let points = t.error_rule.n_points();
+        let transpose = |table: &[T], n: usize| -> Vec<T> {
+            (0..n * points).map(|p| table[(p % points) * n + p / points]).collect()
+        };
+        PointMajorBasis {
+            points,
+            basis: transpose(&t.error_basis, t.n),
+            basis_post: transpose(&t.error_basis_post, t.n_post),
+        }
+    }
+}
+
+/// Per-point values of one element: u_h, the d components of q_h, u* (`[field * points +
+/// qp]`).
+struct ElementScratch {
+    values: Vec<f64>,
+}
+
+impl ElementScratch {
+    fn new<T: Real>(t: &ElementTables<T>) -> Self {
+        ElementScratch { values: vec![0.0; (t.dim + 2) * t.error_rule.n_points()] }
+    }
+}
+
+/// out[qp] = sum_i basis[i][qp] c[i], summed in the order of i (what `Iterator::sum` over the
+/// basis of one point gives: it folds from -0.0).
+fn evaluate_at_points<T: Real>(basis: &[T], points: usize, c: &[T], out: &mut [f64]) {
+    out.fill(-0.0);
+    for (row, &ci) in basis.chunks_exact(points).zip(c) {
+        for (o, &p) in out.iter_mut().zip(row) {
+            *o += (p * ci).as_f64();
+        }
+    }
+}
+
 /// Squared L2 errors (u, q, u*) on one element against the exact solution.
 #[allow(clippy::too_many_arguments)]
-pub fn element_errors<T: Real>(
+fn element_errors<T: Real>(
     t: &ElementTables<T>,
+    basis: &PointMajorBasis<T>,
+    scratch: &mut ElementScratch,
     geometry: &[T],
     vertices: &[f64],
     kappa: f64,
@@ -68,27 +120,29 @@ pub fn element_errors<T: Real>(
     u_star: &[T],
     exact: &ExactSolution,
 ) -> [f64; 3] {
-    let (d, n, np) = (t.dim, t.n, t.n_post);
+    let (d, n, points) = (t.dim, t.n, basis.points);
     let det = geometry[GeometryLayout { dim: d, n_faces: t.n_faces }.det()].as_f64();
     let rule = &t.error_rule;
+    let (uh, rest) = scratch.values.split_at_mut(points);
+    let (qh, us) = rest.split_at_mut(d * points);
+    evaluate_at_points(&basis.basis, points, u, uh);
+    for r in 0..d {
+        let out = &mut qh[r * points..(r + 1) * points];
+        evaluate_at_points(&basis.basis, points, &q[r * n..(r + 1) * n], out);
+    }
+    evaluate_at_points(&basis.basis_post, points, u_star, us);
     let mut x = [0.0; 3];
     let mut grad = [0.0; 3];
     let mut err = [0.0; 3];
-    for qp in 0..rule.n_points() {
+    for qp in 0..points {
         map_point(d, vertices, rule.point(qp), &mut x[..d]);
-        let phi = &t.error_basis[qp * n..(qp + 1) * n];
-        let phi_post = &t.error_basis_post[qp * np..(qp + 1) * np];
         let w = rule.weights[qp] * det;
         let ue = exact.u_and_gradient(&x[..d], &mut grad[..d]);
-        let uh: f64 = phi.iter().zip(u).map(|(&p, &c)| (p * c).as_f64()).sum();
-        err[0] += w * (ue - uh).powi(2);
+        err[0] += w * (ue - uh[qp]).powi(2);
         for r in 0..d {
-            let qh: f64 =
-                phi.iter().zip(&q[r * n..(r + 1) * n]).map(|(&p, &c)| (p * c).as_f64()).sum();
-            err[1] += w * (-kappa * grad[r] - qh).powi(2);
+            err[1] += w * (-kappa * grad[r] - qh[r * points + qp]).powi(2);
         }
-        let us: f64 = phi_post.iter().zip(u_star).map(|(&p, &c)| (p * c).as_f64()).sum();
-        err[2] += w * (ue - us).powi(2);
+        err[2] += w * (ue - us[qp]).powi(2);
     }
     err
 }
