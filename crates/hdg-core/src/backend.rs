@@ -259,6 +259,37 @@ pub trait MultigridOps<T: Real>: FusedOps<T> + BlockOps<T> {
         trace: &Self::Vector,
         coarse: &mut Self::Vector,
     ) -> Result<()>;
+    /// The products of one smoothed-aggregation coarsening, where the backend computes them
+    /// itself: from the level's matrix A (`fine` on the host, `fine_on_backend` as uploaded)
+    /// and the tentative prolongator T (one entry per row), the prolongator
+    /// P = (I - omega_over_rho D^-1 A) T, its transpose and the coarse matrix P^T A P, each
+    /// with the operations of `hdg_linalg`'s host coarsening in its order (the same numbers to
+    /// the bit). `None` leaves them to that host coarsening: the default, and a backend's
+    /// answer where its own would not be faster or a row is beyond its kernels.
+    fn coarsen(
+        &self,
+        fine: &HostCsr,
+        fine_on_backend: &Self::Csr,
+        tentative: &HostCsr,
+        omega_over_rho: f64,
+    ) -> Result<Option<Coarsening<Self::Csr>>> {
+        let _ = (fine, fine_on_backend, tentative, omega_over_rho);
+        Ok(None)
+    }
+}
+
+/// What [`MultigridOps::coarsen`] gives: the transfers on the backend, the coarse matrix on
+/// the host (the next coarsening's aggregation reads it there) and, where the backend made it,
+/// on the backend.
+pub struct Coarsening<C> {
+    /// P, fine x coarse.
+    pub prolong: C,
+    /// P^T.
+    pub restrict: C,
+    /// P^T A P.
+    pub coarse: HostCsr,
+    /// P^T A P as [`MultigridOps::upload_csr`] would have uploaded it, if already there.
+    pub coarse_on_backend: Option<C>,
 }
 
 /// An operator that can give a copy of itself in f32 on the same backend (mixed precision).

@@ -35,8 +35,8 @@ pub mod topology;
 
 pub use auxiliary::VertexSpace;
 pub use backend::{
-    check_lengths, whole_blocks, Assembler, Backend, BlockOps, DemoteOperator, ErrorNorms,
-    FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
+    check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
+    ErrorNorms, FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
     MixedPrecisionOps, MultigridOps, Postprocessor, Preconditioner, SolveReport, TraceOperator,
     TraceSolver, VectorOps,
 };

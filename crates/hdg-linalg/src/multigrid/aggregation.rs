@@ -12,16 +12,16 @@
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
 //!    is the Galerkin product P^T A P ([`super::sparse`]).
 use hdg_core::sparse_rows::{assemble_rows, for_each_group};
-use hdg_core::HostCsr;
+use hdg_core::{Coarsening, HostCsr};
 use rayon::prelude::*;
 
-use super::sparse::add_row_product;
+use super::sparse::{add_row_product, multiply, transpose};
 
 /// Marks an unknown without aggregate.
 const FREE: usize = usize::MAX;
 
 /// The strong neighbours of every unknown, as a CSR graph (no diagonal), rows in parallel.
-pub(crate) fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
+pub fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
     let diagonal = &diagonal(a);
     let strong = |i: usize| {
         (a.indptr[i]..a.indptr[i + 1]).filter(move |&p| {
@@ -56,7 +56,7 @@ pub(crate) fn diagonal(a: &HostCsr) -> Vec<f64> {
 }
 
 /// The aggregate of every unknown and the number of aggregates (standard aggregation).
-pub(crate) fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
+pub fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
     let n = start.len() - 1;
     let strong = |i: usize| &neighbours[start[i]..start[i + 1]];
     let mut aggregate = vec![FREE; n];
@@ -93,7 +93,7 @@ pub(crate) fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, u
 }
 
 /// T[i][agg(i)] = 1 / sqrt(|agg(i)|): n x count, one entry per row.
-pub(crate) fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
+pub fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
     let mut size = vec![0usize; count];
     for &g in aggregate {
         size[g] += 1;
@@ -125,10 +125,23 @@ pub(crate) fn smooth_prolongator(
     })
 }
 
+/// The products of one coarsening on the host: P ([`smooth_prolongator`] of `tentative`), P^T
+/// and P^T (A P). What [`hdg_core::MultigridOps::coarsen`] computes where a backend does it
+/// itself, to the bit.
+pub fn galerkin_products(
+    a: &HostCsr,
+    tentative: &HostCsr,
+    omega_over_rho: f64,
+) -> Coarsening<HostCsr> {
+    let p = smooth_prolongator(a, &diagonal(a), tentative, omega_over_rho);
+    let restrict = transpose(&p);
+    let coarse = multiply(&restrict, &multiply(a, &p));
+    Coarsening { prolong: p, restrict, coarse, coarse_on_backend: None }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::multigrid::sparse::{multiply, transpose};
 
     /// The 1D Laplacian tridiag(-1, 2, -1) of size n.
     fn laplacian(n: usize) -> HostCsr {

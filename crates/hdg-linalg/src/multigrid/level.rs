@@ -18,8 +18,9 @@ pub(crate) struct CsrOperator<'a, T: Real, B: MultigridOps<T>> {
 }
 
 impl<'a, T: Real, B: MultigridOps<T>> CsrOperator<'a, T, B> {
-    /// Uploads `host` (square, positive diagonal).
-    pub(crate) fn new(backend: &'a B, host: &HostCsr) -> Result<Self> {
+    /// `host` (square, positive diagonal) on the backend: `uploaded` where the backend already
+    /// holds it, else uploaded here.
+    pub(crate) fn new(backend: &'a B, host: &HostCsr, uploaded: Option<B::Csr>) -> Result<Self> {
         if host.n != host.n_cols {
             return Err(CoreError::InvalidParameter {
                 name: "multigrid level",
@@ -51,11 +52,21 @@ impl<'a, T: Real, B: MultigridOps<T>> CsrOperator<'a, T, B> {
         );
         Ok(CsrOperator {
             backend,
-            matrix: backend.upload_csr(host)?,
+            matrix: match uploaded {
+                Some(matrix) => matrix,
+                None => backend.upload_csr(host)?,
+            },
             diagonal,
             gershgorin: (lo, hi),
             gershgorin_scaled: (lo_s, hi_s),
         })
+    }
+}
+
+impl<T: Real, B: MultigridOps<T>> CsrOperator<'_, T, B> {
+    /// The matrix on the backend.
+    pub(crate) fn matrix(&self) -> &B::Csr {
+        &self.matrix
     }
 }
 

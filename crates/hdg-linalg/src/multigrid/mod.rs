@@ -9,8 +9,11 @@
 //! and unstructured meshes need nothing special. Levels 2, 3, ... coarsen A_1 algebraically by
 //! smoothed aggregation ([`aggregation`]); the last level (at most
 //! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as
-//! one more sparse product. The setup's graph work runs on the host, in parallel where it is
-//! large; every matrix then goes to the backend once.
+//! one more sparse product. The setup's graph work (strength, aggregates) runs on the host, in
+//! parallel where it is large; the products of each coarsening (P, P^T, P^T A P) run on the
+//! backend where it has them ([`MultigridOps::coarsen`]: the CUDA backend's kernels, the same
+//! numbers to the bit), else on the host ([`aggregation::galerkin_products`]), and every matrix
+//! reaches the backend once.
 //!
 //! **Cycle.** A symmetric V-cycle: on every level l above the last,
 //!
@@ -58,13 +61,13 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use hdg_core::{
-    check_lengths, CoreError, HostCsr, MultigridOps, Preconditioner, Real, Result, TraceOperator,
-    TraceTopology, VertexSpace,
+    check_lengths, Coarsening, CoreError, HostCsr, MultigridOps, Preconditioner, Real, Result,
+    TraceOperator, TraceTopology, VertexSpace,
 };
 
 use crate::chebyshev::SmoothingPolynomial;
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
-use aggregation::{aggregate, smooth_prolongator, strong_neighbours, tentative_prolongator};
+use aggregation::{aggregate, galerkin_products, strong_neighbours, tentative_prolongator};
 use level::CsrOperator;
 
 /// How the trace level combines its smoother with the coarse correction.
@@ -349,9 +352,10 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             phases[phase] += lap.elapsed().as_secs_f64();
             lap = Instant::now();
         };
+        let mut uploaded = None;
         while matrix.n > 0 {
             nonzeros.push(matrix.indices.len());
-            let operator = CsrOperator::new(backend, &matrix)?;
+            let operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
             let jacobi = Jacobi::new(backend, &operator)?;
             split(0);
             let last = matrix.n <= settings.max_direct || levels.len() + 2 >= settings.max_levels;
@@ -390,16 +394,26 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
                 lambda_max: rho,
             });
             let tentative = tentative_prolongator(&aggregates, count);
-            let diagonal = aggregation::diagonal(&matrix);
             // rho carries the safety factor: the smoothing step stays on the safe side.
-            let p = smooth_prolongator(&matrix, &diagonal, &tentative, 4.0 / 3.0 / rho);
-            let pt = sparse::transpose(&p);
-            let coarse = sparse::multiply(&pt, &sparse::multiply(&matrix, &p));
+            let omega_over_rho = 4.0 / 3.0 / rho;
+            // The backend's own products where it has them, else the host's (the same bits).
+            let coarsened =
+                backend.coarsen(&matrix, operator.matrix(), &tentative, omega_over_rho)?;
+            let Coarsening { prolong, restrict, coarse, coarse_on_backend } = match coarsened {
+                Some(on_backend) => on_backend,
+                None => {
+                    let host = galerkin_products(&matrix, &tentative, omega_over_rho);
+                    Coarsening {
+                        prolong: backend.upload_csr(&host.prolong)?,
+                        restrict: backend.upload_csr(&host.restrict)?,
+                        coarse: host.coarse,
+                        coarse_on_backend: None,
+                    }
+                }
+            };
+            uploaded = coarse_on_backend;
             split(3);
-            transfers.push(Transfer::Csr {
-                restrict: backend.upload_csr(&pt)?,
-                prolong: backend.upload_csr(&p)?,
-            });
+            transfers.push(Transfer::Csr { restrict, prolong });
             levels.push(VertexLevel { operator, jacobi });
             matrix = coarse;
         }
@@ -412,8 +426,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         timed(
             &format!(
                 "vertex hierarchy (smoothed aggregation; uploads {uploads:.1} ms, lambda \
-                 estimates {estimates:.1} ms, aggregation {aggregation:.1} ms, sparse products \
-                 {products:.1} ms)"
+                 estimates {estimates:.1} ms, aggregation {aggregation:.1} ms, products P, P^T \
+                 A P {products:.1} ms)"
             ),
             t,
         );
