@@ -25,6 +25,10 @@ pub struct CudaSettings {
     /// (fewer elements in flight write their K_e and Z into fewer L2 lines at a time); None:
     /// as many as fit. `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`.
     pub condense_blocks_per_sm: Option<usize>,
+    /// Multigrid levels of at least this many rows coarsen on the device, smaller ones on the
+    /// host; None: `multigrid::DEVICE_COARSENING_ROWS`. `HDG_CUDA_COARSENING_ROWS` (0: every
+    /// level on the device; a huge number: every level on the host).
+    pub device_coarsening_rows: Option<usize>,
     /// Print the wall-clock phases of `prepare` and of the error norms to standard error.
     /// `HDG_CUDA_PROFILE` (set to anything).
     pub profile: bool,
@@ -62,6 +66,13 @@ impl CudaSettings {
                     v.trim().parse().map_err(|e| {
                         invalid("HDG_CUDA_CONDENSE_BLOCKS_PER_SM", format!("{v}: {e}"))
                     })
+                })
+                .transpose()?,
+            device_coarsening_rows: var("HDG_CUDA_COARSENING_ROWS")
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .map_err(|e| invalid("HDG_CUDA_COARSENING_ROWS", format!("{v}: {e}")))
                 })
                 .transpose()?,
             profile: std::env::var_os("HDG_CUDA_PROFILE").is_some(),

@@ -1233,6 +1233,95 @@ fn vertex_operator_on_device_is_the_hosts() {
     }
 }
 
+/// Smoothed aggregation's products on the device (MultigridOps::coarsen) equal the host's to
+/// the bit: P, P^T (rounded to the working precision) and P^T A P, on two levels of vertex
+/// operators of a 2D and a 3D mesh, the second level's rows denser than the first's. A row
+/// beyond the kernels' accumulator gives None (the host's products), not a wrong matrix.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn coarsening_on_device_is_the_hosts() {
+    use hdg_core::{Coarsening, HostCsr, MultigridOps};
+    use hdg_linalg::multigrid::aggregation::{
+        aggregate, galerkin_products, strong_neighbours, tentative_prolongator,
+    };
+    fn same_bits<T: DeviceReal>(label: &str, device: &HostCsr, host: &HostCsr) {
+        assert_eq!(
+            (device.n, device.n_cols, &device.indptr, &device.indices),
+            (host.n, host.n_cols, &host.indptr, &host.indices),
+            "{label}: structure"
+        );
+        let rounded = |v: f64| T::from_f64_lossy(v).as_f64().to_bits();
+        let same = device.values.iter().zip(&host.values).all(|(a, b)| a.to_bits() == rounded(*b));
+        assert!(same, "{label}: values differ from the host's");
+    }
+    fn check<T: DeviceReal>(g: &CudaBackend, mesh: &Mesh, k: usize) {
+        let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+        let disc = Discretization::<T>::new(mesh, &problem, k).unwrap();
+        let space = VertexSpace::new(&disc, 10.0).unwrap();
+        let prep = LocalSolver::<T>::prepare(g, &disc).unwrap();
+        let (op, _) = g.assemble(&disc, &prep, &g.condense(&disc, &prep).unwrap()).unwrap();
+        let mut a = op.vertex_operator(&space, &disc.topology).unwrap();
+        for level in 1..=2 {
+            let label = format!("{:?} k = {k} {} level {level}", mesh.cell_type(), T::NAME);
+            let (start, neighbours) = strong_neighbours(&a, 0.08);
+            let (aggregates, count) = aggregate(&start, &neighbours);
+            assert!(count > 1 && count < a.n, "{label}: {count} aggregates of {}", a.n);
+            let tentative = tentative_prolongator(&aggregates, count);
+            let omega_over_rho = 4.0 / 3.0 / 1.9;
+            let host = galerkin_products(&a, &tentative, omega_over_rho);
+            let on_device = MultigridOps::<T>::upload_csr(g, &a).unwrap();
+            let Coarsening { prolong, restrict, coarse, coarse_on_backend } =
+                MultigridOps::<T>::coarsen(g, &a, &on_device, &tentative, omega_over_rho)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("{label}: no device products"));
+            let uploaded = coarse_on_backend.expect("the coarse matrix on the device");
+            same_bits::<T>(
+                &format!("{label} P^T A P kept"),
+                &uploaded.to_host(g).unwrap(),
+                &coarse,
+            );
+            same_bits::<T>(&format!("{label} P"), &prolong.to_host(g).unwrap(), &host.prolong);
+            same_bits::<T>(&format!("{label} P^T"), &restrict.to_host(g).unwrap(), &host.restrict);
+            same_bits::<f64>(&format!("{label} P^T A P"), &coarse, &host.coarse);
+            a = coarse;
+        }
+    }
+    // Every level on the device, however small.
+    let settings = CudaSettings { device_coarsening_rows: Some(0), ..CudaSettings::auto() };
+    let g = gpu().with_settings(settings).unwrap();
+    let square =
+        generate::perturb(&generate::unit_square(24, Diagonal::Alternating).unwrap(), 0.2, 5)
+            .unwrap();
+    let cube = generate::perturb(&generate::unit_cube(5).unwrap(), 0.1, 3).unwrap();
+    check::<f64>(&g, &square, 2);
+    check::<f32>(&g, &square, 1);
+    check::<f64>(&g, &cube, 1);
+    check::<f32>(&g, &cube, 2);
+
+    // A star: row 0 couples to 300 unknowns, each its own aggregate, so P's row 0 has 301
+    // columns, beyond the accumulator.
+    let n = 301;
+    let mut star = HostCsr { n, n_cols: n, indptr: vec![0], ..HostCsr::default() };
+    for i in 0..n {
+        let columns: Vec<usize> = if i == 0 { (0..n).collect() } else { vec![0, i] };
+        for j in columns {
+            star.indices.push(j);
+            star.values.push(if i == j { 400.0 } else { -1.0 });
+        }
+        star.indptr.push(star.indices.len());
+    }
+    let tentative = tentative_prolongator(&(0..n).collect::<Vec<_>>(), n);
+    let on_device = MultigridOps::<f64>::upload_csr(&g, &star).unwrap();
+    let device = MultigridOps::<f64>::coarsen(&g, &star, &on_device, &tentative, 0.5).unwrap();
+    assert!(device.is_none(), "a row beyond the accumulator was not handed to the host");
+
+    // Levels below the size from which the device coarsens are left to the host.
+    let g = gpu().with_settings(CudaSettings::auto()).unwrap();
+    let on_device = MultigridOps::<f64>::upload_csr(&g, &star).unwrap();
+    let device = MultigridOps::<f64>::coarsen(&g, &star, &on_device, &tentative, 0.5).unwrap();
+    assert!(device.is_none(), "a level of {n} rows coarsened on the device");
+}
+
 /// A stage given another discretization's prepared data says so instead of launching kernels
 /// of the wrong sizes (prepare's own check: `unsupported_orders_are_errors`).
 #[test]
