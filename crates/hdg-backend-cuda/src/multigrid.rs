@@ -56,7 +56,7 @@ pub struct DeviceCsr<T: DeviceReal> {
     columns: DeviceBuffer<u32>,
     values: DeviceBuffer<T>,
     /// The values in f64, kept on levels that the device coarsens (at least
-    /// [`CudaBackend::device_coarsening_rows`]): its products read them.
+    /// `CudaBackend::device_coarsening_rows` rows): its products read them.
     exact: Option<DeviceBuffer<f64>>,
     threads_per_row: u32,
 }
@@ -354,10 +354,11 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
 
     /// The products of smoothed aggregation on the device (kernels `smoothed_prolongator_*`,
     /// `transpose_*`, `sparse_product_*`) on levels of at least
-    /// [`CudaBackend::device_coarsening_rows`] rows: A (kept in f64 at upload) and T, P, P^T and P^T A P in f64 with the host's
-    /// operations in the host's order; P and P^T stay (rounded to T), P^T A P stays and comes
-    /// back for the next aggregation. None (the host's products) on smaller levels and when a
-    /// row is beyond the kernels' accumulator.
+    /// [`crate::CudaSettings::device_coarsening_rows`] rows: from A (kept in f64 at upload)
+    /// and T, P, P^T and P^T A P in f64 with the host's operations in the host's order; P and
+    /// P^T stay (rounded to T), P^T A P stays and comes back for the next aggregation. None
+    /// (the host's products) on smaller levels and when a row is beyond the kernels'
+    /// accumulator.
     fn coarsen(
         &self,
         fine: &HostCsr,

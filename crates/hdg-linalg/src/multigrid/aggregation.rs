@@ -7,7 +7,7 @@
 //!    aggregate of the first pass that one of its strong neighbours is in; what is still left
 //!    starts an aggregate with its free strong neighbours.
 //! 3. The tentative prolongator T interpolates the near null space (the constants) exactly:
-//!    T[i][agg(i)] = 1 / sqrt(|agg(i)|) (orthonormal columns).
+//!    `T[i][agg(i)] = 1 / sqrt(|agg(i)|)` (orthonormal columns).
 //! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
 //!    is the Galerkin product P^T A P ([`super::sparse`]).
@@ -92,7 +92,7 @@ pub fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
     (aggregate, count)
 }
 
-/// T[i][agg(i)] = 1 / sqrt(|agg(i)|): n x count, one entry per row.
+/// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row.
 pub fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
     let mut size = vec![0usize; count];
     for &g in aggregate {
