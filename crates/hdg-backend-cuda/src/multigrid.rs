@@ -37,14 +37,22 @@ use crate::vector::{uninitialized, DeviceVector};
 const WARP_ROW_ENTRIES: usize = 32;
 
 /// Levels of fewer rows coarsen on the host: the device's products run a thread per row, and
-/// on small levels (whose rows are the longest) too few threads are busy for them to win.
+/// a small level keeps too few threads busy for them to win (3D's second level, say).
 /// [`crate::CudaSettings::device_coarsening_rows`] overrides it.
-pub(crate) const DEVICE_COARSENING_ROWS: usize = 100_000;
+pub(crate) const DEVICE_COARSENING_ROWS: usize = 10_000;
+
+/// Levels of longer rows on average coarsen on the host: a thread's row accumulator searches
+/// its columns one by one, and long rows make long searches.
+const DEVICE_COARSENING_ROW_LENGTH: usize = 32;
 
 impl CudaBackend {
-    /// Rows from which a level coarsens on the device.
-    fn device_coarsening_rows(&self) -> usize {
-        self.settings().device_coarsening_rows.unwrap_or(DEVICE_COARSENING_ROWS)
+    /// Whether the device forms the products of a square level of `rows` rows and `nnz`
+    /// entries.
+    fn coarsens_on_device(&self, rows: usize, nnz: usize) -> bool {
+        match self.settings().device_coarsening_rows {
+            Some(min_rows) => rows >= min_rows,
+            None => rows >= DEVICE_COARSENING_ROWS && nnz <= DEVICE_COARSENING_ROW_LENGTH * rows,
+        }
     }
 }
 
@@ -55,8 +63,8 @@ pub struct DeviceCsr<T: DeviceReal> {
     row_start: DeviceBuffer<u32>,
     columns: DeviceBuffer<u32>,
     values: DeviceBuffer<T>,
-    /// The values in f64, kept on levels that the device coarsens (at least
-    /// `CudaBackend::device_coarsening_rows` rows): its products read them.
+    /// The values in f64, kept on levels that the device coarsens
+    /// (`CudaBackend::coarsens_on_device`): its products read them.
     exact: Option<DeviceBuffer<f64>>,
     threads_per_row: u32,
 }
@@ -333,7 +341,7 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
     /// to T there; the rest are rounded on the host.
     fn upload_csr(&self, m: &HostCsr) -> Result<DeviceCsr<T>> {
         m.check_structure()?;
-        let keep_exact = m.n >= self.device_coarsening_rows() && m.n == m.n_cols;
+        let keep_exact = m.n == m.n_cols && self.coarsens_on_device(m.n, m.indices.len());
         let (values, exact) = if keep_exact {
             let exact = self.gpu.upload(&m.values)?;
             (values_from_f64::<T>(self, &exact)?, Some(exact))
@@ -353,8 +361,8 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
     }
 
     /// The products of smoothed aggregation on the device (kernels `smoothed_prolongator_*`,
-    /// `transpose_*`, `sparse_product_*`) on levels of at least
-    /// [`crate::CudaSettings::device_coarsening_rows`] rows: from A (kept in f64 at upload)
+    /// `transpose_*`, `sparse_product_*`) on levels of many short rows (see
+    /// [`crate::CudaSettings::device_coarsening_rows`]): from A (kept in f64 at upload)
     /// and T, P, P^T and P^T A P in f64 with the host's operations in the host's order; P and
     /// P^T stay (rounded to T), P^T A P stays and comes back for the next aggregation. None
     /// (the host's products) on smaller levels and when a row is beyond the kernels'
@@ -436,7 +444,7 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         };
         lap("P^T A P")?;
         let host = coarse.to_host(self)?;
-        let keep_exact = coarse.rows >= self.device_coarsening_rows();
+        let keep_exact = self.coarsens_on_device(coarse.rows, coarse.columns.len());
         let coarsening = Coarsening {
             prolong: to_precision(self, prolong, false)?,
             restrict: to_precision(self, restrict, false)?,

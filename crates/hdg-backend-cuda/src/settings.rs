@@ -26,8 +26,10 @@ pub struct CudaSettings {
     /// as many as fit. `HDG_CUDA_CONDENSE_BLOCKS_PER_SM`.
     pub condense_blocks_per_sm: Option<usize>,
     /// Multigrid levels of at least this many rows coarsen on the device, smaller ones on the
-    /// host; None: `multigrid::DEVICE_COARSENING_ROWS`. `HDG_CUDA_COARSENING_ROWS` (0: every
-    /// level on the device; a huge number: every level on the host).
+    /// host; None: levels of `multigrid::DEVICE_COARSENING_ROWS` rows and more whose rows are
+    /// short (`multigrid::DEVICE_COARSENING_ROW_LENGTH` entries on average).
+    /// `HDG_CUDA_COARSENING_ROWS` (0: every level on the device; a huge number: every level
+    /// on the host).
     pub device_coarsening_rows: Option<usize>,
     /// Print the wall-clock phases of `prepare` and of the error norms to standard error.
     /// `HDG_CUDA_PROFILE` (set to anything).

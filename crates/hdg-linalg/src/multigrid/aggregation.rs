@@ -14,6 +14,7 @@
 use hdg_core::sparse_rows::{assemble_rows, for_each_group};
 use hdg_core::{Coarsening, HostCsr};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use super::sparse::{add_row_product, multiply, transpose};
 
@@ -94,16 +95,17 @@ pub fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
 
 /// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row.
 pub fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
-    let mut size = vec![0usize; count];
-    for &g in aggregate {
-        size[g] += 1;
-    }
+    let size: Vec<AtomicUsize> = (0..count).map(|_| AtomicUsize::new(0)).collect();
+    aggregate.par_iter().for_each(|&g| {
+        size[g].fetch_add(1, Relaxed);
+    });
+    let size: Vec<usize> = size.into_iter().map(AtomicUsize::into_inner).collect();
     HostCsr {
         n: aggregate.len(),
         n_cols: count,
-        indptr: (0..=aggregate.len()).collect(),
+        indptr: (0..=aggregate.len()).into_par_iter().collect(),
         indices: aggregate.to_vec(),
-        values: aggregate.iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
+        values: aggregate.par_iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
     }
 }
 
