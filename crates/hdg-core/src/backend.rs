@@ -448,7 +448,40 @@ pub trait TraceSolver<T: Real, B: Assembler<T>> {
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport>;
+    /// The part of the solve's setup that needs `disc` alone ([`SolverPlan`]), as work for
+    /// another thread: the pipeline runs it while the backend prepares, condenses and
+    /// assembles. None (the default): nothing to do ahead.
+    fn plan<'d>(&self, disc: &'d Discretization<'_, T>) -> Option<PlanWork<'d>> {
+        let _ = disc;
+        None
+    }
+    /// [`TraceSolver::solve`] with the plan made ahead for the same `disc` (the default
+    /// ignores it).
+    fn solve_planned(
+        &self,
+        backend: &B,
+        disc: &Discretization<'_, T>,
+        plan: Option<SolverPlan>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
+        let _ = plan;
+        self.solve(backend, disc, operator, rhs, x)
+    }
 }
+
+/// What a trace solver builds from the discretization alone, before the trace operator
+/// exists: the multigrid preconditioner's vertex space ([`TraceSolver::plan`]).
+pub struct SolverPlan {
+    /// The vertex space of `disc`.
+    pub vertex_space: VertexSpace,
+    /// How its making went, for the solve's report.
+    pub notes: Vec<String>,
+}
+
+/// The making of a [`SolverPlan`], to run on another thread.
+pub type PlanWork<'d> = Box<dyn FnOnce() -> Result<SolverPlan> + Send + 'd>;
 
 /// A Krylov method used as the pipeline's trace solver.
 pub struct Krylov<'a, T: Real, B: VectorOps<T>>(pub &'a dyn KrylovSolver<T, B>);

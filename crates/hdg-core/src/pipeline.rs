@@ -6,7 +6,7 @@ use hdg_mesh::Mesh;
 
 use crate::backend::{Backend, ErrorNorms, SolveReport, TraceSolver, VectorOps};
 use crate::discretization::Discretization;
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::problem::Problem;
 use crate::real::Real;
 
@@ -143,19 +143,31 @@ pub fn solve<T: Real, B: Backend<T>>(
 ) -> Result<PipelineOutput<T, B>> {
     let start = Instant::now();
     let mut t = StageTimings::default();
-    let (disc, prep) = timed(progress, Stage::Setup, &mut t.setup, || {
-        let disc = Discretization::<T>::new(mesh, problem, order)?;
+    progress.started(Stage::Setup);
+    let disc = Discretization::<T>::new(mesh, problem, order)?;
+    // What the solver needs from `disc` alone (the multigrid's vertex space: host work) is
+    // made on a thread of its own while the backend prepares, condenses and assembles.
+    let (prep, condensed, operator, rhs, plan) = std::thread::scope(|scope| -> Result<_> {
+        let planning = solver.plan(&disc).map(|work| scope.spawn(work));
         let prep = backend.prepare(&disc)?;
-        Ok((disc, prep))
-    })?;
-    let condensed =
-        timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
-    let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
-        backend.assemble(&disc, &prep, &condensed)
+        t.setup = start.elapsed().as_secs_f64();
+        progress.finished(Stage::Setup, t.setup);
+        let condensed =
+            timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
+        let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
+            backend.assemble(&disc, &prep, &condensed)
+        })?;
+        let plan = match planning {
+            Some(thread) => Some(thread.join().map_err(|_| {
+                CoreError::Solver("the trace solver's plan failed (its thread panicked)".into())
+            })??),
+            None => None,
+        };
+        Ok((prep, condensed, operator, rhs, plan))
     })?;
     let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
         let mut x = backend.zeros(disc.trace_dofs())?;
-        let report = solver.solve(backend, &disc, &operator, &rhs, &mut x)?;
+        let report = solver.solve_planned(backend, &disc, plan, &operator, &rhs, &mut x)?;
         Ok((x, report))
     })?;
     let operator = options.keep_operator.then_some((operator, rhs));

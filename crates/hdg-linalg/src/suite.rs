@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use hdg_core::{
     Assembler, BlockOps, CoreError, DemoteOperator, Discretization, FusedOps, KrylovSolver,
-    MixedPrecisionOps, MultigridOps, Preconditioner, Real, Result, SolveReport, TraceOperator,
-    TraceSolver, VectorOps, VertexSpace,
+    MixedPrecisionOps, MultigridOps, PlanWork, Preconditioner, Real, Result, SolveReport,
+    SolverPlan, TraceOperator, TraceSolver, VectorOps, VertexSpace,
 };
 
 use crate::{
@@ -222,11 +222,13 @@ impl<T: Real, B: FusedOps<T> + BlockOps<T>> KrylovSolver<T, B> for Suite {
 /// itself; in f64 on the operator rounded to f32 when [`MultigridSettings::single_precision`]
 /// says so (an f32 V-cycle inside f64 CG, [`SinglePrecision`]), else on the operator itself.
 pub trait MultigridPrecision<B: Assembler<Self> + MultigridOps<Self>>: Real {
-    /// CG with the multigrid preconditioner built for `disc`.
+    /// CG with the multigrid preconditioner built for `disc` (on the vertex space of `plan`,
+    /// made ahead for `disc`, when there is one).
     fn pcg_mg(
         suite: &Suite,
         backend: &B,
         disc: &Discretization<'_, Self>,
+        plan: Option<SolverPlan>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<Self>>::Vector,
         x: &mut <B as VectorOps<Self>>::Vector,
@@ -234,18 +236,30 @@ pub trait MultigridPrecision<B: Assembler<Self> + MultigridOps<Self>>: Real {
 }
 
 /// The vertex space of `disc`, and a note of the time it took.
-fn vertex_space<T: Real>(
-    disc: &Discretization<'_, T>,
-    settings: &MultigridSettings,
-) -> Result<(VertexSpace, Vec<String>)> {
+fn vertex_space<T: Real>(disc: &Discretization<'_, T>, split_ratio: f64) -> Result<SolverPlan> {
     let started = Instant::now();
-    let space = VertexSpace::new(disc, settings.split_ratio)?;
+    let vertex_space = VertexSpace::new(disc, split_ratio)?;
     let note = format!(
         "vertex space ({} unknowns): {:.1} ms",
-        space.n_free_vertices,
+        vertex_space.n_free_vertices,
         started.elapsed().as_secs_f64() * 1e3
     );
-    Ok((space, vec![note]))
+    Ok(SolverPlan { vertex_space, notes: vec![note] })
+}
+
+/// The plan's vertex space, or one made now; the notes say which.
+fn planned_space<T: Real>(
+    disc: &Discretization<'_, T>,
+    plan: Option<SolverPlan>,
+    settings: &MultigridSettings,
+) -> Result<(VertexSpace, Vec<String>)> {
+    match plan {
+        Some(SolverPlan { vertex_space, mut notes }) => {
+            notes.iter_mut().for_each(|note| note.push_str(" (alongside the element stages)"));
+            Ok((vertex_space, notes))
+        }
+        None => vertex_space(disc, settings.split_ratio).map(|p| (p.vertex_space, p.notes)),
+    }
 }
 
 /// PCG with `preconditioner`, its setup notes first in the report.
@@ -271,12 +285,13 @@ fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
     suite: &Suite,
     backend: &B,
     disc: &Discretization<'_, T>,
+    plan: Option<SolverPlan>,
     operator: &B::Operator,
     rhs: &<B as VectorOps<T>>::Vector,
     x: &mut <B as VectorOps<T>>::Vector,
 ) -> Result<SolveReport> {
     let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
-    let (space, mut notes) = vertex_space(disc, &settings)?;
+    let (space, mut notes) = planned_space(disc, plan, &settings)?;
     let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
     notes.extend_from_slice(mg.notes());
     pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
@@ -287,11 +302,12 @@ impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
         suite: &Suite,
         backend: &B,
         disc: &Discretization<'_, f32>,
+        plan: Option<SolverPlan>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<f32>>::Vector,
         x: &mut <B as VectorOps<f32>>::Vector,
     ) -> Result<SolveReport> {
-        pcg_mg_same_precision(suite, backend, disc, operator, rhs, x)
+        pcg_mg_same_precision(suite, backend, disc, plan, operator, rhs, x)
     }
 }
 
@@ -304,15 +320,16 @@ where
         suite: &Suite,
         backend: &B,
         disc: &Discretization<'_, f64>,
+        plan: Option<SolverPlan>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<f64>>::Vector,
         x: &mut <B as VectorOps<f64>>::Vector,
     ) -> Result<SolveReport> {
         let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
         if !settings.single_precision {
-            return pcg_mg_same_precision(suite, backend, disc, operator, rhs, x);
+            return pcg_mg_same_precision(suite, backend, disc, plan, operator, rhs, x);
         }
-        let (space, mut notes) = vertex_space(disc, &settings)?;
+        let (space, mut notes) = planned_space(disc, plan, &settings)?;
         let started = Instant::now();
         let low = operator.demote()?;
         notes.push(format!(
@@ -344,8 +361,29 @@ where
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport> {
+        self.solve_planned(backend, disc, None, operator, rhs, x)
+    }
+
+    /// `pcg-mg`'s vertex space, which needs `disc` alone.
+    fn plan<'d>(&self, disc: &'d Discretization<'_, T>) -> Option<PlanWork<'d>> {
+        if self.choice != SolverChoice::PcgMg {
+            return None;
+        }
+        let split_ratio = MultigridSettings::auto(disc.mesh.dim(), disc.order).split_ratio;
+        Some(Box::new(move || vertex_space(disc, split_ratio)))
+    }
+
+    fn solve_planned(
+        &self,
+        backend: &B,
+        disc: &Discretization<'_, T>,
+        plan: Option<SolverPlan>,
+        operator: &B::Operator,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
         if self.choice == SolverChoice::PcgMg {
-            T::pcg_mg(self, backend, disc, operator, rhs, x)
+            T::pcg_mg(self, backend, disc, plan, operator, rhs, x)
         } else {
             KrylovSolver::<T, B>::solve(self, backend, operator, rhs, x)
         }

@@ -148,3 +148,44 @@ fn bad_inputs_are_errors() {
     assert!(mg.apply(&CpuBackend, &vec![1.0; n + 1], &mut x).is_err());
     let _ = VectorOps::<f64>::len(&CpuBackend, &x);
 }
+
+/// `pcg-mg` with its vertex space made ahead (TraceSolver::plan, what the pipeline runs while
+/// the backend prepares, condenses and assembles) is the same solve as without: the same
+/// iterations and the same trace values to the bit; and the pipeline does use the plan (its
+/// note says so).
+#[test]
+fn a_solve_with_its_plan_made_ahead_is_the_same_solve() {
+    use hdg_core::{pipeline, PipelineOptions, Silent, TraceSolver};
+    use hdg_linalg::{SolverChoice, Suite};
+    let (mesh, problem) = hdg_inputs(12);
+    let disc = Discretization::<f64>::new(&mesh, &problem, 2).unwrap();
+    let (op, rhs) = assemble(&disc);
+    let suite = Suite { choice: SolverChoice::PcgMg, tolerance: 1e-10, max_iterations: 500 };
+    let solve = |plan| {
+        let mut x = CpuBackend.zeros(disc.trace_dofs()).unwrap();
+        let report = suite.solve_planned(&CpuBackend, &disc, plan, &op, &rhs, &mut x).unwrap();
+        (x, report)
+    };
+    let (x, report) = solve(None);
+    let work = TraceSolver::<f64, CpuBackend>::plan(&suite, &disc).expect("pcg-mg plans ahead");
+    let (x_planned, report_planned) = solve(Some(work().unwrap()));
+    assert_eq!(report.iterations, report_planned.iterations);
+    assert!(x.iter().zip(&x_planned).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(report_planned.notes.iter().any(|n| n.contains("alongside the element stages")));
+    assert!(!report.notes.iter().any(|n| n.contains("alongside")));
+
+    let out = pipeline::solve::<f64, _>(
+        &CpuBackend,
+        &mesh,
+        &problem,
+        2,
+        &suite,
+        PipelineOptions::default(),
+        &mut Silent,
+    )
+    .unwrap();
+    assert_eq!(out.report.solve.iterations, report.iterations);
+    assert!(out.report.solve.notes.iter().any(|n| n.contains("alongside the element stages")));
+    let plain = Suite { choice: SolverChoice::Cg, ..suite };
+    assert!(TraceSolver::<f64, CpuBackend>::plan(&plain, &disc).is_none());
+}
