@@ -360,6 +360,27 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         })
     }
 
+    /// A_1 gathered on the device from a [`DeviceDbf`] stays there (rounded to T, and in f64
+    /// where the device coarsens it) besides coming to the host for the aggregation.
+    fn vertex_level(
+        &self,
+        trace: &dyn TraceOperator<T, Vector = DeviceVector<T>>,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<DeviceCsr<T>>)> {
+        let Some(dbf) = trace.as_any().and_then(|any| any.downcast_ref::<DeviceDbf<T>>()) else {
+            return Ok((trace.vertex_operator(space, topology)?, None));
+        };
+        match dbf.gather_vertex_operator(space, topology)? {
+            VertexLevel::Host(host) => Ok((host, None)),
+            VertexLevel::Device(gathered) => {
+                let host = gathered.to_host(self)?;
+                let keep_exact = self.coarsens_on_device(gathered.rows, gathered.columns.len());
+                Ok((host, Some(to_precision(self, gathered, keep_exact)?)))
+            }
+        }
+    }
+
     /// The products of smoothed aggregation on the device (kernels `smoothed_prolongator_*`,
     /// `transpose_*`, `sparse_product_*`) on levels of many short rows (see
     /// [`crate::CudaSettings::device_coarsening_rows`]): from A (kept in f64 at upload)
@@ -654,16 +675,29 @@ impl<T: DeviceReal> DeviceDbf<T> {
         Ok(out)
     }
 
-    /// [`TraceOperator::vertex_operator`] on the device: the blocks projected onto E^ stay on
-    /// the device, a thread per coarse unknown gathers its row (`vertex_operator_count`, then
-    /// `vertex_operator_fill` at the row starts), and only A_1 comes back: the same sums in the
-    /// same order as the host's assembly. A vertex row too long for the kernel's row buffer
-    /// sends the whole product to the host's assembly.
+    /// [`TraceOperator::vertex_operator`] on the device ([`DeviceDbf::gather_vertex_operator`]),
+    /// brought to the host.
     pub(crate) fn vertex_operator(
         &self,
         space: &VertexSpace,
         topology: &TraceTopology,
     ) -> Result<HostCsr> {
+        match self.gather_vertex_operator(space, topology)? {
+            VertexLevel::Device(matrix) => matrix.to_host(self.backend()),
+            VertexLevel::Host(matrix) => Ok(matrix),
+        }
+    }
+
+    /// A_1 = E^T A E on the device: the blocks projected onto E^ stay on the device, a thread
+    /// per coarse unknown gathers its row (`vertex_operator_count`, then `vertex_operator_fill`
+    /// at the row starts): the same sums in the same order as the host's assembly. A vertex
+    /// row too long for the kernel's row buffer sends the whole product to the host's
+    /// assembly.
+    fn gather_vertex_operator(
+        &self,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<VertexLevel> {
         let d = space.vertices_per_face;
         let (n_rows, slots) = (self.n_rows(), self.slots());
         if topology.n_rows() != n_rows || space.n_rows() != n_rows || topology.slots != slots {
@@ -681,13 +715,13 @@ impl<T: DeviceReal> DeviceDbf<T> {
         let projected = self.project_on_device(&space.face_transfer, d, d)?;
         let n_coarse = space.n_free_vertices;
         if n_coarse == 0 {
-            return Ok(HostCsr {
+            return Ok(VertexLevel::Host(HostCsr {
                 n: 0,
                 n_cols: 0,
                 indptr: vec![0],
                 indices: vec![],
                 values: vec![],
-            });
+            }));
         }
         let backend = self.backend();
         let gpu = &backend.gpu;
@@ -729,12 +763,20 @@ impl<T: DeviceReal> DeviceDbf<T> {
             )?
         };
         match gathered {
-            Some(matrix) => matrix.to_host(backend),
+            Some(matrix) => Ok(VertexLevel::Device(matrix)),
             // A row beyond the kernel's accumulator: the host assembles from the same blocks.
             None => {
                 let projected = gpu.download(&projected)?;
                 hdg_core::auxiliary::vertex_operator(space, topology, &projected)
+                    .map(VertexLevel::Host)
             }
         }
     }
+}
+
+/// The vertex level's operator where it was formed: gathered on the device, or assembled on
+/// the host.
+enum VertexLevel {
+    Device(DeviceCsr<f64>),
+    Host(HostCsr),
 }

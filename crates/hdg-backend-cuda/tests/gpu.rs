@@ -1235,8 +1235,9 @@ fn vertex_operator_on_device_is_the_hosts() {
 
 /// Smoothed aggregation's products on the device (MultigridOps::coarsen) equal the host's to
 /// the bit: P, P^T (rounded to the working precision) and P^T A P, on two levels of vertex
-/// operators of a 2D and a 3D mesh, the second level's rows denser than the first's. A row
-/// beyond the kernels' accumulator gives None (the host's products), not a wrong matrix.
+/// operators of a 2D and a 3D mesh, the second level's rows denser than the first's; the vertex
+/// level kept on the device (MultigridOps::vertex_level) is the one that comes to the host. A
+/// row beyond the kernels' accumulator gives None (the host's products), not a wrong matrix.
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn coarsening_on_device_is_the_hosts() {
@@ -1261,6 +1262,12 @@ fn coarsening_on_device_is_the_hosts() {
         let prep = LocalSolver::<T>::prepare(g, &disc).unwrap();
         let (op, _) = g.assemble(&disc, &prep, &g.condense(&disc, &prep).unwrap()).unwrap();
         let mut a = op.vertex_operator(&space, &disc.topology).unwrap();
+        // The vertex level as the multigrid takes it: the same matrix, and kept on the device.
+        let (host, kept) = MultigridOps::<T>::vertex_level(g, &op, &space, &disc.topology).unwrap();
+        let label = format!("{:?} k = {k} {} vertex level", mesh.cell_type(), T::NAME);
+        same_bits::<f64>(&label, &host, &a);
+        let kept = kept.unwrap_or_else(|| panic!("{label}: not kept on the device"));
+        same_bits::<T>(&label, &kept.to_host(g).unwrap(), &a);
         for level in 1..=2 {
             let label = format!("{:?} k = {k} {} level {level}", mesh.cell_type(), T::NAME);
             let (start, neighbours) = strong_neighbours(&a, 0.08);

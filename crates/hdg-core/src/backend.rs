@@ -227,6 +227,11 @@ pub trait TraceOperator<T: Real>: Sync {
         let projected = self.project_blocks(&space.face_transfer, d, d)?;
         crate::auxiliary::vertex_operator(space, topology, &projected)
     }
+    /// The operator as [`std::any::Any`], where a backend may recognise its own type
+    /// ([`MultigridOps::vertex_level`]); None (the default) for the rest.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// What the multigrid preconditioner (`hdg-linalg`) needs from a backend beyond vector
@@ -259,6 +264,17 @@ pub trait MultigridOps<T: Real>: FusedOps<T> + BlockOps<T> {
         trace: &Self::Vector,
         coarse: &mut Self::Vector,
     ) -> Result<()>;
+    /// The vertex level's operator A_1 = E^T A E of `trace` ([`TraceOperator::vertex_operator`])
+    /// on the host, and as [`MultigridOps::upload_csr`] would upload it where the backend
+    /// formed it itself and keeps it (None, the default: it goes up when the level is made).
+    fn vertex_level(
+        &self,
+        trace: &dyn TraceOperator<T, Vector = Self::Vector>,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<Self::Csr>)> {
+        Ok((trace.vertex_operator(space, topology)?, None))
+    }
     /// The products of one smoothed-aggregation coarsening, where the backend computes them
     /// itself: from the level's matrix A (`fine` on the host, `fine_on_backend` as uploaded)
     /// and the tentative prolongator T (one entry per row), the prolongator

@@ -418,6 +418,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
     fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
         DeviceDbf::vertex_operator(self, space, topology)
     }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
 
 impl DemoteOperator<CudaBackend> for DeviceDbf<f64> {

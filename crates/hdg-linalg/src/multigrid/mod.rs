@@ -332,7 +332,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         timed("trace level: block factors and lambda_max", t);
 
         let t = Instant::now();
-        let mut matrix = trace.vertex_operator(space, topology)?;
+        let (mut matrix, mut uploaded) = backend.vertex_level(trace, space, topology)?;
         let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
         timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
@@ -352,7 +352,6 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             phases[phase] += lap.elapsed().as_secs_f64();
             lap = Instant::now();
         };
-        let mut uploaded = None;
         while matrix.n > 0 {
             nonzeros.push(matrix.indices.len());
             let operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
