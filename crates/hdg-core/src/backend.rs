@@ -227,8 +227,9 @@ pub trait TraceOperator<T: Real>: Sync {
         let projected = self.project_blocks(&space.face_transfer, d, d)?;
         crate::auxiliary::vertex_operator(space, topology, &projected)
     }
-    /// The operator as [`std::any::Any`], where a backend may recognise its own type
-    /// ([`MultigridOps::vertex_level`]); None (the default) for the rest.
+    /// The operator as [`std::any::Any`] (a wrapper: the operator inside), where a backend may
+    /// recognise its own type ([`MultigridOps::vertex_level`]); None (the default) for the
+    /// rest.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }

@@ -144,6 +144,11 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceTraceOperator<T> {
     fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
         dispatch!(self, m => m.vertex_operator(space, topology))
     }
+
+    /// The operator inside (a [`DeviceDbf`] is recognised by the multigrid's vertex level).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        dispatch!(self, m => m.as_any())
+    }
 }
 
 impl DemoteOperator<CudaBackend> for DeviceTraceOperator<f64> {
