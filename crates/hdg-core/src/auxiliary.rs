@@ -39,7 +39,7 @@ use crate::error::{CoreError, Result};
 use crate::real::Real;
 use crate::reference::{face_parameter_barycentric, ReferenceElement};
 use crate::sparse_rows::{for_each_group, invert};
-use crate::topology::{TraceTopology, NONE};
+use crate::topology::{filled, TraceTopology, NONE};
 use hdg_mesh::Mesh;
 
 /// The P1 vertex space of a mesh and its embedding into the trace space.
@@ -87,8 +87,10 @@ impl VertexSpace {
     /// **Coefficient regions.** Around each vertex the cells are grouped: two cells that share
     /// a face through the vertex are in one group when their kappa differ by at most
     /// `split_ratio` (and groups are closed under that). Each group is one coarse unknown, and
-    /// a face takes the unknown of the group of its cell with the larger kappa. With a smooth
-    /// coefficient every vertex has one group (plain P1). Where regions of high kappa touch
+    /// a face takes the unknown of the group of its cell with the larger kappa. Where kappa
+    /// stays within `split_ratio` over the whole mesh there is no grouping: plain P1, one
+    /// unknown per vertex (the same space on a mesh whose cells around each vertex are joined
+    /// through faces, and the setup's largest cost saved). Where regions of high kappa touch
     /// only at a vertex (a checkerboard's cross points) the trace space holds functions that
     /// are constant on each high region, at low energy, which continuous P1 cannot represent;
     /// one unknown per region can.
@@ -119,88 +121,25 @@ impl VertexSpace {
         let d = mesh.dim();
         let n_f = element.n_face();
         let face_transfer = reference_transfer(element, d)?;
-        let regions = VertexRegions::new(mesh, kappa, split_ratio);
-
-        // Which (vertex, region) pairs a free face uses: the region of its cell of larger kappa.
         let dirichlet_vertex: Vec<AtomicBool> =
-            (0..mesh.n_vertices()).map(|_| AtomicBool::new(false)).collect();
+            (0..mesh.n_vertices()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
         (0..mesh.n_faces()).into_par_iter().filter(|&f| topology.is_dirichlet(f)).for_each(|f| {
             for &v in mesh.face_vertices(f) {
                 dirichlet_vertex[v].store(true, Relaxed);
             }
         });
         let dirichlet_vertex: Vec<bool> =
-            dirichlet_vertex.into_iter().map(AtomicBool::into_inner).collect();
-        let row_regions: Vec<u32> = topology
-            .free_faces
+            dirichlet_vertex.into_par_iter().map(AtomicBool::into_inner).collect();
+        let (min, max) = kappa
             .par_iter()
-            .flat_map_iter(|&face| {
-                let cells = mesh.face_cells(face as usize);
-                let cell = match cells[1] {
-                    c if c != hdg_mesh::NO_CELL && kappa[c] > kappa[cells[0]] => c,
-                    _ => cells[0],
-                };
-                let regions = &regions;
-                mesh.face_vertices(face as usize).iter().map(move |&v| regions.slot(v, cell))
-            })
-            .collect();
-        let entry_vertex =
-            |entry: usize| mesh.face_vertices(topology.free_faces[entry / d] as usize)[entry % d];
-        let used: Vec<AtomicBool> =
-            (0..regions.cells.len()).map(|_| AtomicBool::new(false)).collect();
-        row_regions.par_iter().enumerate().for_each(|(entry, &slot)| {
-            if !dirichlet_vertex[entry_vertex(entry)] {
-                used[slot as usize].store(true, Relaxed);
-            }
-        });
-        let used: Vec<bool> = used.into_iter().map(AtomicBool::into_inner).collect();
-        // Number the used pairs vertex by vertex, regions in order (deterministic): count each
-        // vertex's used regions, then number them from the prefix sums.
-        let used_regions = |v: usize, seen: &mut Vec<u32>| {
-            let range = regions.start[v]..regions.start[v + 1];
-            seen.clear();
-            seen.resize(range.len(), NONE);
-            let mut count = 0u32;
-            for slot in range.filter(|&slot| used[slot]) {
-                let region = regions.region[slot] as usize;
-                if seen[region] == NONE {
-                    seen[region] = count;
-                    count += 1;
-                }
-            }
-            count
+            .fold(|| (f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)))
+            .reduce(|| (f64::INFINITY, 0.0f64), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let (vertex_unknowns, row_vertices) = if max <= split_ratio * min {
+            plain_numbering(mesh, topology, &dirichlet_vertex)
+        } else {
+            split_numbering(mesh, topology, kappa, split_ratio, &dirichlet_vertex)
         };
-        let counts: Vec<u32> = (0..mesh.n_vertices())
-            .into_par_iter()
-            .map_init(Vec::new, |seen, v| used_regions(v, seen))
-            .collect();
-        let mut vertex_unknowns = Vec::with_capacity(mesh.n_vertices() + 1);
-        vertex_unknowns.push(0usize);
-        for &count in &counts {
-            vertex_unknowns.push(vertex_unknowns[vertex_unknowns.len() - 1] + count as usize);
-        }
         let n = vertex_unknowns[mesh.n_vertices()];
-        let mut unknown_of_slot = vec![NONE; regions.cells.len()];
-        for_each_group(&mut unknown_of_slot, &regions.start, |v, slots, seen: &mut Vec<u32>| {
-            used_regions(v, seen);
-            for (slot, unknown) in slots.iter_mut().enumerate() {
-                let local = seen[regions.region[regions.start[v] + slot] as usize];
-                if local != NONE {
-                    *unknown = (vertex_unknowns[v] + local as usize) as u32;
-                }
-            }
-        });
-        let row_vertices: Vec<u32> = row_regions
-            .par_iter()
-            .enumerate()
-            .map(|(entry, &slot)| {
-                if dirichlet_vertex[entry_vertex(entry)] {
-                    NONE
-                } else {
-                    unknown_of_slot[slot as usize]
-                }
-            })
-            .collect();
 
         // Unknown -> (row, local vertex) incidence, rows in increasing order within each unknown.
         let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |entry| {
@@ -247,6 +186,127 @@ impl VertexSpace {
     }
 }
 
+/// Prefix sums of `counts`, starting at 0 (one more entry than `counts`).
+fn prefix_sums(counts: impl Iterator<Item = usize>) -> Vec<usize> {
+    let mut sums = vec![0usize];
+    sums.extend(counts.scan(0usize, |total, count| {
+        *total += count;
+        Some(*total)
+    }));
+    sums
+}
+
+/// Plain P1 (kappa within the split ratio everywhere): one coarse unknown per vertex of a free
+/// face off the Dirichlet boundary, in vertex order. Returns the unknowns' starts per vertex
+/// and the unknown of each free face row's vertices ([`VertexSpace`]'s fields).
+fn plain_numbering(
+    mesh: &Mesh,
+    topology: &TraceTopology,
+    dirichlet_vertex: &[bool],
+) -> (Vec<usize>, Vec<u32>) {
+    let d = mesh.dim();
+    let used: Vec<AtomicBool> =
+        (0..mesh.n_vertices()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
+    topology.free_faces.par_iter().for_each(|&face| {
+        for &v in mesh.face_vertices(face as usize) {
+            if !dirichlet_vertex[v] {
+                used[v].store(true, Relaxed);
+            }
+        }
+    });
+    let vertex_unknowns = prefix_sums(used.iter().map(|u| u.load(Relaxed) as usize));
+    let mut row_vertices = filled(NONE, topology.free_faces.len() * d);
+    row_vertices.par_chunks_mut(d).zip(&topology.free_faces).for_each(|(row, &face)| {
+        for (unknown, &v) in row.iter_mut().zip(mesh.face_vertices(face as usize)) {
+            if !dirichlet_vertex[v] {
+                *unknown = vertex_unknowns[v] as u32;
+            }
+        }
+    });
+    (vertex_unknowns, row_vertices)
+}
+
+/// P1 with split unknowns (see [`VertexSpace::from_parts`]): one coarse unknown per used
+/// coefficient region around each vertex. Returns what [`plain_numbering`] does.
+fn split_numbering(
+    mesh: &Mesh,
+    topology: &TraceTopology,
+    kappa: &[f64],
+    split_ratio: f64,
+    dirichlet_vertex: &[bool],
+) -> (Vec<usize>, Vec<u32>) {
+    let d = mesh.dim();
+    let regions = VertexRegions::new(mesh, kappa, split_ratio);
+
+    // Which (vertex, region) pairs a free face uses: the region of its cell of larger kappa.
+    let row_regions: Vec<u32> = topology
+        .free_faces
+        .par_iter()
+        .flat_map_iter(|&face| {
+            let cells = mesh.face_cells(face as usize);
+            let cell = match cells[1] {
+                c if c != hdg_mesh::NO_CELL && kappa[c] > kappa[cells[0]] => c,
+                _ => cells[0],
+            };
+            let regions = &regions;
+            mesh.face_vertices(face as usize).iter().map(move |&v| regions.slot(v, cell))
+        })
+        .collect();
+    let entry_vertex =
+        |entry: usize| mesh.face_vertices(topology.free_faces[entry / d] as usize)[entry % d];
+    let used: Vec<AtomicBool> =
+        (0..regions.cells.len()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
+    row_regions.par_iter().enumerate().for_each(|(entry, &slot)| {
+        if !dirichlet_vertex[entry_vertex(entry)] {
+            used[slot as usize].store(true, Relaxed);
+        }
+    });
+    let used: Vec<bool> = used.into_par_iter().map(AtomicBool::into_inner).collect();
+    // Number the used pairs vertex by vertex, regions in order (deterministic): count each
+    // vertex's used regions, then number them from the prefix sums.
+    let used_regions = |v: usize, seen: &mut Vec<u32>| {
+        let range = regions.start[v]..regions.start[v + 1];
+        seen.clear();
+        seen.resize(range.len(), NONE);
+        let mut count = 0u32;
+        for slot in range.filter(|&slot| used[slot]) {
+            let region = regions.region[slot] as usize;
+            if seen[region] == NONE {
+                seen[region] = count;
+                count += 1;
+            }
+        }
+        count
+    };
+    let counts: Vec<u32> = (0..mesh.n_vertices())
+        .into_par_iter()
+        .map_init(Vec::new, |seen, v| used_regions(v, seen))
+        .collect();
+    let vertex_unknowns = prefix_sums(counts.iter().map(|&c| c as usize));
+    let mut unknown_of_slot = filled(NONE, regions.cells.len());
+    for_each_group(&mut unknown_of_slot, &regions.start, |v, slots, seen: &mut Vec<u32>| {
+        used_regions(v, seen);
+        for (slot, unknown) in slots.iter_mut().enumerate() {
+            let local = seen[regions.region[regions.start[v] + slot] as usize];
+            if local != NONE {
+                *unknown = (vertex_unknowns[v] + local as usize) as u32;
+            }
+        }
+    });
+    let row_vertices: Vec<u32> = row_regions
+        .par_iter()
+        .enumerate()
+        .map(|(entry, &slot)| {
+            if dirichlet_vertex[entry_vertex(entry)] {
+                NONE
+            } else {
+                unknown_of_slot[slot as usize]
+            }
+        })
+        .collect();
+    (vertex_unknowns, row_vertices)
+}
+
 /// The cells around every vertex and their coefficient region (see
 /// [`VertexSpace::from_parts`]): cell `cells[slot]` is in region `region[slot]` of its
 /// vertex, slots `start[v]..start[v + 1]` for vertex v, cells in increasing order, regions
@@ -283,13 +343,17 @@ impl VertexRegions {
                 i
             }
             for (i, &c) in around.iter().enumerate() {
-                for &f in mesh.cell_faces(c as usize) {
-                    if !mesh.face_vertices(f).contains(&v) {
+                let c = c as usize;
+                let faces = mesh.cell_faces(c);
+                // Local face f is opposite local vertex f: the faces through v are the others.
+                for (&f, &opposite) in faces.iter().zip(mesh.cell_vertices(c)) {
+                    if opposite == v {
                         continue;
                     }
                     let [a, b] = mesh.face_cells(f);
-                    let other = if a == c as usize { b } else { a };
-                    if other == hdg_mesh::NO_CELL || !similar(c as usize, other) {
+                    let other = if a == c { b } else { a };
+                    // Each face through v is met from both its cells: joined once.
+                    if other == hdg_mesh::NO_CELL || other < c || !similar(c, other) {
                         continue;
                     }
                     let j = around.binary_search(&(other as u32)).expect("the neighbour shares v");
@@ -447,6 +511,29 @@ mod tests {
         let cube = generate::unit_cube(3).unwrap();
         assert_eq!(space(&cube, 1).n_free_vertices, 8);
         assert_eq!(space(&cube, 1).face_transfer.len(), 9);
+    }
+
+    /// The numbering without regions is the one with them wherever the two spaces agree (kappa
+    /// within the split ratio on meshes whose cells around a vertex are joined through faces).
+    #[test]
+    fn plain_numbering_is_the_split_numbering_of_one_region() {
+        for mesh in [
+            generate::perturb(&generate::unit_square(7, Diagonal::Alternating).unwrap(), 0.3, 5)
+                .unwrap(),
+            generate::unit_cube(3).unwrap(),
+        ] {
+            let topology = TraceTopology::new(&mesh);
+            let dirichlet: Vec<bool> = (0..mesh.n_vertices())
+                .map(|v| mesh.vertex(v).iter().any(|&c| c.abs() < 1e-12 || (c - 1.0).abs() < 1e-12))
+                .collect();
+            // Varying kappa, all within the ratio: the split numbering finds one region a vertex.
+            let kappa: Vec<f64> = (0..mesh.n_cells()).map(|c| 1.0 + (c % 7) as f64).collect();
+            let plain = plain_numbering(&mesh, &topology, &dirichlet);
+            let split = split_numbering(&mesh, &topology, &kappa, 10.0, &dirichlet);
+            assert_eq!(plain, split);
+            let interior = dirichlet.iter().filter(|&&b| !b).count();
+            assert_eq!(plain.0[mesh.n_vertices()], interior);
+        }
     }
 
     /// E applied to the vertex values of a linear function gives, on every free face, the

@@ -183,7 +183,8 @@ pub fn invert(
     n_groups: usize,
     group: impl Fn(usize) -> Option<usize> + Sync,
 ) -> (Vec<usize>, Vec<u32>) {
-    let next: Vec<AtomicUsize> = (0..n_groups).map(|_| AtomicUsize::new(0)).collect();
+    let next: Vec<AtomicUsize> =
+        (0..n_groups).into_par_iter().map(|_| AtomicUsize::new(0)).collect();
     (0..n_entries).into_par_iter().filter_map(&group).for_each(|g| {
         next[g].fetch_add(1, Relaxed);
     });
@@ -193,7 +194,8 @@ pub fn invert(
         start.push(start[start.len() - 1] + count.load(Relaxed));
     }
     next.par_iter().zip(&start[..n_groups]).for_each(|(next, &s)| next.store(s, Relaxed));
-    let entries: Vec<AtomicU32> = (0..start[n_groups]).map(|_| AtomicU32::new(0)).collect();
+    let entries: Vec<AtomicU32> =
+        (0..start[n_groups]).into_par_iter().map(|_| AtomicU32::new(0)).collect();
     (0..n_entries).into_par_iter().for_each(|e| {
         if let Some(g) = group(e) {
             entries[next[g].fetch_add(1, Relaxed)].store(e as u32, Relaxed);
