@@ -121,3 +121,76 @@ TRANSPOSE(unsigned char, u8)
 TRANSPOSE(unsigned, u32)
 TRANSPOSE(f32, f32)
 TRANSPOSE(f64, f64)
+
+// The assembly's slot planes of every free row ([a * n_rows + row]), as
+// hdg_core::TraceTopology::with_dirichlet lays them out: slot 0 is the row's own face, then
+// each side's cell gives its other faces in local order (slots 1.. for side 0, fpc.. for side
+// 1); padding (a missing second cell) is NONE_INDEX with local faces 0. Read from the row
+// planes (row_cell, row_local: [side * n_rows + row]), the cells' global faces
+// ([j * n_cells + c]) and the free index of every face: a few bytes a row cross the bus
+// instead of the five slot planes.
+extern "C" __global__ void topology_slots(u64 n_rows, u64 n_cells, unsigned fpc,
+                                          const unsigned* __restrict__ row_cell,
+                                          const unsigned char* __restrict__ row_local,
+                                          const unsigned* __restrict__ cell_faces,
+                                          const unsigned* __restrict__ free_index,
+                                          unsigned* __restrict__ slot_cell,
+                                          unsigned char* __restrict__ slot_row,
+                                          unsigned char* __restrict__ slot_col,
+                                          unsigned* __restrict__ neighbours,
+                                          unsigned* __restrict__ slot_face) {
+    const unsigned slots = 1 + 2 * (fpc - 1);
+    for (u64 row = blockIdx.x * (u64)blockDim.x + threadIdx.x; row < n_rows;
+         row += (u64)gridDim.x * blockDim.x) {
+        for (unsigned a = 0; a < slots; ++a) {
+            const u64 at = a * n_rows + row;
+            slot_cell[at] = NONE_INDEX;
+            slot_row[at] = 0;
+            slot_col[at] = 0;
+            neighbours[at] = NONE_INDEX;
+            slot_face[at] = NONE_INDEX;
+        }
+        neighbours[row] = (unsigned)row;
+        slot_face[row] = cell_faces[(u64)row_local[row] * n_cells + row_cell[row]];
+        for (unsigned side = 0; side < 2; ++side) {
+            const unsigned cell = row_cell[side * n_rows + row];
+            if (cell == NONE_INDEX) continue;
+            const unsigned char local = row_local[side * n_rows + row];
+            unsigned a = 1 + side * (fpc - 1);
+            for (unsigned j = 0; j < fpc; ++j) {
+                if (j == local) continue;
+                const unsigned other = cell_faces[(u64)j * n_cells + cell];
+                const u64 at = a * n_rows + row;
+                neighbours[at] = free_index[other];
+                slot_face[at] = other;
+                slot_cell[at] = cell;
+                slot_row[at] = local;
+                slot_col[at] = (unsigned char)j;
+                ++a;
+            }
+        }
+    }
+}
+
+// out[faces[i] * nf + m] = values[i * nf + m] for the listed faces, the rest of out untouched:
+// the Dirichlet data of the boundary faces into the per-face table that assembly and recovery
+// read (the table is mostly zeros: only the listed faces cross the bus).
+template <typename T>
+__device__ void scatter_faces(u64 count, unsigned nf, const unsigned* __restrict__ faces,
+                              const T* __restrict__ values, T* __restrict__ out) {
+    const u64 total = count * nf;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < total;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 f = i / nf, m = i - f * nf;
+        out[(u64)faces[f] * nf + m] = values[i];
+    }
+}
+
+#define SCATTER_FACES(T)                                                                      \
+    extern "C" __global__ void scatter_faces_##T(u64 count, unsigned nf,                      \
+                                                 const unsigned* faces, const T* values,      \
+                                                 T* out) {                                    \
+        scatter_faces<T>(count, nf, faces, values, out);                                      \
+    }
+SCATTER_FACES(f32)
+SCATTER_FACES(f64)

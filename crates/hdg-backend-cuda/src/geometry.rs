@@ -5,8 +5,9 @@
 //! What crosses the bus is the mesh itself (vertex coordinates, 16 bytes per vertex in 2D, and
 //! the cell-vertex table, 12 bytes per triangle) instead of the geometry records (14 values per
 //! triangle, 26 per tetrahedron). Host tables (face orientations, global faces, the assembly's
-//! topology) are uploaded in their row-major host layout and transposed into element-fastest
-//! planes by one kernel, instead of being transposed by the host first.
+//! rows) are uploaded in their row-major host layout and transposed into element-fastest
+//! planes by one kernel, instead of being transposed by the host first; the assembly's slot
+//! planes are derived on the device from its rows and the cells' faces (`topology_slots`).
 use cust::memory::{DeviceBuffer, DeviceCopy};
 use hdg_core::{CoreError, Result};
 use hdg_mesh::Mesh;

@@ -12,12 +12,13 @@ use crate::design::{
     block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
     shared_bytes, Design, ElementStage, Precision, MAX_ELEMENT_ORDER,
 };
-use crate::device::{address, grid, CudaBackend, DeviceReal, THREADS};
+use crate::device::{address, arg, elementwise_blocks, grid, CudaBackend, DeviceReal, THREADS};
 use crate::element_kernels::ElementKernels;
 use crate::geometry::{upload_planes, Columns, DeviceMesh};
 use crate::manufactured::DeviceSource;
 use crate::stages::launch::PhaseClock;
 use crate::stages::layout::{to_element_contiguous, to_element_fastest};
+use crate::vector::uninitialized;
 
 /// Addresses of the reference tables (`struct Tables` in element_common.cuh).
 #[repr(C)]
@@ -378,6 +379,96 @@ pub(crate) fn forced_designs(
     designs
 }
 
+/// The Dirichlet data per global face (`[face * n_f + m]`, zero off the Dirichlet faces) on
+/// the device: zeros, and the Dirichlet faces' values scattered into them (kernel
+/// `scatter_faces`), so that only the boundary's values cross the bus.
+fn dirichlet_table<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+) -> Result<DeviceBuffer<T>> {
+    let n_f = disc.tables.n_f;
+    let topo = &disc.topology;
+    let faces: Vec<u32> = (0..topo.n_faces as u32)
+        .into_par_iter()
+        .filter(|&f| topo.is_dirichlet(f as usize))
+        .collect();
+    let values: Vec<T> = faces
+        .par_iter()
+        .flat_map_iter(|&f| disc.dirichlet_values[f as usize * n_f..][..n_f].iter().copied())
+        .collect();
+    let gpu = &backend.gpu;
+    let table = gpu.zeros::<T>(topo.n_faces * n_f)?;
+    if !values.is_empty() {
+        let (faces_device, values_device) = (gpu.upload(&faces)?, gpu.upload(&values)?);
+        let (count, nf) = (faces.len() as u64, n_f as u32);
+        let (fp, vp, tp) = (address(&faces_device), address(&values_device), address(&table));
+        let kernel = format!("scatter_faces_{}", T::SUFFIX);
+        // SAFETY: scatter_faces_T(u64 count, unsigned nf, const unsigned* faces, const T*
+        // values, T* out): count faces (each < n_faces) and count * nf values, out of n_faces
+        // * nf entries; grid-stride.
+        unsafe {
+            gpu.launch(
+                &kernel,
+                elementwise_blocks(values.len()),
+                &[arg(&count), arg(&nf), arg(&fp), arg(&vp), arg(&tp)],
+            )?
+        };
+        // The uploads are freed on return: the kernel must have read them.
+        gpu.synchronize()?;
+    }
+    Ok(table)
+}
+
+/// The slot planes of `topology` from its row planes and the cells' global faces (`faces`,
+/// `[j * n_cells + c]`), as `TraceTopology` lays them out (kernel `topology_slots`).
+fn derive_slots<T: DeviceCopy>(
+    backend: &CudaBackend,
+    topology: &DeviceTopology<T>,
+    faces: &DeviceBuffer<u32>,
+    n_cells: usize,
+    fpc: usize,
+) -> Result<()> {
+    let n_rows = topology.n_rows;
+    if n_rows == 0 {
+        return Ok(());
+    }
+    debug_assert_eq!(topology.slots, 1 + 2 * (fpc - 1));
+    let (nr, nc, fpc32) = (n_rows as u64, n_cells as u64, fpc as u32);
+    let a = topology.addresses();
+    let (rc, rl, cf, fi) = (
+        address(&topology.row_cell),
+        address(&topology.row_local),
+        address(faces),
+        address(&topology.free_index),
+    );
+    // SAFETY: topology_slots(u64 n_rows, u64 n_cells, unsigned fpc, const unsigned* row_cell,
+    // const u8* row_local, const unsigned* cell_faces, const unsigned* free_index, then the
+    // outputs slot_cell, slot_row, slot_col, neighbours, slot_face): the row planes hold 2 *
+    // n_rows entries (cells < n_cells or NONE, local faces < fpc), the face planes fpc *
+    // n_cells (faces < free_index.len()), every output slots * n_rows with slots = 1 + 2 (fpc
+    // - 1); a thread per row, grid-stride.
+    unsafe {
+        backend.gpu.launch(
+            "topology_slots",
+            grid(n_rows)?,
+            &[
+                arg(&nr),
+                arg(&nc),
+                arg(&fpc32),
+                arg(&rc),
+                arg(&rl),
+                arg(&cf),
+                arg(&fi),
+                arg(&a.slot_cell),
+                arg(&a.slot_row),
+                arg(&a.slot_col),
+                arg(&a.neighbours),
+                arg(&a.slot_face),
+            ],
+        )
+    }
+}
+
 pub(crate) fn prepare<T: DeviceReal>(
     backend: &CudaBackend,
     disc: &Discretization<'_, T>,
@@ -444,45 +535,50 @@ pub(crate) fn prepare<T: DeviceReal>(
     };
     clock.lap(if loads_on_device { "loads (device)" } else { "loads (host)" });
 
-    // Topology planes for the assembly, transposed on the device from the host layout.
+    // Topology planes for the assembly: the row planes transposed on the device from the host
+    // layout, the slot planes derived from them on the device (`topology_slots`).
     let topo = &disc.topology;
     let (n_rows, slots) = (topo.n_rows(), topo.slots);
-    let slot_local: &[u8] = cust::memory::bytemuck::cast_slice(&topo.slot_local);
+    let row_cell = upload_planes(
+        backend,
+        cust::memory::bytemuck::cast_slice(&topo.row_cells),
+        n_rows,
+        Columns::all(2),
+    )?;
+    let row_local = upload_planes(
+        backend,
+        cust::memory::bytemuck::cast_slice(&topo.row_local_face),
+        n_rows,
+        Columns::all(2),
+    )?;
+    let free_index = gpu.upload(&topo.free_index)?;
+    let plane = n_rows * slots;
+    // SAFETY: derive_slots (below) writes every entry of the slot planes.
+    let (slot_cell, slot_row, slot_col, neighbours, slot_face) = unsafe {
+        (
+            uninitialized::<u32>(backend, plane)?,
+            uninitialized::<u8>(backend, plane)?,
+            uninitialized::<u8>(backend, plane)?,
+            uninitialized::<u32>(backend, plane)?,
+            uninitialized::<u32>(backend, plane)?,
+        )
+    };
     let topology = DeviceTopology {
         n_rows,
         slots,
         n_active_blocks: topo.n_stored_blocks(),
-        free_index: gpu.upload(&topo.free_index)?,
-        dirichlet: gpu.upload(&disc.dirichlet_values)?,
-        row_cell: upload_planes(
-            backend,
-            cust::memory::bytemuck::cast_slice(&topo.row_cells),
-            n_rows,
-            Columns::all(2),
-        )?,
-        row_local: upload_planes(
-            backend,
-            cust::memory::bytemuck::cast_slice(&topo.row_local_face),
-            n_rows,
-            Columns::all(2),
-        )?,
-        slot_cell: upload_planes(backend, &topo.slot_cell, n_rows, Columns::all(slots))?,
-        slot_row: upload_planes(
-            backend,
-            slot_local,
-            n_rows,
-            Columns { per: 2 * slots, first: 0, step: 2, count: slots },
-        )?,
-        slot_col: upload_planes(
-            backend,
-            slot_local,
-            n_rows,
-            Columns { per: 2 * slots, first: 1, step: 2, count: slots },
-        )?,
-        neighbours: upload_planes(backend, &topo.neighbours, n_rows, Columns::all(slots))?,
-        slot_face: upload_planes(backend, &topo.slot_faces, n_rows, Columns::all(slots))?,
+        free_index,
+        dirichlet: dirichlet_table(backend, disc)?,
+        row_cell,
+        row_local,
+        slot_cell,
+        slot_row,
+        slot_col,
+        neighbours,
+        slot_face,
         _backend: backend.clone(),
     };
+    derive_slots(backend, &topology, &faces, n_cells, fpc)?;
     let tables = DeviceTables {
         derivative: gpu.upload(&t.derivative)?,
         derivative_products: gpu.upload(&t.derivative_products)?,
