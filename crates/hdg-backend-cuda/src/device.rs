@@ -18,6 +18,7 @@ use cust::memory::{bytemuck::Pod, CopyDestination, DeviceBuffer, DeviceCopy, Loc
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
+use rayon::prelude::*;
 
 use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
@@ -300,12 +301,15 @@ impl Gpu {
     }
 
     /// A host copy of `buffer` (waits for the stream first).
-    pub(crate) fn download<T: DeviceCopy + Default + Clone>(
+    pub(crate) fn download<T: DeviceCopy + Default + Clone + Send + Sync>(
         &self,
         buffer: &DeviceBuffer<T>,
     ) -> Result<Vec<T>> {
         self.synchronize()?;
-        let mut host = vec![T::default(); buffer.len()];
+        // Fresh pages are touched first by all threads: faulted in by the copy, they cost
+        // more than the copy itself (one thread, a fault per 4 KiB).
+        let mut host = Vec::with_capacity(buffer.len());
+        host.par_extend(rayon::iter::repeat_n(T::default(), buffer.len()));
         buffer.copy_to(&mut host[..]).map_err(|e| cuda_error("device-to-host copy failed", e))?;
         Ok(host)
     }

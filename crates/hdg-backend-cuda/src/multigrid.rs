@@ -99,9 +99,9 @@ impl<T: DeviceReal> DeviceCsr<T> {
         Ok(HostCsr {
             n: self.rows,
             n_cols: self.cols,
-            indptr: gpu.download(&self.row_start)?.into_iter().map(|p| p as usize).collect(),
-            indices: gpu.download(&self.columns)?.into_iter().map(|c| c as usize).collect(),
-            values: gpu.download(&self.values)?.into_iter().map(|v| v.as_f64()).collect(),
+            indptr: gpu.download(&self.row_start)?.into_par_iter().map(|p| p as usize).collect(),
+            indices: gpu.download(&self.columns)?.into_par_iter().map(|c| c as usize).collect(),
+            values: gpu.download(&self.values)?.into_par_iter().map(|v| v.as_f64()).collect(),
         })
     }
 
@@ -371,14 +371,24 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         let Some(dbf) = trace.as_any().and_then(|any| any.downcast_ref::<DeviceDbf<T>>()) else {
             return Ok((trace.vertex_operator(space, topology)?, None));
         };
-        match dbf.gather_vertex_operator(space, topology)? {
-            VertexLevel::Host(host) => Ok((host, None)),
+        let mut clock = PhaseClock::new("vertex level", self.settings().profile);
+        let gathered = dbf.gather_vertex_operator(space, topology, &mut clock)?;
+        let level = match gathered {
+            VertexLevel::Host(host) => (host, None),
             VertexLevel::Device(gathered) => {
                 let host = gathered.to_host(self)?;
+                clock.lap("download");
                 let keep_exact = self.coarsens_on_device(gathered.rows, gathered.columns.len());
-                Ok((host, Some(to_precision(self, gathered, keep_exact)?)))
+                let kept = to_precision(self, gathered, keep_exact)?;
+                if self.settings().profile {
+                    self.gpu.synchronize()?;
+                }
+                clock.lap("rounding");
+                (host, Some(kept))
             }
-        }
+        };
+        clock.report();
+        Ok(level)
     }
 
     /// The products of smoothed aggregation on the device (kernels `smoothed_prolongator_*`,
@@ -682,7 +692,8 @@ impl<T: DeviceReal> DeviceDbf<T> {
         space: &VertexSpace,
         topology: &TraceTopology,
     ) -> Result<HostCsr> {
-        match self.gather_vertex_operator(space, topology)? {
+        let mut clock = PhaseClock::new("vertex level", false);
+        match self.gather_vertex_operator(space, topology, &mut clock)? {
             VertexLevel::Device(matrix) => matrix.to_host(self.backend()),
             VertexLevel::Host(matrix) => Ok(matrix),
         }
@@ -697,6 +708,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
         &self,
         space: &VertexSpace,
         topology: &TraceTopology,
+        clock: &mut PhaseClock,
     ) -> Result<VertexLevel> {
         let d = space.vertices_per_face;
         let (n_rows, slots) = (self.n_rows(), self.slots());
@@ -713,6 +725,11 @@ impl<T: DeviceReal> DeviceDbf<T> {
             });
         }
         let projected = self.project_on_device(&space.face_transfer, d, d)?;
+        let profile = self.backend().settings().profile;
+        if profile {
+            self.backend().gpu.synchronize()?;
+        }
+        clock.lap("projection");
         let n_coarse = space.n_free_vertices;
         if n_coarse == 0 {
             return Ok(VertexLevel::Host(HostCsr {
@@ -728,6 +745,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
         let start = gpu.upload(&to_u32("incidence", &space.vertex_row_start)?)?;
         let entries = gpu.upload(&space.vertex_rows)?;
         let row_vertices = gpu.upload(&space.row_vertices)?;
+        clock.lap("incidence uploads");
         let (nc, dd, ss, pitch) = (n_coarse as u32, d as u32, slots as u32, self.pitch() as u32);
         let (sp, ep, rp, cp, pp) = (
             address(&start),
@@ -762,6 +780,10 @@ impl<T: DeviceReal> DeviceDbf<T> {
                 ],
             )?
         };
+        if profile {
+            gpu.synchronize()?;
+        }
+        clock.lap("gather");
         match gathered {
             Some(matrix) => Ok(VertexLevel::Device(matrix)),
             // A row beyond the kernel's accumulator: the host assembles from the same blocks.

@@ -154,6 +154,6 @@ impl TraceTopology {
 
     /// Number of stored (non-padding, non-Dirichlet) blocks.
     pub fn n_stored_blocks(&self) -> usize {
-        self.neighbours.iter().filter(|&&n| n != NONE).count()
+        self.neighbours.par_iter().filter(|&&n| n != NONE).count()
     }
 }

@@ -13,10 +13,15 @@ pub(crate) fn to_element_fastest<T: Copy + Default + Send + Sync>(
     }
     let per = data.len() / n_cells;
     let mut out = vec![T::default(); data.len()];
+    // Parallel within each plane too: a plane per task would leave most threads idle (3 or 4
+    // planes of tau).
+    const CHUNK: usize = 1 << 14;
     out.par_chunks_mut(n_cells).enumerate().for_each(|(f, plane)| {
-        for (e, v) in plane.iter_mut().enumerate() {
-            *v = data[e * per + f];
-        }
+        plane.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, part)| {
+            for (i, v) in part.iter_mut().enumerate() {
+                *v = data[(chunk * CHUNK + i) * per + f];
+            }
+        });
     });
     out
 }
