@@ -1,6 +1,17 @@
 //! Mesh errors: each names the offending cell, face or vertex.
 use thiserror::Error;
 
+use crate::conformity::NonConformity;
+
+/// The offending vertices of a [`MeshError::NonConforming`], one per line.
+fn list(shown: &[NonConformity], total: usize) -> String {
+    let mut s: String = shown.iter().map(|n| format!("\n  {n}")).collect();
+    if total > shown.len() {
+        s += &format!("\n  ... and {} more", total - shown.len());
+    }
+    s
+}
+
 /// What can be wrong with a mesh or with the parameters of a mesh generator.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MeshError {
@@ -22,6 +33,10 @@ pub enum MeshError {
     /// An input array whose length is not a multiple of what it holds.
     #[error("{what} has length {len}, which is not a multiple of {multiple}")]
     BadArrayLength { what: &'static str, len: usize, multiple: usize },
+    /// Cells that do not meet face to face: a hanging node or a duplicated vertex (an internal
+    /// crack). `shown` lists the first [`crate::conformity::MAX_REPORTED`] of `total`.
+    #[error("the mesh is not conforming: {total} boundary vertices lie on faces they do not belong to{}", list(shown, *total))]
+    NonConforming { total: usize, shown: Vec<NonConformity> },
     /// A mesh with no cells.
     #[error("the mesh has no cells")]
     Empty,

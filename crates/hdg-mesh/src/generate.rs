@@ -54,8 +54,12 @@ pub fn rectangle(
             "rectangle needs finite bounds with x0 < x1 and y0 < y1 (got x = {x:?}, y = {y:?})"
         )));
     }
-    let n_coords =
-        (nx + 1).checked_mul(ny + 1).and_then(|n| n.checked_mul(2)).ok_or_else(|| {
+    let n_coords = nx
+        .checked_add(1)
+        .zip(ny.checked_add(1))
+        .and_then(|(a, b)| a.checked_mul(b))
+        .and_then(|n| n.checked_mul(2))
+        .ok_or_else(|| {
             MeshError::InvalidParameter(format!("rectangle {nx} x {ny} is too large"))
         })?;
     let n_cell_entries = nx.checked_mul(ny).and_then(|n| n.checked_mul(6)).ok_or_else(|| {
@@ -180,9 +184,10 @@ pub fn box_mesh(n: [usize; 3], x: [f64; 2], y: [f64; 2], z: [f64; 2]) -> Result<
     }
     let too_large =
         || MeshError::InvalidParameter(format!("box mesh {nx} x {ny} x {nz} is too large"));
-    let n_vertices = (nx + 1)
-        .checked_mul(ny + 1)
-        .and_then(|v| v.checked_mul(nz + 1))
+    let n_vertices = nx
+        .checked_add(1)
+        .and_then(|a| a.checked_mul(ny.checked_add(1)?))
+        .and_then(|v| v.checked_mul(nz.checked_add(1)?))
         .filter(|v| v.checked_mul(3).is_some())
         .ok_or_else(too_large)?;
     let n_boxes = nx.checked_mul(ny).and_then(|v| v.checked_mul(nz)).ok_or_else(too_large)?;

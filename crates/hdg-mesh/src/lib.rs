@@ -5,6 +5,7 @@
 //!   structured tetrahedral meshes (Kuhn split); [`perturb`]: random interior vertex moves that
 //!   keep every cell valid.
 mod cell;
+pub mod conformity;
 mod error;
 pub mod generate;
 mod mesh;

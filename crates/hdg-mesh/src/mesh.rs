@@ -118,7 +118,10 @@ impl Mesh {
     /// - [`MeshError::VertexOutOfRange`], [`MeshError::RepeatedVertex`]: bad cell connectivity;
     /// - [`MeshError::NonPositiveMeasure`]: a cell whose measure is at most
     ///   `1e-14 * h^dim`, `h` its longest edge (degenerate or negatively oriented);
-    /// - [`MeshError::NonManifoldFace`]: a face shared by three or more cells.
+    /// - [`MeshError::NonManifoldFace`]: a face shared by three or more cells;
+    /// - [`MeshError::NonConforming`]: cells that do not meet face to face (a hanging node, or
+    ///   a duplicated vertex opening an internal crack; [`crate::conformity`]), every offending
+    ///   vertex up to a limit.
     ///
     /// Cells are checked in order; the first offending cell is reported.
     pub fn new(
@@ -126,6 +129,21 @@ impl Mesh {
         vertices: Vec<f64>,
         cells: Vec<usize>,
         boundary_tag: impl Fn(&[f64]) -> u32,
+    ) -> Result<Mesh, MeshError> {
+        Self::with_boundary_tags(cell_type, vertices, cells, |_, centroid| boundary_tag(centroid))
+    }
+
+    /// [`Mesh::new`] with boundary tags chosen from each boundary face's vertices (sorted
+    /// ascending) as well as its centroid: how a mesh file's tagged boundary elements are
+    /// matched to faces. Tags must be at least 1 (0 is clamped to 1).
+    ///
+    /// # Errors
+    /// Those of [`Mesh::new`].
+    pub fn with_boundary_tags(
+        cell_type: CellType,
+        vertices: Vec<f64>,
+        cells: Vec<usize>,
+        boundary_tag: impl Fn(&[usize], &[f64]) -> u32,
     ) -> Result<Mesh, MeshError> {
         let mut mesh = Self::build(cell_type, vertices, cells)?;
         let dim = mesh.dim();
@@ -143,7 +161,7 @@ impl Mesh {
             }
             let inv = 1.0 / fv.len() as f64;
             centroid.iter_mut().for_each(|x| *x *= inv);
-            mesh.boundary_tags[f] = boundary_tag(&centroid).max(1);
+            mesh.boundary_tags[f] = boundary_tag(fv, &centroid).max(1);
         }
         Ok(mesh)
     }
@@ -317,7 +335,7 @@ impl Mesh {
             face_cells.iter().map(|fc| u32::from(fc[1] == NO_CELL)).collect();
         let n_boundary_faces = boundary_tags.iter().filter(|&&t| t != 0).count();
 
-        Ok(Mesh {
+        let mesh = Mesh {
             cell_type,
             vertices,
             cells,
@@ -329,7 +347,9 @@ impl Mesh {
             boundary_tags,
             n_boundary_faces,
             h_max,
-        })
+        };
+        crate::conformity::check(&mesh)?;
+        Ok(mesh)
     }
 
     /// The shape of the cells.
@@ -438,6 +458,21 @@ impl Mesh {
             coords[i * dim..(i + 1) * dim].copy_from_slice(self.vertex(v));
         }
         face_measure_of(self.cell_type, &coords[..self.cell_type.vertices_per_face() * dim])
+    }
+
+    /// The number of boundary faces of each tag, by ascending tag (what a summary prints so
+    /// that a missing or misplaced boundary part shows).
+    pub fn boundary_tag_counts(&self) -> Vec<(u32, usize)> {
+        let mut counts = std::collections::BTreeMap::new();
+        for &t in self.boundary_tags.iter().filter(|&&t| t != 0) {
+            *counts.entry(t).or_insert(0usize) += 1;
+        }
+        counts.into_iter().collect()
+    }
+
+    /// Every cell's global vertex numbers, `vertices_per_cell` per cell, cell-major.
+    pub fn cells(&self) -> &[usize] {
+        &self.cells
     }
 
     /// Length of the longest edge of the mesh.
