@@ -37,6 +37,10 @@ pub enum MeshError {
     /// crack). `shown` lists the first [`crate::conformity::MAX_REPORTED`] of `total`.
     #[error("the mesh is not conforming: {total} boundary vertices lie on faces they do not belong to{}", list(shown, *total))]
     NonConforming { total: usize, shown: Vec<NonConformity> },
+    /// A mesh file that cannot be read, is malformed, or holds what the library does not
+    /// support (the message says which).
+    #[error("mesh file: {0}")]
+    File(String),
     /// A mesh with no cells.
     #[error("the mesh has no cells")]
     Empty,

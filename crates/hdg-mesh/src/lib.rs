@@ -1,6 +1,8 @@
 //! Simplicial meshes for HDG: vertices, cells, faces with their canonical orientation, boundary tags.
 //!
-//! - [`Mesh`]: a validated conforming mesh with its faces, built by [`Mesh::new`];
+//! - [`Mesh`]: a validated conforming mesh with its faces, built by [`Mesh::new`] (hanging
+//!   nodes and cracks refused: [`conformity`]);
+//! - [`gmsh::read`]: Gmsh `.msh` 4.1 files with their physical groups;
 //! - [`rectangle`], [`unit_square`]: structured triangulations; [`box_mesh`], [`unit_cube`]:
 //!   structured tetrahedral meshes (Kuhn split); [`perturb`]: random interior vertex moves that
 //!   keep every cell valid.
@@ -8,6 +10,7 @@ mod cell;
 pub mod conformity;
 mod error;
 pub mod generate;
+pub mod gmsh;
 mod mesh;
 pub use cell::CellType;
 pub use error::MeshError;
