@@ -268,3 +268,13 @@ pub fn discretization<'a, T: Real>(
 ) -> Discretization<'a, T> {
     Discretization::new(mesh, problem, order).expect("valid discretization")
 }
+
+/// A mesh shipped under `examples/meshes/` (`name` without `.msh`), read by the Gmsh reader.
+/// Found beside this crate's sources, else under the working directory: test binaries carried
+/// to a GPU machine run from a copy of the repository root.
+pub fn example_mesh(name: &str) -> hdg_mesh::gmsh::GmshMesh {
+    let file = format!("examples/meshes/{name}.msh");
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&file);
+    let path = if beside.exists() { beside } else { std::path::PathBuf::from(&file) };
+    hdg_mesh::gmsh::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

@@ -4,7 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod huge_pages;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use hdg_backend_cpu::CpuBackend;
@@ -28,21 +28,30 @@ pub enum MeshKind {
 
 /// A mesh given on the command line: `square:N` is the unit square cut into N x N squares,
 /// each split into two triangles; `cube:N` is the unit cube cut into N x N x N boxes, each
-/// split into six tetrahedra.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MeshSpec {
-    /// Square or cube.
-    pub kind: MeshKind,
-    /// Squares (boxes) per side.
-    pub n: usize,
+/// split into six tetrahedra; a path ending in `.msh` is a Gmsh file
+/// ([`hdg_mesh::gmsh::read`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MeshSpec {
+    /// A generated square or cube.
+    Generated {
+        /// Square or cube.
+        kind: MeshKind,
+        /// Squares (boxes) per side.
+        n: usize,
+    },
+    /// A Gmsh `.msh` file.
+    File(PathBuf),
 }
 
 impl FromStr for MeshSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if s.ends_with(".msh") {
+            return Ok(MeshSpec::File(PathBuf::from(s)));
+        }
         let (kind, size) = s
             .split_once(':')
-            .ok_or_else(|| format!("mesh '{s}' is not of the form square:N or cube:N"))?;
+            .ok_or_else(|| format!("mesh '{s}' is not of the form square:N, cube:N or FILE.msh"))?;
         let kind = match kind {
             "square" => MeshKind::Square,
             "cube" => MeshKind::Cube,
@@ -53,37 +62,87 @@ impl FromStr for MeshSpec {
         if n == 0 {
             return Err("mesh size N must be at least 1".into());
         }
-        Ok(MeshSpec { kind, n })
+        Ok(MeshSpec::Generated { kind, n })
     }
 }
 
 impl std::fmt::Display for MeshSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.kind {
-            MeshKind::Square => write!(f, "square:{}", self.n),
-            MeshKind::Cube => write!(f, "cube:{}", self.n),
+        match self {
+            MeshSpec::Generated { kind: MeshKind::Square, n } => write!(f, "square:{n}"),
+            MeshSpec::Generated { kind: MeshKind::Cube, n } => write!(f, "cube:{n}"),
+            MeshSpec::File(path) => write!(f, "{}", path.display()),
         }
     }
 }
 
+/// A mesh with the lines a summary prints about it.
+#[derive(Clone, Debug)]
+pub struct BuiltMesh {
+    /// The mesh.
+    pub mesh: Mesh,
+    /// Boundary faces per tag (with the tag's name where the file names it), cells flipped
+    /// and what a mesh file held that is not used: one line each.
+    pub summary: Vec<String>,
+}
+
 impl MeshSpec {
-    /// Builds the mesh, optionally perturbed. `diagonal` applies to squares only (the cube's
-    /// Kuhn split is fixed).
+    /// Builds (or reads) the mesh, optionally perturbed. `diagonal` applies to squares only
+    /// (the cube's Kuhn split is fixed).
     pub fn build(
         &self,
         diagonal: Diagonal,
         perturbation: f64,
         seed: u64,
-    ) -> Result<Mesh, CoreError> {
-        let mesh = match self.kind {
-            MeshKind::Square => generate::unit_square(self.n, diagonal)?,
-            MeshKind::Cube => generate::unit_cube(self.n)?,
+    ) -> Result<BuiltMesh, CoreError> {
+        let mut summary = Vec::new();
+        let (mesh, names) = match self {
+            MeshSpec::Generated { kind: MeshKind::Square, n } => {
+                (generate::unit_square(*n, diagonal)?, None)
+            }
+            MeshSpec::Generated { kind: MeshKind::Cube, n } => (generate::unit_cube(*n)?, None),
+            MeshSpec::File(path) => {
+                let read = hdg_mesh::gmsh::read(path)?;
+                if read.flipped_cells > 0 {
+                    summary.push(format!(
+                        "{} of {} cells were negatively oriented in the file and were flipped",
+                        read.flipped_cells,
+                        read.mesh.n_cells()
+                    ));
+                }
+                summary.extend(read.notes.iter().cloned());
+                let dim = read.mesh.dim();
+                let names: Vec<(u32, String)> = read
+                    .mesh
+                    .boundary_tag_counts()
+                    .iter()
+                    .map(|&(t, _)| {
+                        let name = if t == hdg_mesh::gmsh::UNTAGGED {
+                            "untagged".to_string()
+                        } else {
+                            read.group_name(dim - 1, t).unwrap_or("unnamed").to_string()
+                        };
+                        (t, name)
+                    })
+                    .collect();
+                (read.mesh, Some(names))
+            }
         };
-        if perturbation > 0.0 {
-            Ok(generate::perturb(&mesh, perturbation, seed)?)
-        } else {
-            Ok(mesh)
-        }
+        let tags: Vec<String> = mesh
+            .boundary_tag_counts()
+            .iter()
+            .map(|&(t, count)| {
+                match names.as_ref().and_then(|n| n.iter().find(|(tag, _)| *tag == t)) {
+                    Some((t, name)) if *t == hdg_mesh::gmsh::UNTAGGED => format!("{name}: {count}"),
+                    Some((t, name)) => format!("{name} ({t}): {count}"),
+                    None => format!("{t}: {count}"),
+                }
+            })
+            .collect();
+        summary.insert(0, format!("boundary faces per tag: {}", tags.join(", ")));
+        let mesh =
+            if perturbation > 0.0 { generate::perturb(&mesh, perturbation, seed)? } else { mesh };
+        Ok(BuiltMesh { mesh, summary })
     }
 }
 

@@ -86,8 +86,9 @@ struct Common {
 enum Command {
     /// Solve one problem and print a summary.
     Solve {
-        /// Mesh: square:N (unit square, N x N squares, 2 N^2 triangles) or cube:N (unit cube,
-        /// N^3 boxes, 6 N^3 tetrahedra).
+        /// Mesh: square:N (unit square, N x N squares, 2 N^2 triangles), cube:N (unit cube,
+        /// N^3 boxes, 6 N^3 tetrahedra) or a Gmsh FILE.msh (format 4.1; physical groups of
+        /// boundary lines/triangles become boundary tags).
         #[arg(long)]
         mesh: MeshSpec,
         #[command(flatten)]
@@ -109,7 +110,7 @@ enum Command {
     },
     /// Run every solver of the suite on one trace system and print a comparison table.
     Solvers {
-        /// Mesh: square:N or cube:N.
+        /// Mesh: square:N, cube:N or FILE.msh.
         #[arg(long)]
         mesh: MeshSpec,
         /// Polynomial order k.
@@ -212,7 +213,12 @@ impl Drop for StageLog {
     }
 }
 
-fn run_one(common: &Common, mesh: &MeshSpec, log: &mut StageLog) -> Result<Measured, CoreError> {
+/// One solve; also the summary lines of its mesh ([`hdg_examples::BuiltMesh`]).
+fn run_one(
+    common: &Common,
+    mesh: &MeshSpec,
+    log: &mut StageLog,
+) -> Result<(Measured, Vec<String>), CoreError> {
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -234,23 +240,26 @@ fn run_one(common: &Common, mesh: &MeshSpec, log: &mut StageLog) -> Result<Measu
         operator: common.operator,
         cuda: CudaSettings::from_environment()?,
     };
-    solve_measured(
+    let measured = solve_measured(
         common.backend,
-        &built,
+        &built.mesh,
         &problem,
         &settings,
         common.precision,
         common.export_matrix.as_deref(),
         log,
-    )
+    )?;
+    Ok((measured, built.summary))
 }
 
-fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
+fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport, mesh_lines: &[String]) {
     println!(
         "hdg solve: {mesh}{}, order {}, problem {:?}",
-        match mesh.kind {
-            MeshKind::Square => format!(" ({:?} diagonals)", common.diagonal),
-            MeshKind::Cube => String::new(),
+        match mesh {
+            MeshSpec::Generated { kind: MeshKind::Square, .. } => {
+                format!(" ({:?} diagonals)", common.diagonal)
+            }
+            _ => String::new(),
         },
         r.order,
         common.problem
@@ -263,6 +272,9 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport) {
         common.operator
     );
     println!("  cells          {}", r.cells);
+    for line in mesh_lines {
+        println!("                 {line}");
+    }
     println!("  trace dofs     {}", r.trace_dofs);
     println!(
         "  trace solve    {}: {} iterations, relative residual {:.2e}{}",
@@ -324,14 +336,14 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Solve { mesh, common } => {
             let mut log = StageLog::new(!common.json);
-            run_one(common, mesh, &mut log).map(|measured| {
+            run_one(common, mesh, &mut log).map(|(measured, mesh_lines)| {
                 drop(log);
                 if common.json {
                     let mut json = measured_json(&measured);
                     json["operator"] = common.operator.name().into();
                     println!("{json}");
                 } else {
-                    print_summary(mesh, common, &measured.report);
+                    print_summary(mesh, common, &measured.report, &mesh_lines);
                     print_memory(&measured);
                 }
                 measured.report.solve.converged
@@ -377,11 +389,12 @@ fn convergence(
     let mut rows = Vec::new();
     let mut all_converged = true;
     for level in 0..levels {
-        let mesh = MeshSpec { kind, n: start << level };
+        let n = start << level;
+        let mesh = MeshSpec::Generated { kind, n };
         let mut log = StageLog::new(false);
-        let report = run_one(common, &mesh, &mut log)?.report;
+        let report = run_one(common, &mesh, &mut log)?.0.report;
         all_converged &= report.solve.converged;
-        rows.push((mesh.n, report));
+        rows.push((n, report));
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -562,7 +575,7 @@ fn solvers(
     problem: ProblemKind,
     json: bool,
 ) -> Result<bool, CoreError> {
-    let built = mesh.build(Diagonal::Right, 0.0, 0)?;
+    let built = mesh.build(Diagonal::Right, 0.0, 0)?.mesh;
     let choices = if only.is_empty() { SolverChoice::ALL.to_vec() } else { only.to_vec() };
     let (dofs, rows) = hdg_examples::compare::compare(
         &built,

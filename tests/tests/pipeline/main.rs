@@ -4,6 +4,7 @@
 //! - `exactness`: polynomials of degree k are reproduced to round-off (triangles);
 //! - `convergence`: observed rates k+1 (u, q) and k+2 (u*) on triangles;
 //! - `tetrahedra`: exactness, rates and the six face orientations on tetrahedra;
+//! - `mesh_files`: rates on the Gmsh meshes shipped under `examples/meshes/`;
 //! - `structure`: local conservation, a symmetric trace matrix, single-valued fluxes;
 //! - `invariance`: precision and numbering change the answer only by round-off;
 //! - `bad_input`: bad input gives a typed error, never a panic.
@@ -11,5 +12,6 @@ mod bad_input;
 mod convergence;
 mod exactness;
 mod invariance;
+mod mesh_files;
 mod structure;
 mod tetrahedra;
