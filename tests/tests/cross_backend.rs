@@ -54,8 +54,8 @@ use hdg_backend_cpu::CpuBackend;
 use hdg_backend_cuda::{CudaBackend, DeviceReal, TraceOperatorKind, MAX_ELEMENT_ORDER};
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
-    Backend, CellType, Coefficient, Discretization, ErrorNorms, Krylov, Manufactured, MultigridOps,
-    Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
+    Backend, BoundaryCondition, CellType, Coefficient, Discretization, ErrorNorms, Krylov,
+    Manufactured, MultigridOps, Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
 };
 use hdg_linalg::{MultigridPrecision, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -279,6 +279,9 @@ struct Case {
     operator: TraceOperatorKind,
     /// Seed of the random vectors the operators are applied to.
     vector_seed: u64,
+    /// The mixed boundary conditions of `--bc mixed` (Dirichlet, Neumann and Robin faces)
+    /// instead of Dirichlet everywhere (DBF operator only).
+    mixed_boundary: bool,
 }
 
 impl Case {
@@ -292,13 +295,17 @@ impl Case {
         problem.kappa = self.kappa.coefficient(mesh);
         problem.reaction = self.reaction.coefficient(mesh);
         problem.tau = self.tau.constant().unwrap_or(1.0);
+        if self.mixed_boundary {
+            let dim = mesh.dim();
+            problem = problem.with_mixed_boundary(dim, self.kappa.mean()).expect("exact solution");
+        }
         problem
     }
 
     fn label(&self) -> String {
         let m = &self.mesh;
         format!(
-            "k = {}, {:?} n = {} {:?} perturb {:.3} seed {}, tau {:?}, kappa {:?}, c {:?}, {:?}, {} tol {:e}, cuda {}",
+            "k = {}, {:?} n = {} {:?} perturb {:.3} seed {}, tau {:?}, kappa {:?}, c {:?}, {:?}, {} tol {:e}, cuda {}, mixed boundary {}",
             self.order,
             m.cell,
             m.n,
@@ -311,7 +318,8 @@ impl Case {
             self.solution,
             self.solver.choice.name(),
             self.solver.tolerance,
-            self.operator
+            self.operator,
+            self.mixed_boundary
         )
     }
 }
@@ -362,9 +370,10 @@ fn case_strategy<T: Real>(cell: CellType, solvers: Solvers) -> impl Strategy<Val
         solvers,
         prop::sample::select(TraceOperatorKind::ALL.to_vec()),
         any::<u64>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(mesh, order, tau, kappa, reaction, solution, solver, operator, vector_seed)| Case {
+            |(
                 mesh,
                 order,
                 tau,
@@ -372,13 +381,26 @@ fn case_strategy<T: Real>(cell: CellType, solvers: Solvers) -> impl Strategy<Val
                 reaction,
                 solution,
                 solver,
-                // The multigrid builds its coarse operator from the assembled blocks.
-                operator: if solver.choice == SolverChoice::PcgMg {
+                operator,
+                vector_seed,
+                mixed,
+            )| Case {
+                mesh,
+                order,
+                tau,
+                kappa,
+                reaction,
+                solution,
+                solver,
+                // The multigrid builds its coarse operator from the assembled blocks; Neumann
+                // and Robin faces need the assembled operator.
+                operator: if solver.choice == SolverChoice::PcgMg || mixed {
                     TraceOperatorKind::Dbf
                 } else {
                     operator
                 },
                 vector_seed,
+                mixed_boundary: mixed,
             },
         )
 }
@@ -664,6 +686,74 @@ fn property<T: Precision>(cell: CellType, solvers: Solvers, seed: u64, tol: f64)
         ),
         Err(TestError::Abort(reason)) => panic!("proptest aborted: {reason}"),
     }
+}
+
+/// A whole pipeline's trace solution, u_h, q_h, u* and errors, on the host.
+type FileAnswers<T> = (Vec<T>, Vec<T>, Vec<T>, Vec<T>, ErrorNorms);
+
+fn file_answers<T: MultigridPrecision<B>, B: Backend<T> + MultigridOps<T>>(
+    b: &B,
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+    solver: &Suite,
+) -> hdg_core::Result<FileAnswers<T>> {
+    let options = PipelineOptions::default();
+    let out = pipeline::solve::<T, B>(b, mesh, problem, order, solver, options, &mut Silent)?;
+    let fields = b.fields_to_host(&out.fields)?;
+    Ok((
+        b.to_host(&out.trace)?,
+        fields.u,
+        fields.q,
+        b.postprocessed_to_host(&out.postprocessed)?,
+        out.report.errors.expect("errors of a manufactured problem"),
+    ))
+}
+
+/// The shipped Gmsh meshes with Neumann and Robin data on their physical groups: the same
+/// trace solution, fields and errors on both backends (f64 to 1e-11, f32 to 1e-4).
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn cpu_and_cuda_agree_on_mesh_files_with_every_condition() {
+    fn both<T: Precision>(g: &CudaBackend, tol: f64) {
+        let cases = [
+            ("plate-with-hole-1", "hole", Some("outer"), 3),
+            ("l-shape-1", "reentrant", None, 2),
+            ("cube-with-hole-0", "outer", Some("hole"), 2),
+        ];
+        let solver = Suite { choice: SolverChoice::Direct, tolerance: 1e-13, max_iterations: 1000 };
+        let mut worst = Worst::default();
+        for (name, neumann, robin, k) in cases {
+            let read = tests::example_mesh(name);
+            let mut problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.0);
+            let exact = problem.exact.clone().expect("manufactured");
+            let tag = |n: &str| read.groups.boundary_tag(n).expect("a group of the file");
+            problem =
+                problem.with_boundary(tag(neumann), BoundaryCondition::neumann_of(&exact, 1.0));
+            if let Some(robin) = robin {
+                let condition = BoundaryCondition::robin_of(&exact, 1.0, 1.0);
+                problem = problem.with_boundary(tag(robin), condition);
+            }
+            let fail = |who: &str, e: hdg_core::CoreError| -> FileAnswers<T> {
+                panic!("{name} on {who}: {e}")
+            };
+            let c = file_answers::<T, CpuBackend>(&CpuBackend, &read.mesh, &problem, k, &solver)
+                .unwrap_or_else(|e| fail("cpu", e));
+            let d = file_answers::<T, CudaBackend>(g, &read.mesh, &problem, k, &solver)
+                .unwrap_or_else(|e| fail("cuda", e));
+            let check = |r: Result<(), TestCaseError>| r.unwrap_or_else(|e| panic!("{name}: {e}"));
+            check(compare_arrays(&mut worst, "trace solution", &d.0, &c.0, tol));
+            check(compare_arrays(&mut worst, "u_h", &d.1, &c.1, tol));
+            check(compare_arrays(&mut worst, "q_h", &d.2, &c.2, tol));
+            check(compare_arrays(&mut worst, "u*", &d.3, &c.3, tol));
+            check(compare_error(&mut worst, "||u - u_h||", d.4.u, c.4.u, &c.1, tol));
+            eprintln!("{name} ({}): errors cpu {:?} cuda {:?}", T::NAME, c.4, d.4);
+        }
+        eprintln!("worst differences ({}): {:?}", T::NAME, worst.0);
+    }
+    let g = device();
+    both::<f64>(&g, 1e-11);
+    both::<f32>(&g, 1e-4);
 }
 
 #[test]

@@ -101,6 +101,16 @@ pub fn assemble<T: Real>(
 }
 
 impl<T: Real> DbfMatrix<T> {
+    /// Adds `value` times the identity to row `row`'s own (slot 0) block: a Robin face's
+    /// alpha H_F ([`hdg_core::boundary`]).
+    pub fn add_to_diagonal_block(&mut self, row: usize, value: T) {
+        let bsz = self.n_f * self.n_f;
+        let block = &mut self.blocks[row * self.slots * bsz..][..bsz];
+        for m in 0..self.n_f {
+            block[m * self.n_f + m] += value;
+        }
+    }
+
     /// Block rows.
     pub fn n_rows(&self) -> usize {
         self.columns.len() / self.slots

@@ -182,13 +182,17 @@ impl<T: Real> Assembler<T> for CpuBackend {
         _prep: &CpuPrepared<T>,
         condensed: &HostCondensed<T>,
     ) -> Result<(DbfMatrix<T>, Vec<T>)> {
-        Ok(dbf::assemble(
+        let (mut matrix, mut rhs) = dbf::assemble(
             &disc.topology,
             disc.tables.n_f,
             &condensed.trace_matrices,
             &condensed.trace_loads,
             &disc.dirichlet_values,
-        ))
+        );
+        let n_f = disc.tables.n_f;
+        disc.boundary_terms
+            .add_to(n_f, &mut rhs, |row, value| matrix.add_to_diagonal_block(row, value));
+        Ok((matrix, rhs))
     }
 }
 

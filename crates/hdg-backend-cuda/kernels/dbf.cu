@@ -147,6 +147,23 @@ __device__ void dbf_diagonal_blocks(u64 n_rows, u64 pitch, unsigned nf,
     }
 }
 
+// Neumann and Robin faces (hdg_core::boundary): diagonal[k] times the identity (alpha H_F) on
+// the own block (slot 0) of row rows[k], and <g, mu>_F into its right-hand side. One thread per
+// face; the rows are distinct, so no two threads write one entry.
+template <typename T>
+__device__ void dbf_add_boundary_terms(u64 n_terms, u64 pitch, unsigned nf,
+                                       const unsigned* __restrict__ rows,
+                                       const T* __restrict__ diagonal,
+                                       const T* __restrict__ load, T* vals, T* rhs) {
+    GRID_STRIDE(k, n_terms) {
+        const u64 row = rows[k];
+        for (unsigned m = 0; m < nf; ++m) {
+            vals[(u64)(m * nf + m) * pitch + row] += diagonal[k];
+            rhs[row * nf + m] += load[k * nf + m];
+        }
+    }
+}
+
 #define DBF_DIAG(T)                                                                            \
     extern "C" __global__ void dbf_diagonal_##T(u64 n_rows, u64 pitch, unsigned nf,           \
                                                 const T* vals, T* out) {                       \
@@ -155,6 +172,11 @@ __device__ void dbf_diagonal_blocks(u64 n_rows, u64 pitch, unsigned nf,
     extern "C" __global__ void dbf_diagonal_blocks_##T(u64 n_rows, u64 pitch, unsigned nf,    \
                                                        const T* vals, T* out) {                \
         dbf_diagonal_blocks<T>(n_rows, pitch, nf, vals, out);                                  \
+    }                                                                                          \
+    extern "C" __global__ void dbf_add_boundary_terms_##T(                                     \
+        u64 n_terms, u64 pitch, unsigned nf, const unsigned* rows, const T* diagonal,          \
+        const T* load, T* vals, T* rhs) {                                                      \
+        dbf_add_boundary_terms<T>(n_terms, pitch, nf, rows, diagonal, load, vals, rhs);        \
     }
 DBF_DIAG(f32)
 DBF_DIAG(f64)

@@ -3,6 +3,7 @@
 use hdg_mesh::Mesh;
 use rayon::prelude::*;
 
+use crate::boundary::BoundaryTerms;
 use crate::error::{CoreError, Result};
 use crate::problem::Problem;
 use crate::real::Real;
@@ -38,6 +39,8 @@ pub struct Discretization<'a, T: Real> {
     /// Trace values on every face, by global face (`[f * n_f + m]`): the L2 projection of the
     /// Dirichlet data on Dirichlet faces, zero elsewhere.
     pub dirichlet_values: Vec<T>,
+    /// What the Neumann and Robin faces add to the trace system.
+    pub boundary_terms: BoundaryTerms<T>,
 }
 
 impl<'a, T: Real> Discretization<'a, T> {
@@ -54,7 +57,9 @@ impl<'a, T: Real> Discretization<'a, T> {
             None => 2 * order + 4,
         };
         let tables = ElementTables::new(element.as_ref(), post_element.as_ref(), load_degree);
-        let topology = TraceTopology::new(mesh);
+        let topology =
+            TraceTopology::with_dirichlet(mesh, &crate::boundary::dirichlet_faces(mesh, problem));
+        crate::boundary::check_determined(mesh, problem, &topology)?;
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
         let kappa = (0..n_cells)
@@ -67,6 +72,8 @@ impl<'a, T: Real> Discretization<'a, T> {
             .collect();
         let tau = crate::topology::filled(T::from_f64_lossy(problem.tau), n_cells * fpc);
         let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
+        let boundary_terms =
+            crate::boundary::boundary_terms(mesh, element.as_ref(), &topology, problem);
         Ok(Discretization {
             mesh,
             problem,
@@ -78,6 +85,7 @@ impl<'a, T: Real> Discretization<'a, T> {
             reaction,
             tau,
             dirichlet_values,
+            boundary_terms,
         })
     }
 

@@ -17,6 +17,7 @@
 //! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
 pub mod auxiliary;
 pub mod backend;
+pub mod boundary;
 pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;
@@ -48,8 +49,8 @@ pub use pipeline::{
     solve, PipelineOptions, PipelineOutput, PipelineReport, Progress, Silent, Stage, StageTimings,
 };
 pub use problem::{
-    Coefficient, ExactSolution, Manufactured, ManufacturedSpec, Problem, ScalarField, Source,
-    VectorField,
+    BoundaryCondition, Coefficient, ExactSolution, FaceField, Manufactured, ManufacturedSpec,
+    Problem, ScalarField, Source, VectorField,
 };
 pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};

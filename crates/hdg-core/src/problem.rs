@@ -1,5 +1,5 @@
 //! Problem description: coefficients, data and (optionally) the exact solution of
-//! `-div(kappa grad u) + c u = f` with Dirichlet data on the whole boundary.
+//! `-div(kappa grad u) + c u = f` with Dirichlet, Neumann or Robin data per boundary tag.
 //!
 //! The source and the exact solution are values that say what they are: built from a
 //! [`Manufactured`] solution ([`Source::Manufactured`], [`ExactSolution::Manufactured`]), which a
@@ -176,7 +176,72 @@ impl Source {
     }
 }
 
-/// `-div(kappa grad u) + c u = f` in the domain, `u = g_D` on the boundary.
+/// Boundary data on a face: a function of the point and the face's outward unit normal (data
+/// built from an exact solution need the normal; a user's data may ignore it).
+pub type FaceField = Arc<dyn Fn(&[f64], &[f64]) -> f64 + Send + Sync>;
+
+/// The condition on the boundary faces of one tag (signs of `hdg-formulation.md`).
+#[derive(Clone)]
+pub enum BoundaryCondition {
+    /// `u = g_D`, with g_D the problem's [`Problem::dirichlet`]: the faces' traces are fixed.
+    Dirichlet,
+    /// `kappa grad u . n = g` (the outward flux of kappa grad u): the faces' traces are
+    /// unknowns, and `<g, mu>_F` joins the right-hand side.
+    Neumann {
+        /// g
+        data: FaceField,
+    },
+    /// `kappa grad u . n + alpha u = g`, alpha > 0: the faces' traces are unknowns,
+    /// `alpha H_F` joins the trace matrix (which stays SPD) and `<g, mu>_F` the right-hand side.
+    Robin {
+        /// alpha > 0
+        alpha: f64,
+        /// g
+        data: FaceField,
+    },
+}
+
+impl BoundaryCondition {
+    /// Neumann data of a known solution: `g = kappa grad u . n`.
+    pub fn neumann_of(exact: &ExactSolution, kappa: f64) -> Self {
+        let exact = exact.clone();
+        BoundaryCondition::Neumann {
+            data: Arc::new(move |x, n| kappa * normal_derivative(&exact, x, n)),
+        }
+    }
+
+    /// Robin data of a known solution: `g = kappa grad u . n + alpha u`.
+    pub fn robin_of(exact: &ExactSolution, kappa: f64, alpha: f64) -> Self {
+        let exact = exact.clone();
+        BoundaryCondition::Robin {
+            alpha,
+            data: Arc::new(move |x, n| {
+                let mut grad = [0.0; 3];
+                let u = exact.u_and_gradient(x, &mut grad[..x.len()]);
+                kappa * grad.iter().zip(n).map(|(g, n)| g * n).sum::<f64>() + alpha * u
+            }),
+        }
+    }
+
+    /// Dirichlet, Neumann or Robin.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BoundaryCondition::Dirichlet => "Dirichlet",
+            BoundaryCondition::Neumann { .. } => "Neumann",
+            BoundaryCondition::Robin { .. } => "Robin",
+        }
+    }
+}
+
+/// `grad u . n` of a known solution.
+fn normal_derivative(exact: &ExactSolution, x: &[f64], n: &[f64]) -> f64 {
+    let mut grad = [0.0; 3];
+    exact.u_and_gradient(x, &mut grad[..x.len()]);
+    grad.iter().zip(n).map(|(g, n)| g * n).sum()
+}
+
+/// `-div(kappa grad u) + c u = f` in the domain, with a [`BoundaryCondition`] per boundary tag
+/// (Dirichlet where none is given).
 #[derive(Clone)]
 pub struct Problem {
     /// Diffusion coefficient kappa > 0.
@@ -188,8 +253,10 @@ pub struct Problem {
     /// Source f. A manufactured source keeps the kappa and c it was built with: changing
     /// `kappa` or `reaction` afterwards changes the equation, not f.
     pub source: Source,
-    /// Dirichlet data g_D.
+    /// Dirichlet data g_D (on the faces whose tag has [`BoundaryCondition::Dirichlet`]).
     pub dirichlet: ScalarField,
+    /// The condition of each boundary tag; tags not listed are Dirichlet.
+    pub boundary: std::collections::BTreeMap<u32, BoundaryCondition>,
     /// Exact solution, when known.
     pub exact: Option<ExactSolution>,
 }
@@ -246,6 +313,16 @@ impl Problem {
     pub fn validate(&self, n_cells: usize) -> Result<()> {
         self.kappa.validate("kappa", n_cells, true)?;
         self.reaction.validate("reaction coefficient c", n_cells, false)?;
+        for (tag, condition) in &self.boundary {
+            if let BoundaryCondition::Robin { alpha, .. } = condition {
+                if !(alpha.is_finite() && *alpha > 0.0) {
+                    return Err(CoreError::InvalidParameter {
+                        name: "Robin alpha",
+                        reason: format!("{alpha} on boundary tag {tag} is not finite and > 0"),
+                    });
+                }
+            }
+        }
         if !(self.tau.is_finite() && self.tau > 0.0) {
             return Err(CoreError::InvalidParameter {
                 name: "tau",
@@ -265,8 +342,50 @@ impl Problem {
             tau: 1.0,
             source: Source::Manufactured(ManufacturedSpec { solution, kappa, reaction }),
             dirichlet: Arc::new(move |x| boundary.u(x)),
+            boundary: Default::default(),
             exact: Some(exact),
         }
+    }
+
+    /// The problem with `condition` on the boundary faces tagged `tag`.
+    pub fn with_boundary(mut self, tag: u32, condition: BoundaryCondition) -> Problem {
+        self.boundary.insert(tag, condition);
+        self
+    }
+
+    /// The mixed conditions of `hdg solve --bc mixed` on the generated unit square (cube),
+    /// with data from the problem's exact solution and constant kappa `kappa`: Dirichlet on
+    /// x = 0, Robin (alpha = 1) on x = 1, Neumann on the other sides (y = 0, 1 and z = 0, 1).
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] if the problem has no exact solution.
+    pub fn with_mixed_boundary(self, dim: usize, kappa: f64) -> Result<Problem> {
+        use hdg_mesh::generate::{
+            TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0,
+            TAG_Z1,
+        };
+        let exact = self.exact.clone().ok_or_else(|| CoreError::InvalidParameter {
+            name: "boundary conditions",
+            reason: "mixed boundary data come from the exact solution, and this problem has none"
+                .into(),
+        })?;
+        let (dirichlet, robin, neumann): (u32, u32, &[u32]) = if dim == 2 {
+            (TAG_LEFT, TAG_RIGHT, &[TAG_BOTTOM, TAG_TOP])
+        } else {
+            (TAG_X0, TAG_X1, &[TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1])
+        };
+        let mut p = self
+            .with_boundary(dirichlet, BoundaryCondition::Dirichlet)
+            .with_boundary(robin, BoundaryCondition::robin_of(&exact, kappa, 1.0));
+        for &tag in neumann {
+            p = p.with_boundary(tag, BoundaryCondition::neumann_of(&exact, kappa));
+        }
+        Ok(p)
+    }
+
+    /// The condition on the faces tagged `tag`.
+    pub fn condition(&self, tag: u32) -> &BoundaryCondition {
+        self.boundary.get(&tag).unwrap_or(&BoundaryCondition::Dirichlet)
     }
 }
 

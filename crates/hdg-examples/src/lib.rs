@@ -84,6 +84,8 @@ pub struct BuiltMesh {
     /// Boundary faces per tag (with the tag's name where the file names it), cells flipped
     /// and what a mesh file held that is not used: one line each.
     pub summary: Vec<String>,
+    /// The mesh file's physical groups (names to tags), for a mesh read from a file.
+    pub file: Option<hdg_mesh::gmsh::PhysicalGroups>,
 }
 
 impl MeshSpec {
@@ -96,6 +98,7 @@ impl MeshSpec {
         seed: u64,
     ) -> Result<BuiltMesh, CoreError> {
         let mut summary = Vec::new();
+        let mut file = None;
         let (mesh, names) = match self {
             MeshSpec::Generated { kind: MeshKind::Square, n } => {
                 (generate::unit_square(*n, diagonal)?, None)
@@ -120,11 +123,12 @@ impl MeshSpec {
                         let name = if t == hdg_mesh::gmsh::UNTAGGED {
                             "untagged".to_string()
                         } else {
-                            read.group_name(dim - 1, t).unwrap_or("unnamed").to_string()
+                            read.groups.name(dim - 1, t).unwrap_or("unnamed").to_string()
                         };
                         (t, name)
                     })
                     .collect();
+                file = Some(read.groups);
                 (read.mesh, Some(names))
             }
         };
@@ -142,8 +146,18 @@ impl MeshSpec {
         summary.insert(0, format!("boundary faces per tag: {}", tags.join(", ")));
         let mesh =
             if perturbation > 0.0 { generate::perturb(&mesh, perturbation, seed)? } else { mesh };
-        Ok(BuiltMesh { mesh, summary })
+        Ok(BuiltMesh { mesh, summary, file })
     }
+}
+
+/// The boundary conditions the program sets up (`--bc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BoundaryKind {
+    /// Dirichlet data on the whole boundary.
+    Dirichlet,
+    /// Dirichlet on x = 0, Robin (alpha = 1) on x = 1, Neumann elsewhere
+    /// ([`Problem::with_mixed_boundary`]).
+    Mixed,
 }
 
 /// The manufactured problems the program knows.

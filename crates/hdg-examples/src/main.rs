@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
 use hdg_examples::{
-    measured_json, parse_solver, report_json, solve_measured, BackendKind, CudaSettings, Measured,
-    MeshKind, MeshSpec, Precision, ProblemKind, SolveSettings, TraceOperatorKind,
+    measured_json, parse_solver, report_json, solve_measured, BackendKind, BoundaryKind,
+    CudaSettings, Measured, MeshKind, MeshSpec, Precision, ProblemKind, SolveSettings,
+    TraceOperatorKind,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -52,6 +53,17 @@ struct Common {
     /// Manufactured problem (exact solution known).
     #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
     problem: ProblemKind,
+    /// Boundary conditions, with data from the exact solution: dirichlet (everywhere) or, on
+    /// square:N and cube:N, mixed (Dirichlet on x = 0, Robin with alpha = 1 on x = 1, Neumann
+    /// on the other sides).
+    #[arg(long, value_enum, default_value_t = BoundaryKind::Dirichlet)]
+    bc: BoundaryKind,
+    /// Physical groups of a mesh file with Neumann data (comma separated names).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    neumann: Vec<String>,
+    /// Physical groups of a mesh file with Robin data, alpha = 1 (comma separated names).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    robin: Vec<String>,
     /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
@@ -227,7 +239,7 @@ fn run_one(
     }
     let order = common.order as usize;
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
-    let problem = common.problem.problem(order);
+    let problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
     let tolerance = common.tol.unwrap_or(match common.precision {
         Precision::F64 => 1e-10,
         Precision::F32 => 1e-6,
@@ -249,7 +261,59 @@ fn run_one(
         common.export_matrix.as_deref(),
         log,
     )?;
-    Ok((measured, built.summary))
+    let mut lines = built.summary;
+    if !problem.boundary.is_empty() {
+        let conditions: Vec<String> = problem
+            .boundary
+            .iter()
+            .map(|(tag, condition)| format!("{} on {tag}", condition.name()))
+            .collect();
+        lines.push(format!("boundary conditions: {} (Dirichlet elsewhere)", conditions.join(", ")));
+    }
+    Ok((measured, lines))
+}
+
+/// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
+/// exact solution (kappa = 1).
+fn boundary_conditions(
+    common: &Common,
+    spec: &MeshSpec,
+    built: &hdg_examples::BuiltMesh,
+    problem: hdg_core::Problem,
+) -> Result<hdg_core::Problem, CoreError> {
+    let bad = |reason: String| CoreError::InvalidParameter { name: "boundary conditions", reason };
+    let mut problem = match (common.bc, spec) {
+        (BoundaryKind::Dirichlet, _) => problem,
+        (BoundaryKind::Mixed, MeshSpec::Generated { .. }) => {
+            problem.with_mixed_boundary(built.mesh.dim(), 1.0)?
+        }
+        (BoundaryKind::Mixed, MeshSpec::File(_)) => {
+            return Err(bad("--bc mixed names the sides of square:N and cube:N; for a mesh \
+                            file, name its physical groups with --neumann and --robin"
+                .into()))
+        }
+    };
+    if common.neumann.is_empty() && common.robin.is_empty() {
+        return Ok(problem);
+    }
+    let exact =
+        problem.exact.clone().ok_or_else(|| bad("no exact solution for the data".into()))?;
+    let file = match &built.file {
+        Some(file) => file,
+        None => {
+            return Err(bad("--neumann and --robin name physical groups of a mesh file".into()))
+        }
+    };
+    for name in &common.neumann {
+        let tag = file.boundary_tag(name)?;
+        problem = problem.with_boundary(tag, hdg_core::BoundaryCondition::neumann_of(&exact, 1.0));
+    }
+    for name in &common.robin {
+        let tag = file.boundary_tag(name)?;
+        problem =
+            problem.with_boundary(tag, hdg_core::BoundaryCondition::robin_of(&exact, 1.0, 1.0));
+    }
+    Ok(problem)
 }
 
 fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport, mesh_lines: &[String]) {

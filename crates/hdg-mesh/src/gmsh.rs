@@ -48,28 +48,22 @@ pub struct PhysicalGroup {
     pub name: Option<String>,
 }
 
-/// A mesh read from a Gmsh file, with what the file says beyond the geometry.
-#[derive(Clone, Debug)]
-pub struct GmshMesh {
-    /// The validated mesh; boundary tags are the physical tags of the boundary elements.
-    pub mesh: Mesh,
-    /// Each cell's physical tag (0: none).
-    pub cell_regions: Vec<u32>,
-    /// The physical groups, by dimension and tag.
-    pub physical_groups: Vec<PhysicalGroup>,
-    /// How many cells were negatively oriented in the file and were flipped.
-    pub flipped_cells: usize,
-    /// What was read but not used (ignored element types, interface elements), for the user.
-    pub notes: Vec<String>,
+/// The physical groups of a file, for lookups by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhysicalGroups {
+    /// The mesh's dimension: cells' groups have it, boundary groups one less.
+    pub dim: usize,
+    /// The groups, by dimension and tag.
+    pub groups: Vec<PhysicalGroup>,
 }
 
-impl GmshMesh {
+impl PhysicalGroups {
     /// The boundary tag of the physical group `name` (of the boundary's dimension).
     ///
     /// # Errors
     /// [`MeshError::InvalidParameter`] naming the known groups if there is none by that name.
     pub fn boundary_tag(&self, name: &str) -> Result<u32, MeshError> {
-        self.group_tag(self.mesh.dim() - 1, name, "boundary")
+        self.group_tag(self.dim - 1, name, "boundary")
     }
 
     /// The region (cell tag) of the physical group `name` (of the mesh's dimension).
@@ -77,20 +71,16 @@ impl GmshMesh {
     /// # Errors
     /// [`MeshError::InvalidParameter`] naming the known groups if there is none by that name.
     pub fn region(&self, name: &str) -> Result<u32, MeshError> {
-        self.group_tag(self.mesh.dim(), name, "region")
+        self.group_tag(self.dim, name, "region")
     }
 
     /// The name of the physical group of dimension `dim` and tag `tag`, if it has one.
-    pub fn group_name(&self, dim: usize, tag: u32) -> Option<&str> {
-        self.physical_groups
-            .iter()
-            .find(|g| g.dim == dim && g.tag == tag)
-            .and_then(|g| g.name.as_deref())
+    pub fn name(&self, dim: usize, tag: u32) -> Option<&str> {
+        self.groups.iter().find(|g| g.dim == dim && g.tag == tag).and_then(|g| g.name.as_deref())
     }
 
     fn group_tag(&self, dim: usize, name: &str, what: &str) -> Result<u32, MeshError> {
-        let known: Vec<&PhysicalGroup> =
-            self.physical_groups.iter().filter(|g| g.dim == dim).collect();
+        let known: Vec<&PhysicalGroup> = self.groups.iter().filter(|g| g.dim == dim).collect();
         known.iter().find(|g| g.name.as_deref() == Some(name)).map(|g| g.tag).ok_or_else(|| {
             let names: Vec<String> = known
                 .iter()
@@ -102,6 +92,21 @@ impl GmshMesh {
             ))
         })
     }
+}
+
+/// A mesh read from a Gmsh file, with what the file says beyond the geometry.
+#[derive(Clone, Debug)]
+pub struct GmshMesh {
+    /// The validated mesh; boundary tags are the physical tags of the boundary elements.
+    pub mesh: Mesh,
+    /// Each cell's physical tag (0: none).
+    pub cell_regions: Vec<u32>,
+    /// The physical groups.
+    pub groups: PhysicalGroups,
+    /// How many cells were negatively oriented in the file and were flipped.
+    pub flipped_cells: usize,
+    /// What was read but not used (ignored element types, interface elements), for the user.
+    pub notes: Vec<String>,
 }
 
 /// Reads a Gmsh `.msh` file (format 4.1, ASCII or binary); module docs for what is kept.
@@ -439,11 +444,14 @@ fn build(
         ));
     }
 
-    let physical_groups = groups
-        .into_keys()
-        .map(|(dim, tag)| PhysicalGroup { dim, tag, name: names.get(&(dim, tag)).cloned() })
-        .collect();
-    Ok(GmshMesh { mesh, cell_regions, physical_groups, flipped_cells, notes })
+    let groups = PhysicalGroups {
+        dim,
+        groups: groups
+            .into_keys()
+            .map(|(dim, tag)| PhysicalGroup { dim, tag, name: names.get(&(dim, tag)).cloned() })
+            .collect(),
+    };
+    Ok(GmshMesh { mesh, cell_regions, groups, flipped_cells, notes })
 }
 
 /// "120 x Tri6 (type 9), 4 x Pnt (type 15)".

@@ -36,13 +36,13 @@ fn every_shipped_mesh_reads_with_the_counts_and_tags_gmsh_reports() {
 
         // Physical groups: the same tags and names, cells per region as Gmsh counts them.
         let groups = expected["physical_groups"].as_array().unwrap();
-        assert_eq!(read.physical_groups.len(), groups.len(), "{file}: groups");
+        assert_eq!(read.groups.groups.len(), groups.len(), "{file}: groups");
         for g in groups {
             let (dim, tag) = (g["dim"].as_u64().unwrap() as usize, g["tag"].as_u64().unwrap());
             let name = g["name"].as_str().unwrap();
-            assert_eq!(read.group_name(dim, tag as u32), Some(name), "{file}: group {tag}");
+            assert_eq!(read.groups.name(dim, tag as u32), Some(name), "{file}: group {tag}");
             if dim == mesh.dim() {
-                let region = read.region(name).unwrap();
+                let region = read.groups.region(name).unwrap();
                 let cells = read.cell_regions.iter().filter(|&&r| r == region).count();
                 assert_eq!(cells as u64, g["elements"].as_u64().unwrap(), "{file}: {name}");
             }
@@ -51,7 +51,7 @@ fn every_shipped_mesh_reads_with_the_counts_and_tags_gmsh_reports() {
         let by_tag = mesh.boundary_tag_counts();
         let facets = expected["boundary_facets_by_group"].as_object().unwrap();
         for (name, count) in facets {
-            let tag = read.boundary_tag(name).unwrap();
+            let tag = read.groups.boundary_tag(name).unwrap();
             let ours = by_tag.iter().find(|(t, _)| *t == tag).map_or(0, |(_, c)| *c);
             assert_eq!(ours as u64, count.as_u64().unwrap(), "{file}: faces of {name}");
         }
@@ -93,9 +93,9 @@ fn a_cracked_mesh_is_refused_naming_the_duplicated_vertices() {
 #[test]
 fn an_unknown_physical_name_is_refused_listing_the_known_ones() {
     let read = gmsh::read(&meshes().join("l-shape-0.msh")).unwrap();
-    let message = read.boundary_tag("inlet").unwrap_err().to_string();
+    let message = read.groups.boundary_tag("inlet").unwrap_err().to_string();
     assert!(message.contains("'inlet'") && message.contains("reentrant (1)"), "{message}");
-    assert!(read.region("outer").is_err(), "a boundary group is no region");
+    assert!(read.groups.region("outer").is_err(), "a boundary group is no region");
 }
 
 fn file_error(bytes: &[u8]) -> String {

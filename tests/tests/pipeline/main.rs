@@ -2,6 +2,7 @@
 //! `name::cpu` always, `name::cuda` with `--ignored` on a GPU machine).
 //!
 //! - `exactness`: polynomials of degree k are reproduced to round-off (triangles);
+//! - `boundary`: Neumann and Robin faces (exactness, rates, refusals);
 //! - `convergence`: observed rates k+1 (u, q) and k+2 (u*) on triangles;
 //! - `tetrahedra`: exactness, rates and the six face orientations on tetrahedra;
 //! - `mesh_files`: rates on the Gmsh meshes shipped under `examples/meshes/`;
@@ -9,6 +10,7 @@
 //! - `invariance`: precision and numbering change the answer only by round-off;
 //! - `bad_input`: bad input gives a typed error, never a panic.
 mod bad_input;
+mod boundary;
 mod convergence;
 mod exactness;
 mod invariance;

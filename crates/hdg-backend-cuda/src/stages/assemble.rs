@@ -1,7 +1,7 @@
 //! Assemble: the trace operator from the condensed element data, the DBF matrix by the
 //! assembly kernel (one thread per block row) or the matrix-free operator.
 
-use hdg_core::{Discretization, Result};
+use hdg_core::{CoreError, Discretization, Result};
 
 use crate::device::{address, arg, grid, CudaBackend, DeviceReal};
 use crate::operator::dbf::DeviceDbf;
@@ -22,6 +22,14 @@ pub(crate) fn assemble<T: DeviceReal>(
 ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
     let k = prep.kernel_order_of(disc)?;
     if backend.trace_operator() == TraceOperatorKind::MatrixFree {
+        if !disc.boundary_terms.is_empty() {
+            return Err(CoreError::InvalidParameter {
+                name: "trace operator",
+                reason: "the matrix-free operator takes Dirichlet boundaries only; Neumann and \
+                         Robin faces need the assembled (dbf) operator"
+                    .into(),
+            });
+        }
         let parts = condensed.matrix_free_parts(&prep.topology);
         let (operator, rhs) = MatrixFreeOperator::assemble(backend, disc.tables.n_f, &parts)?;
         return Ok((DeviceTraceOperator::MatrixFree(operator), rhs));
@@ -70,6 +78,29 @@ pub(crate) fn assemble<T: DeviceReal>(
                     arg(&cp),
                     arg(&rp),
                 ],
+            )?
+        };
+    }
+    let terms = &disc.boundary_terms;
+    if !terms.is_empty() {
+        let (rows, diagonal, load) = (
+            backend.gpu.upload(&terms.rows)?,
+            backend.gpu.upload(&terms.diagonal)?,
+            backend.gpu.upload(&terms.load)?,
+        );
+        let (n, p, nf32) = (terms.rows.len() as u64, pitch as u64, nf as u32);
+        let (rp, dp, lp, vp, hp) =
+            (address(&rows), address(&diagonal), address(&load), address(&values), address(&rhs));
+        let kernel = format!("dbf_add_boundary_terms_{}", T::SUFFIX);
+        // SAFETY: dbf_add_boundary_terms_T(u64 n_terms, u64 pitch, unsigned nf, const unsigned*
+        // rows, const T* diagonal, const T* load, T* vals, T* rhs): rows and diagonal hold
+        // n_terms entries, load n_terms * nf; every row < n_rows <= pitch, so the slot-0
+        // entries lie in the values planes and rhs holds n_rows * nf; rows are distinct.
+        unsafe {
+            backend.gpu.launch(
+                &kernel,
+                grid(terms.rows.len())?,
+                &[arg(&n), arg(&p), arg(&nf32), arg(&rp), arg(&dp), arg(&lp), arg(&vp), arg(&hp)],
             )?
         };
     }
