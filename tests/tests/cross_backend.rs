@@ -5,7 +5,8 @@
 //! or a random value per (cell, face) pair), the diffusion kappa and reaction c (constants,
 //! smooth functions sampled per cell, or random per cell), a manufactured solution (sine,
 //! exp-sin, or the polynomial of degree k), a trace solver and the CUDA backend's trace operator
-//! (assembled DBF or matrix-free), runs both backends through the same code and compares,
+//! (assembled DBF or matrix-free), Dirichlet data everywhere or the mixed conditions of
+//! `--bc mixed` (DBF only), runs both backends through the same code and compares,
 //! relative to the size of the CPU's values:
 //!
 //! | quantity | how |
@@ -16,7 +17,8 @@
 //! | the trace solution, u_h, q_h, u* | max abs difference / max abs value |
 //! | the L2 errors of u_h, q_h, u* | abs difference / max(error, 1) |
 //!
-//! to 1e-11 in f64 and 1e-4 in f32. The errors are compared against max(error, 1), not the error
+//! to 1e-11 in f64 and 1e-4 in f32 (3e-4 for f32 cases with Neumann and Robin faces, which
+//! the cases also draw: `MIXED_F32_FACTOR`). The errors are compared against max(error, 1), not the error
 //! itself: the manufactured solutions are O(1) on the unit square, and two solves that agree to
 //! round-off in the solution give errors that agree to round-off *absolutely* (an error of 1e-9
 //! from solutions that agree to 1e-14 agrees to about 1e-14, which is 1e-5 of itself; see
@@ -370,37 +372,31 @@ fn case_strategy<T: Real>(cell: CellType, solvers: Solvers) -> impl Strategy<Val
         solvers,
         prop::sample::select(TraceOperatorKind::ALL.to_vec()),
         any::<u64>(),
-        any::<bool>(),
     )
         .prop_map(
-            |(
-                mesh,
-                order,
-                tau,
-                kappa,
-                reaction,
-                solution,
-                solver,
-                operator,
-                vector_seed,
-                mixed,
-            )| Case {
-                mesh,
-                order,
-                tau,
-                kappa,
-                reaction,
-                solution,
-                solver,
-                // The multigrid builds its coarse operator from the assembled blocks; Neumann
-                // and Robin faces need the assembled operator.
-                operator: if solver.choice == SolverChoice::PcgMg || mixed {
-                    TraceOperatorKind::Dbf
-                } else {
-                    operator
-                },
-                vector_seed,
-                mixed_boundary: mixed,
+            |(mesh, order, tau, kappa, reaction, solution, solver, operator, vector_seed)| {
+                // Mixed conditions on every other case, from a bit of a seed already drawn: the
+                // cases with Dirichlet data keep the draws they were validated with (a new
+                // strategy element would shift every later draw).
+                let mixed = vector_seed % 2 == 1;
+                Case {
+                    mesh,
+                    order,
+                    tau,
+                    kappa,
+                    reaction,
+                    solution,
+                    solver,
+                    // The multigrid builds its coarse operator from the assembled blocks;
+                    // Neumann and Robin faces need the assembled operator.
+                    operator: if solver.choice == SolverChoice::PcgMg || mixed {
+                        TraceOperatorKind::Dbf
+                    } else {
+                        operator
+                    },
+                    vector_seed,
+                    mixed_boundary: mixed,
+                }
             },
         )
 }
@@ -584,6 +580,14 @@ fn compare_error<T: Real>(
     }
 }
 
+/// How much looser the f32 comparison is with Neumann and Robin faces. Fewer fixed traces make
+/// the trace matrix worse conditioned, and an f32 solve's distance from the f64 solve grows
+/// with it: on the CPU alone, plate-with-hole-1 at k = 3 (direct solves) differs from f64 by
+/// 2.0e-5 (trace) and 2.5e-4 (q_h) with Dirichlet data everywhere, by 1.4e-4 and 3.4e-4 with
+/// Neumann and Robin parts. Two f32 solves cannot be held closer to each other than each is to
+/// the exact answer; f64 cases keep 1e-11, which catches a wrong term on one backend.
+const MIXED_F32_FACTOR: f64 = 3.0;
+
 /// The property: both backends give the same answers to `tol`.
 fn same_answers<T: Precision>(
     g: &CudaBackend,
@@ -593,6 +597,7 @@ fn same_answers<T: Precision>(
 ) -> Result<(), TestCaseError> {
     let mesh = case.mesh.build();
     let problem = case.problem(&mesh);
+    let tol = if case.mixed_boundary && T::NAME == "f32" { MIXED_F32_FACTOR * tol } else { tol };
     let disc = Discretization::<T>::new(&mesh, &problem, case.order)
         .map_err(|e| TestCaseError::fail(format!("invalid case: {e}")))?;
     let dim = disc.trace_dofs();
@@ -711,7 +716,8 @@ fn file_answers<T: MultigridPrecision<B>, B: Backend<T> + MultigridOps<T>>(
 }
 
 /// The shipped Gmsh meshes with Neumann and Robin data on their physical groups: the same
-/// trace solution, fields and errors on both backends (f64 to 1e-11, f32 to 1e-4).
+/// trace solution, fields and errors on both backends (f64 to 1e-11, f32 to 3e-4:
+/// [`MIXED_F32_FACTOR`]).
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn cpu_and_cuda_agree_on_mesh_files_with_every_condition() {
@@ -753,7 +759,7 @@ fn cpu_and_cuda_agree_on_mesh_files_with_every_condition() {
     }
     let g = device();
     both::<f64>(&g, 1e-11);
-    both::<f32>(&g, 1e-4);
+    both::<f32>(&g, MIXED_F32_FACTOR * 1e-4);
 }
 
 #[test]

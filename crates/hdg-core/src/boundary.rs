@@ -121,10 +121,14 @@ pub fn boundary_terms<T: Real>(
     topology: &TraceTopology,
     problem: &Problem,
 ) -> BoundaryTerms<T> {
+    if problem.boundary.values().all(|c| matches!(c, BoundaryCondition::Dirichlet)) {
+        return BoundaryTerms::default();
+    }
     let n_f = element.n_face();
     let d = mesh.dim();
     let vpf = mesh.cell_type().vertices_per_face();
     let faces: Vec<usize> = (0..mesh.n_faces())
+        .into_par_iter()
         .filter(|&f| mesh.is_boundary_face(f) && !topology.is_dirichlet(f))
         .collect();
     if faces.is_empty() {
