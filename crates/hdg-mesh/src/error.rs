@@ -3,6 +3,15 @@ use thiserror::Error;
 
 use crate::conformity::NonConformity;
 
+/// ", and N more cells: [...]" of a [`MeshError::NonPositiveMeasure`].
+fn more_measures(total: usize, more: &[usize]) -> String {
+    if total <= 1 {
+        return String::new();
+    }
+    let listed = if more.len() + 1 < total { ", ..." } else { "" };
+    format!("; {total} such cells in all: also {more:?}{listed}")
+}
+
 /// The offending vertices of a [`MeshError::NonConforming`], one per line.
 fn list(shown: &[NonConformity], total: usize) -> String {
     let mut s: String = shown.iter().map(|n| format!("\n  {n}")).collect();
@@ -15,9 +24,16 @@ fn list(shown: &[NonConformity], total: usize) -> String {
 /// What can be wrong with a mesh or with the parameters of a mesh generator.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MeshError {
-    /// A cell with zero or negative measure (area in 2D, volume in 3D).
-    #[error("cell {cell} has non-positive measure {measure:e} (vertices {vertices:?}); cells must be non-degenerate and positively oriented")]
-    NonPositiveMeasure { cell: usize, measure: f64, vertices: Vec<usize> },
+    /// Cells with zero or negative measure (area in 2D, volume in 3D): the first with its
+    /// measure and vertices, how many in all, and the next few of them.
+    #[error("cell {cell} has non-positive measure {measure:e} (vertices {vertices:?}){}; cells must be non-degenerate and positively oriented", more_measures(*total, more_cells))]
+    NonPositiveMeasure {
+        cell: usize,
+        measure: f64,
+        vertices: Vec<usize>,
+        total: usize,
+        more_cells: Vec<usize>,
+    },
     /// A face shared by three or more cells.
     #[error("face with vertices {vertices:?} is shared by {} cells {cells:?}; the mesh is not manifold", cells.len())]
     NonManifoldFace { vertices: Vec<usize>, cells: Vec<usize> },

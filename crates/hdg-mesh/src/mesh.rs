@@ -123,7 +123,8 @@ impl Mesh {
     ///   a duplicated vertex opening an internal crack; [`crate::conformity`]), every offending
     ///   vertex up to a limit.
     ///
-    /// Cells are checked in order; the first offending cell is reported.
+    /// Cells are checked in order: the first cell with bad connectivity is reported; cells
+    /// with bad measure are all counted and the first few named.
     pub fn new(
         cell_type: CellType,
         vertices: Vec<f64>,
@@ -201,9 +202,12 @@ impl Mesh {
             return Err(MeshError::NonFiniteCoordinate { vertex: i / dim });
         }
 
-        // Cell checks, in cell order.
+        // Cell checks, in cell order. Bad measures are all counted (a clockwise mesh has them
+        // everywhere) and the first few named; bad connectivity stops at the first.
         let mut h_max: f64 = 0.0;
         let mut coords = [0.0f64; 12];
+        let mut bad_measure: Option<MeshError> = None;
+        let (mut n_bad, mut more_cells) = (0usize, Vec::new());
         for (c, cv) in cells.chunks_exact(vpc).enumerate() {
             for (i, &v) in cv.iter().enumerate() {
                 if v >= n_v {
@@ -232,12 +236,28 @@ impl Mesh {
             h_max = h_max.max(h);
             let measure = simplex_measure(cell_type, &coords[..vpc * dim]);
             if measure.is_nan() || measure <= DEGENERACY_TOLERANCE * h.powi(dim as i32) {
-                return Err(MeshError::NonPositiveMeasure {
-                    cell: c,
-                    measure,
-                    vertices: cv.to_vec(),
-                });
+                n_bad += 1;
+                if bad_measure.is_none() {
+                    bad_measure = Some(MeshError::NonPositiveMeasure {
+                        cell: c,
+                        measure,
+                        vertices: cv.to_vec(),
+                        total: 0,
+                        more_cells: Vec::new(),
+                    });
+                } else if more_cells.len() + 1 < crate::conformity::MAX_REPORTED {
+                    more_cells.push(c);
+                }
             }
+        }
+        if let Some(MeshError::NonPositiveMeasure { cell, measure, vertices, .. }) = bad_measure {
+            return Err(MeshError::NonPositiveMeasure {
+                cell,
+                measure,
+                vertices,
+                total: n_bad,
+                more_cells,
+            });
         }
 
         // Face keys: the sorted global vertices of a (cell, local face) slot, padded.

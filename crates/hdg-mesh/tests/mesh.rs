@@ -75,6 +75,26 @@ fn degenerate_cell_is_rejected_with_its_index() {
 }
 
 #[test]
+fn every_bad_cell_is_counted_and_the_first_ten_named() {
+    // 12 clockwise triangles (each square of a strip cut the wrong way round).
+    let mut v = Vec::new();
+    for i in 0..=12 {
+        v.extend_from_slice(&[i as f64, 0.0, i as f64, 1.0]);
+    }
+    let cells: Vec<usize> = (0..12).flat_map(|i| [2 * i, 2 * i + 1, 2 * i + 2]).collect();
+    let err = tri(v, cells).unwrap_err();
+    let message = err.to_string();
+    match err {
+        MeshError::NonPositiveMeasure { cell, total, more_cells, .. } => {
+            assert_eq!((cell, total), (0, 12));
+            assert_eq!(more_cells, (1..10).collect::<Vec<_>>());
+        }
+        e => panic!("unexpected error {e:?}"),
+    }
+    assert!(message.contains("12 such cells in all") && message.contains(", ..."), "{message}");
+}
+
+#[test]
 fn nearly_degenerate_cell_is_rejected() {
     let v = vec![0.0, 0.0, 1.0, 0.0, 0.5, 1e-15];
     assert!(matches!(tri(v, vec![0, 1, 2]), Err(MeshError::NonPositiveMeasure { cell: 0, .. })));
