@@ -405,6 +405,7 @@ fn main() -> ExitCode {
                 if common.json {
                     let mut json = measured_json(&measured);
                     json["operator"] = common.operator.name().into();
+                    json["mesh_notes"] = serde_json::json!(mesh_lines);
                     println!("{json}");
                 } else {
                     print_summary(mesh, common, &measured.report, &mesh_lines);
