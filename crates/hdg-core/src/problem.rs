@@ -36,6 +36,32 @@ impl Coefficient {
         }
     }
 
+    /// One value per region: `values` gives each region's value (a region is a cell's tag,
+    /// such as the physical group a mesh file puts it in: `hdg_mesh::gmsh::GmshMesh`).
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] naming the first cell whose region has no value.
+    pub fn per_region(
+        name: &'static str,
+        regions: &[u32],
+        values: &std::collections::BTreeMap<u32, f64>,
+    ) -> Result<Coefficient> {
+        let per_cell = regions
+            .iter()
+            .enumerate()
+            .map(|(c, r)| {
+                values.get(r).copied().ok_or_else(|| CoreError::InvalidParameter {
+                    name,
+                    reason: format!(
+                        "no value for region {r} (of cell {c}); values are given for regions {:?}",
+                        values.keys().collect::<Vec<_>>()
+                    ),
+                })
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(Coefficient::PerCell(per_cell))
+    }
+
     fn validate(&self, name: &'static str, n_cells: usize, positive: bool) -> Result<()> {
         let bad = |v: f64| !v.is_finite() || if positive { v <= 0.0 } else { v < 0.0 };
         let rule = if positive { "> 0" } else { ">= 0" };

@@ -86,6 +86,8 @@ pub struct BuiltMesh {
     pub summary: Vec<String>,
     /// The mesh file's physical groups (names to tags), for a mesh read from a file.
     pub file: Option<hdg_mesh::gmsh::PhysicalGroups>,
+    /// Each cell's region (physical group tag, 0 for none), for a mesh read from a file.
+    pub regions: Option<Vec<u32>>,
 }
 
 impl MeshSpec {
@@ -98,7 +100,7 @@ impl MeshSpec {
         seed: u64,
     ) -> Result<BuiltMesh, CoreError> {
         let mut summary = Vec::new();
-        let mut file = None;
+        let (mut file, mut regions) = (None, None);
         let (mesh, names) = match self {
             MeshSpec::Generated { kind: MeshKind::Square, n } => {
                 (generate::unit_square(*n, diagonal)?, None)
@@ -129,6 +131,7 @@ impl MeshSpec {
                     })
                     .collect();
                 file = Some(read.groups);
+                regions = Some(read.cell_regions);
                 (read.mesh, Some(names))
             }
         };
@@ -146,7 +149,7 @@ impl MeshSpec {
         summary.insert(0, format!("boundary faces per tag: {}", tags.join(", ")));
         let mesh =
             if perturbation > 0.0 { generate::perturb(&mesh, perturbation, seed)? } else { mesh };
-        Ok(BuiltMesh { mesh, summary, file })
+        Ok(BuiltMesh { mesh, summary, file, regions })
     }
 }
 

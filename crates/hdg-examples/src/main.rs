@@ -64,6 +64,11 @@ struct Common {
     /// Physical groups of a mesh file with Robin data, alpha = 1 (comma separated names).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     robin: Vec<String>,
+    /// kappa per cell region of a mesh file, NAME=VALUE for each of its physical groups of
+    /// cells (comma separated). The problem's source and boundary data stay; its exact
+    /// solution belongs to constant kappa, so no errors are computed.
+    #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
+    kappa: Vec<String>,
     /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
@@ -262,6 +267,12 @@ fn run_one(
         log,
     )?;
     let mut lines = built.summary;
+    if !common.kappa.is_empty() {
+        lines.push(format!(
+            "kappa per region: {} (the exact solution is that of constant kappa: no errors)",
+            common.kappa.join(", ")
+        ));
+    }
     if !problem.boundary.is_empty() {
         let conditions: Vec<String> = problem
             .boundary
@@ -274,7 +285,7 @@ fn run_one(
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
-/// exact solution (kappa = 1).
+/// exact solution (kappa = 1), and the region values of `--kappa`.
 fn boundary_conditions(
     common: &Common,
     spec: &MeshSpec,
@@ -293,25 +304,37 @@ fn boundary_conditions(
                 .into()))
         }
     };
-    if common.neumann.is_empty() && common.robin.is_empty() {
-        return Ok(problem);
-    }
-    let exact =
-        problem.exact.clone().ok_or_else(|| bad("no exact solution for the data".into()))?;
-    let file = match &built.file {
-        Some(file) => file,
-        None => {
-            return Err(bad("--neumann and --robin name physical groups of a mesh file".into()))
+    if !(common.neumann.is_empty() && common.robin.is_empty()) {
+        let exact =
+            problem.exact.clone().ok_or_else(|| bad("no exact solution for the data".into()))?;
+        let Some(file) = &built.file else {
+            return Err(bad("--neumann and --robin name physical groups of a mesh file".into()));
+        };
+        for name in &common.neumann {
+            let condition = hdg_core::BoundaryCondition::neumann_of(&exact, 1.0);
+            problem = problem.with_boundary(file.boundary_tag(name)?, condition);
         }
-    };
-    for name in &common.neumann {
-        let tag = file.boundary_tag(name)?;
-        problem = problem.with_boundary(tag, hdg_core::BoundaryCondition::neumann_of(&exact, 1.0));
+        for name in &common.robin {
+            let condition = hdg_core::BoundaryCondition::robin_of(&exact, 1.0, 1.0);
+            problem = problem.with_boundary(file.boundary_tag(name)?, condition);
+        }
     }
-    for name in &common.robin {
-        let tag = file.boundary_tag(name)?;
-        problem =
-            problem.with_boundary(tag, hdg_core::BoundaryCondition::robin_of(&exact, 1.0, 1.0));
+    if !common.kappa.is_empty() {
+        let (Some(groups), Some(regions)) = (&built.file, &built.regions) else {
+            return Err(bad("--kappa NAME=VALUE names cell regions of a mesh file".into()));
+        };
+        let mut values = std::collections::BTreeMap::new();
+        for item in &common.kappa {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| bad(format!("--kappa '{item}' is not NAME=VALUE")))?;
+            let value: f64 = value
+                .parse()
+                .map_err(|_| bad(format!("--kappa '{item}': '{value}' is no number")))?;
+            values.insert(groups.region(name)?, value);
+        }
+        problem.kappa = hdg_core::Coefficient::per_region("kappa", regions, &values)?;
+        problem.exact = None;
     }
     Ok(problem)
 }

@@ -5,6 +5,7 @@
 //! - `boundary`: Neumann and Robin faces (exactness, rates, refusals);
 //! - `convergence`: observed rates k+1 (u, q) and k+2 (u*) on triangles;
 //! - `tetrahedra`: exactness, rates and the six face orientations on tetrahedra;
+//! - `regions`: kappa per region (a jump across an interface reproduced exactly);
 //! - `mesh_files`: rates on the Gmsh meshes shipped under `examples/meshes/`;
 //! - `structure`: local conservation, a symmetric trace matrix, single-valued fluxes;
 //! - `invariance`: precision and numbering change the answer only by round-off;
@@ -15,5 +16,6 @@ mod convergence;
 mod exactness;
 mod invariance;
 mod mesh_files;
+mod regions;
 mod structure;
 mod tetrahedra;
