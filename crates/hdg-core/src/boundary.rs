@@ -114,6 +114,61 @@ pub fn outward_normal(mesh: &Mesh, f: usize) -> [f64; 3] {
     n.map(|x| sign * x / norm)
 }
 
+/// Integrals `int_{F^} g mu_m` over a face's parameter domain (in its canonical
+/// parametrisation), by a rule of degree 2k + 6: the barycentric coordinates and trace basis
+/// at the rule's points are the same on every face, computed once. Both the Dirichlet
+/// projection and the Neumann and Robin loads are such integrals.
+pub(crate) struct FaceIntegrator {
+    rule: crate::reference::QuadratureRule,
+    /// Barycentric coordinates of each point and the trace basis there.
+    points: Vec<([f64; 3], Vec<f64>)>,
+    n_f: usize,
+}
+
+impl FaceIntegrator {
+    pub(crate) fn new(mesh: &Mesh, element: &dyn ReferenceElement) -> Self {
+        let n_f = element.n_face();
+        let vpf = mesh.cell_type().vertices_per_face();
+        let rule = element.face_quadrature(2 * element.order() + 6);
+        let points = (0..rule.n_points())
+            .map(|q| {
+                let s = rule.point(q);
+                let mut lambda = [0.0; 3];
+                face_parameter_barycentric(s, &mut lambda[..vpf]);
+                let mut mu = vec![0.0; n_f];
+                element.eval_trace_basis(s, &mut mu);
+                (lambda, mu)
+            })
+            .collect();
+        FaceIntegrator { rule, points, n_f }
+    }
+
+    /// |F^|, the parameter domain's measure: H_F = (|F| / |F^|) I.
+    pub(crate) fn reference_measure(&self) -> f64 {
+        self.rule.weights.iter().sum()
+    }
+
+    /// `int_{F^} g(x) mu_m` on face `f`, for m = 0..n_f (the sums as on one thread).
+    pub(crate) fn integrate(&self, mesh: &Mesh, f: usize, g: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+        let d = mesh.dim();
+        let verts = mesh.face_vertices(f);
+        let mut acc = vec![0.0; self.n_f];
+        for (q, (lambda, mu)) in self.points.iter().enumerate() {
+            let mut x = [0.0; 3];
+            for (i, &v) in verts.iter().enumerate() {
+                for r in 0..d {
+                    x[r] += lambda[i] * mesh.vertex(v)[r];
+                }
+            }
+            let g = g(&x[..d]);
+            for m in 0..self.n_f {
+                acc[m] += self.rule.weights[q] * g * mu[m];
+            }
+        }
+        acc
+    }
+}
+
 /// The Neumann and Robin terms (module docs), by quadrature of degree 2k + 6 on each face.
 pub fn boundary_terms<T: Real>(
     mesh: &Mesh,
@@ -125,8 +180,6 @@ pub fn boundary_terms<T: Real>(
         return BoundaryTerms::default();
     }
     let n_f = element.n_face();
-    let d = mesh.dim();
-    let vpf = mesh.cell_type().vertices_per_face();
     let faces: Vec<usize> = (0..mesh.n_faces())
         .into_par_iter()
         .filter(|&f| mesh.is_boundary_face(f) && !topology.is_dirichlet(f))
@@ -134,17 +187,8 @@ pub fn boundary_terms<T: Real>(
     if faces.is_empty() {
         return BoundaryTerms::default();
     }
-    let rule = element.face_quadrature(2 * element.order() + 6);
-    let reference_measure: f64 = rule.weights.iter().sum();
-    let points: Vec<([f64; 3], Vec<f64>)> = (0..rule.n_points())
-        .map(|q| {
-            let mut lambda = [0.0; 3];
-            face_parameter_barycentric(rule.point(q), &mut lambda[..vpf]);
-            let mut mu = vec![0.0; n_f];
-            element.eval_trace_basis(rule.point(q), &mut mu);
-            (lambda, mu)
-        })
-        .collect();
+    let integrator = FaceIntegrator::new(mesh, element);
+    let reference_measure = integrator.reference_measure();
     let per_face: Vec<(T, Vec<T>)> = faces
         .par_iter()
         .map(|&f| {
@@ -155,19 +199,7 @@ pub fn boundary_terms<T: Real>(
                 BoundaryCondition::Robin { alpha, data } => (*alpha, data),
                 BoundaryCondition::Dirichlet => unreachable!("Dirichlet faces are not free"),
             };
-            let mut load = vec![0.0; n_f];
-            for (q, (lambda, mu)) in points.iter().enumerate() {
-                let mut x = [0.0; 3];
-                for (i, &v) in mesh.face_vertices(f).iter().enumerate() {
-                    for r in 0..d {
-                        x[r] += lambda[i] * mesh.vertex(v)[r];
-                    }
-                }
-                let g = data(&x[..d], &normal[..d]);
-                for m in 0..n_f {
-                    load[m] += rule.weights[q] * g * mu[m];
-                }
-            }
+            let load = integrator.integrate(mesh, f, |x| data(x, &normal[..x.len()]));
             (
                 T::from_f64_lossy(alpha * scale),
                 load.into_iter().map(|v| T::from_f64_lossy(v * scale)).collect(),

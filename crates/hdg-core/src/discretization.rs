@@ -7,7 +7,7 @@ use crate::boundary::BoundaryTerms;
 use crate::error::{CoreError, Result};
 use crate::problem::Problem;
 use crate::real::Real;
-use crate::reference::{face_parameter_barycentric, reference_element, ReferenceElement};
+use crate::reference::{reference_element, ReferenceElement};
 use crate::tables::ElementTables;
 use crate::topology::TraceTopology;
 
@@ -105,39 +105,11 @@ fn project_dirichlet<T: Real>(
     problem: &Problem,
 ) -> Vec<T> {
     let n_f = element.n_face();
-    let d = mesh.dim();
-    let rule = element.face_quadrature(2 * element.order() + 6);
-    // The face's barycentric coordinates and trace basis at the rule's points, the same on
-    // every face (faces in parallel; each face's sums run as on one thread).
-    let vpf = mesh.cell_type().vertices_per_face();
-    let points: Vec<([f64; 3], Vec<f64>)> = (0..rule.n_points())
-        .map(|q| {
-            let s = rule.point(q);
-            let mut lambda = [0.0; 3];
-            face_parameter_barycentric(s, &mut lambda[..vpf]);
-            let mut mu = vec![0.0; n_f];
-            element.eval_trace_basis(s, &mut mu);
-            (lambda, mu)
-        })
-        .collect();
+    let integrator = crate::boundary::FaceIntegrator::new(mesh, element);
     let mut values = vec![T::zero(); mesh.n_faces() * n_f];
     values.par_chunks_mut(n_f).enumerate().filter(|(f, _)| topology.is_dirichlet(*f)).for_each(
         |(f, face_values)| {
-            let verts = mesh.face_vertices(f);
-            let mut acc = vec![0.0; n_f];
-            let mut x = [0.0; 3];
-            for (q, (lambda, mu)) in points.iter().enumerate() {
-                x.iter_mut().for_each(|v| *v = 0.0);
-                for (i, &v) in verts.iter().enumerate() {
-                    for r in 0..d {
-                        x[r] += lambda[i] * mesh.vertex(v)[r];
-                    }
-                }
-                let g = (problem.dirichlet)(&x[..d]);
-                for m in 0..n_f {
-                    acc[m] += rule.weights[q] * g * mu[m];
-                }
-            }
+            let acc = integrator.integrate(mesh, f, |x| (problem.dirichlet)(x));
             for m in 0..n_f {
                 face_values[m] = T::from_f64_lossy(acc[m]);
             }

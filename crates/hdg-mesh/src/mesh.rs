@@ -206,7 +206,7 @@ impl Mesh {
         // everywhere) and the first few named; bad connectivity stops at the first.
         let mut h_max: f64 = 0.0;
         let mut coords = [0.0f64; 12];
-        let mut bad_measure: Option<MeshError> = None;
+        let mut first_bad: Option<(usize, f64, Vec<usize>)> = None;
         let (mut n_bad, mut more_cells) = (0usize, Vec::new());
         for (c, cv) in cells.chunks_exact(vpc).enumerate() {
             for (i, &v) in cv.iter().enumerate() {
@@ -237,20 +237,14 @@ impl Mesh {
             let measure = simplex_measure(cell_type, &coords[..vpc * dim]);
             if measure.is_nan() || measure <= DEGENERACY_TOLERANCE * h.powi(dim as i32) {
                 n_bad += 1;
-                if bad_measure.is_none() {
-                    bad_measure = Some(MeshError::NonPositiveMeasure {
-                        cell: c,
-                        measure,
-                        vertices: cv.to_vec(),
-                        total: 0,
-                        more_cells: Vec::new(),
-                    });
+                if first_bad.is_none() {
+                    first_bad = Some((c, measure, cv.to_vec()));
                 } else if more_cells.len() + 1 < crate::conformity::MAX_REPORTED {
                     more_cells.push(c);
                 }
             }
         }
-        if let Some(MeshError::NonPositiveMeasure { cell, measure, vertices, .. }) = bad_measure {
+        if let Some((cell, measure, vertices)) = first_bad {
             return Err(MeshError::NonPositiveMeasure {
                 cell,
                 measure,
