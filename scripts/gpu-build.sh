@@ -9,6 +9,7 @@
 #   pipeline-tests       tests/tests/pipeline/ (the pipeline tests, each run per backend)
 #   gpu-bench            SpMV benchmark
 #   condense-bench       condensation benchmark (when that target exists)
+#   coefficient-bench    cost of coefficients at points and Neumann/Robin faces
 #   hdg                  the program, with --backend cuda
 #
 # and .gpuz/MANIFEST (what was packed, from which commit, what was skipped).
@@ -38,6 +39,7 @@ targets=(--test gpu --test cross_backend --test pipeline --bin hdg --bin gpu-ben
 declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-examples/Cargo.toml; }
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
+declared coefficient-bench && targets+=(--bin coefficient-bench)
 # JSON messages on stdout (the artifacts and their executables), diagnostics on stderr.
 cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p tests \
   --features hdg-backend-cuda/cuda,hdg-examples/cuda,tests/cuda "${targets[@]}" \
@@ -47,7 +49,8 @@ cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples
 # binary from an older build lying in target/cuda/release/deps).
 wanted="test:gpu:gpu-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
 test:pipeline:pipeline-tests
-bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:hdg:hdg"
+bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:coefficient-bench:coefficient-bench
+bin:hdg:hdg"
 executables="$(python3 - "$artifacts" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):

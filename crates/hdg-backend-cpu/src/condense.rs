@@ -25,6 +25,8 @@ pub struct CondenseScratch<T> {
     schur: Vec<T>,
     load: Vec<T>,
     point: Vec<f64>,
+    /// For elements with coefficients at points (made on first use).
+    pub(crate) weighted: Option<crate::weighted::WeightedScratch<T>>,
 }
 
 impl<T: Real> CondenseScratch<T> {
@@ -34,6 +36,7 @@ impl<T: Real> CondenseScratch<T> {
             schur: vec![T::zero(); t.n * t.n],
             load: vec![T::zero(); t.n],
             point: vec![0.0; t.dim],
+            weighted: None,
         }
     }
 }
@@ -58,12 +61,15 @@ pub struct ElementInput<'a, T> {
     pub vertices: &'a [f64],
     /// Orientation code of each local face.
     pub orientations: &'a [u8],
-    /// kappa.
+    /// kappa (where it is constant in the element).
     pub kappa: T,
-    /// c.
+    /// c (where it is constant in the element).
     pub reaction: T,
     /// tau of each local face.
     pub tau: &'a [T],
+    /// kappa^-1 and c at quadrature points, where they vary inside the element (then `kappa`
+    /// and `reaction` are not read).
+    pub points: Option<crate::weighted::ElementPoints<'a, T>>,
 }
 
 /// Forms one element's local matrices from its geometry and the reference tables (the first
@@ -150,7 +156,8 @@ pub fn form_element_matrices<T: Real>(
     }
 }
 
-/// Condenses one element. Returns the failing pivot if S is not positive definite.
+/// Condenses one element. Returns the failing pivot if S is not positive definite (a pivot
+/// n + j: the j-th of the weighted flux mass matrix, where coefficients vary in the element).
 pub fn condense_element<T: Real>(
     t: &ElementTables<T>,
     input: &ElementInput<'_, T>,
@@ -166,7 +173,17 @@ pub fn condense_element<T: Real>(
     let s_mat = &mut scratch.schur;
     let p = &mut *out.recovery_operator;
     let k = &mut *out.trace_matrix;
-    form_element_matrices(t, input, s_mat, p, k);
+    match &input.points {
+        None => form_element_matrices(t, input, s_mat, p, k),
+        Some(points) => {
+            let weighted =
+                scratch.weighted.get_or_insert_with(|| crate::weighted::WeightedScratch::new(t));
+            crate::weighted::form_weighted_element_matrices(
+                t, input, points, weighted, s_mat, p, k,
+            )
+            .map_err(|(pivot, value)| (n + pivot, value))?;
+        }
+    }
 
     let load = &mut scratch.load;
     element_load(t, input.vertices, det, source, &mut scratch.point, load);

@@ -9,6 +9,7 @@ pub mod dense;
 pub mod local;
 pub mod multigrid;
 mod vector;
+pub mod weighted;
 
 use hdg_core::error_norms;
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};
@@ -21,6 +22,7 @@ use rayon::prelude::*;
 pub use dbf::DbfMatrix;
 
 use condense::{condense_element, CondenseScratch, CondensedElement, ElementInput};
+use weighted::WeightedScratch;
 
 /// The CPU backend. Runs on Rayon's global pool (set `RAYON_NUM_THREADS` to choose the threads).
 #[derive(Clone, Copy, Debug, Default)]
@@ -43,6 +45,18 @@ pub struct CpuPrepared<T> {
     pub cell_vertices: Vec<f64>,
     /// Face orientation codes per cell.
     pub orientations: Vec<u8>,
+}
+
+/// kappa^-1 and c at the coefficient points of element `e`, where they vary inside cells.
+fn element_points<'a, T: Real>(
+    disc: &'a Discretization<'_, T>,
+    e: usize,
+) -> Option<weighted::ElementPoints<'a, T>> {
+    disc.point_coefficients.as_ref().map(|pc| weighted::ElementPoints {
+        inverse_kappa: pc.inverse_kappa_of(e),
+        reaction: pc.reaction_of(e),
+        tensor: pc.is_tensor(),
+    })
 }
 
 fn not_spd(element: usize, (pivot, value): (usize, impl Real)) -> CoreError {
@@ -102,6 +116,7 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
                         kappa: disc.kappa[e],
                         reaction: disc.reaction[e],
                         tau: &disc.tau[e * fpc..(e + 1) * fpc],
+                        points: element_points(disc, e),
                     };
                     let outputs = CondensedElement {
                         trace_matrix: k,
@@ -136,9 +151,9 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
             .zip(fields.q.par_chunks_mut(d * n))
             .enumerate()
             .with_min_len(64)
-            .for_each_init(
-                || vec![T::zero(); nl],
-                |lambda, (e, (u, q))| {
+            .try_for_each_init(
+                || (vec![T::zero(); nl], None),
+                |(lambda, weighted), (e, (u, q))| {
                     for (f, &face) in disc.mesh.cell_faces(e).iter().enumerate() {
                         let free = topology.free_index[face];
                         let src = if free == NONE {
@@ -159,8 +174,22 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
                         u,
                         q,
                     );
+                    let Some(points) = element_points(disc, e) else { return Ok(()) };
+                    // kappa varies in the element: Q from the weighted flux mass matrix.
+                    let input = ElementInput {
+                        geometry: &prep.geometry[e * stride..(e + 1) * stride],
+                        vertices: &prep.cell_vertices[..0],
+                        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
+                        kappa: disc.kappa[e],
+                        reaction: disc.reaction[e],
+                        tau: &disc.tau[e * fpc..(e + 1) * fpc],
+                        points: Some(points),
+                    };
+                    let scratch = weighted.get_or_insert_with(|| WeightedScratch::new(t));
+                    weighted::recover_weighted_flux(t, &input, &points, scratch, u, lambda, q)
+                        .map_err(|p| not_spd(e, p))
                 },
-            );
+            )?;
         Ok(fields)
     }
 
@@ -210,14 +239,22 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
         let stride = prep.layout.stride();
         let mut u_star = vec![T::zero(); disc.mesh.n_cells() * np];
         u_star.par_chunks_mut(np).enumerate().with_min_len(64).try_for_each_init(
-            || vec![T::zero(); np * np],
-            |work, (e, us)| {
+            || (vec![T::zero(); np * np], vec![T::zero(); d * n]),
+            |(work, flux), (e, us)| {
+                let q = &fields.q[e * d * n..(e + 1) * d * n];
+                let (kappa, q) = match element_points(disc, e) {
+                    None => (Some(disc.kappa[e]), q),
+                    Some(points) => {
+                        weighted::projected_inverse_kappa_flux(t, &points, q, flux);
+                        (None, &flux[..])
+                    }
+                };
                 local::postprocess_element(
                     t,
                     &prep.geometry[e * stride..(e + 1) * stride],
-                    disc.kappa[e],
+                    kappa,
                     &fields.u[e * n..(e + 1) * n],
-                    &fields.q[e * d * n..(e + 1) * d * n],
+                    q,
                     work,
                     us,
                 )

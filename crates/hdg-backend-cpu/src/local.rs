@@ -53,12 +53,14 @@ pub fn recover_element<T: Real>(
 /// Postprocessing: u* in P_{k+1} with (grad u*, grad w) = -(kappa^-1 q_h, grad w) for w in
 /// P_{k+1} and the same mean as u_h. The basis is orthonormal and hierarchical, so the mean
 /// condition fixes the constant coefficient (u*_0 = U_0) and the rest is an SPD system of size
-/// n' - 1. `work` holds at least (n'-1)^2 + n' values.
+/// n' - 1. `work` holds at least (n'-1)^2 + n' values. `kappa`: `Some(kappa)` with `q` = q_h
+/// for a kappa constant in the element, `None` with `q` = the L2 projection of kappa^-1 q_h
+/// ([`crate::weighted::projected_inverse_kappa_flux`]) where it varies.
 #[allow(clippy::too_many_arguments)]
 pub fn postprocess_element<T: Real>(
     t: &ElementTables<T>,
     geometry: &[T],
-    kappa: T,
+    kappa: Option<T>,
     u: &[T],
     q: &[T],
     work: &mut [T],
@@ -88,7 +90,10 @@ pub fn postprocess_element<T: Real>(
     rhs.iter_mut().for_each(|v| *v = T::zero());
     for r in 0..d {
         for s in 0..d {
-            let coef = -det * jinv[s * d + r] / kappa;
+            let coef = match kappa {
+                Some(kappa) => -det * jinv[s * d + r] / kappa,
+                None => -det * jinv[s * d + r],
+            };
             let dp = t.post_derivative(s);
             for l in 0..n {
                 let c = coef * q[r * n + l];

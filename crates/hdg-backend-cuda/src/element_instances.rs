@@ -64,6 +64,26 @@ pub const fn condense_block_shared_values(n: usize, nl: usize, shared_panel: boo
     n * (n + 1) / 2 + n + if shared_panel { n * (nl + 1) } else { 0 }
 }
 
+/// Values of global scratch per block of the weighted kernels (`kernels/weighted.cu`) in `dim`
+/// dimensions with `points` coefficient points: the condensation's flux mass matrix (dim n)^2,
+/// panel dim n (n + nl), S n^2, W n (nl + 1) and A nl^2, or, if more, the flux recovery's
+/// mass matrix and panel, right-hand side (dim n) and values (max(n + nl, dim points)). The
+/// kernels check that they got what they use.
+// Only the device stages read it (a build without `cuda` has none).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub const fn weighted_scratch_values(dim: usize, n: usize, nl: usize, points: usize) -> usize {
+    let dn = dim * n;
+    let common = dn * dn + dn * (n + nl);
+    let condense = common + n * n + n * (nl + 1) + nl * nl;
+    let values = if n + nl > dim * points { n + nl } else { dim * points };
+    let flux = common + dn + values;
+    if condense > flux {
+        condense
+    } else {
+        flux
+    }
+}
+
 /// Values of dynamic shared memory of the block recovery: Lambda (nl) and U (n).
 pub const fn recover_block_shared_values(n: usize, nl: usize) -> usize {
     nl + n

@@ -1,7 +1,7 @@
 //! The modules of the condensation, recovery and postprocessing kernels and their launches:
 //! `kernels/condense.cu` (the thread and block designs of [`crate::design`]),
-//! `kernels/condense_bordered.cu` (the bordered design), `kernels/recover.cu` and
-//! `kernels/postprocess.cu`; which orders and tunings are compiled is
+//! `kernels/condense_bordered.cu` (the bordered design), `kernels/recover.cu`,
+//! `kernels/postprocess.cu` and `kernels/weighted.cu` (coefficients at quadrature points); which orders and tunings are compiled is
 //! `src/element_instances.rs`.
 //!
 //! These kernels need their own launch configurations (block size per stage and order, up to
@@ -31,11 +31,12 @@ use crate::device::{cuda_error, kernel_image, CudaBackend, KernelImage};
 
 /// The kernel files of the element stages, each compiled by build.rs on its own (so that
 /// changing one does not recompile the others' minutes of ptxas), in the order of [`file_of`].
-const FILES: [KernelImage; 4] = [
+const FILES: [KernelImage; 5] = [
     kernel_image!("condense"),
     kernel_image!("condense_bordered"),
     kernel_image!("recover"),
     kernel_image!("postprocess"),
+    kernel_image!("weighted"),
 ];
 
 /// For kernel experiments on a GPU machine without Rust: `STEM.sm_90.cubin` from
@@ -58,7 +59,9 @@ fn experimental_cubin(dir: Option<&std::path::Path>, file: &str) -> Result<Optio
 /// Which of [`FILES`] holds kernel `name`: its stage (the module documentation's names); the
 /// gather of the condensation's outputs is in the condensation's file.
 fn file_of(name: &str) -> usize {
-    if name.starts_with("condense_bordered_") {
+    if name.starts_with("condense_weighted_") || name.starts_with("weighted_flux_") {
+        4
+    } else if name.starts_with("condense_bordered_") {
         1
     } else if name.starts_with("recover_") {
         2

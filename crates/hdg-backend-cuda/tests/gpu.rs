@@ -537,13 +537,13 @@ fn random_case(index: usize, k: usize) -> Case {
     // bit, which needs the CPU's loads to the bit (the device's own evaluation of the
     // manufactured source is checked in manufactured_fields_on_device_*).
     problem.source = problem.source.to_closure();
-    problem.tau = rng.gen_range(0.3..5.0);
+    let tau = rng.gen_range(0.3..5.0);
+    problem.tau = hdg_core::Tau::Constant(tau);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
     let label = format!(
         "case {index}: k = {k}, {n}x{n} {diagonal:?}, perturb {amplitude:.3} seed {mesh_seed}, \
-         tau {:.3}",
-        problem.tau
+         tau {tau:.3}"
     );
     Case { mesh, problem, k, label }
 }
@@ -562,13 +562,13 @@ fn random_case_3d(index: usize, k: usize) -> Case {
     // bit, which needs the CPU's loads to the bit (the device's own evaluation of the
     // manufactured source is checked in manufactured_fields_on_device_*).
     problem.source = problem.source.to_closure();
-    problem.tau = rng.gen_range(0.3..5.0);
+    let tau = rng.gen_range(0.3..5.0);
+    problem.tau = hdg_core::Tau::Constant(tau);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
     let label = format!(
         "case 3d-{index}: k = {k}, {n}^3 Kuhn cube ({cells} tetrahedra), perturb {amplitude:.3} \
-         seed {mesh_seed}, tau {:.3}",
-        problem.tau
+         seed {mesh_seed}, tau {tau:.3}"
     );
     Case { mesh, problem, k, label }
 }

@@ -96,13 +96,13 @@ fn random_case(index: usize, k: usize) -> Case {
     }
     let cells = mesh.n_cells();
     let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    problem.tau = rng.gen_range(0.3..5.0);
+    let tau = rng.gen_range(0.3..5.0);
+    problem.tau = hdg_core::Tau::Constant(tau);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
     let label = format!(
         "case {index}: k = {k}, {n}x{n} {diagonal:?}, perturb {amplitude:.3} seed {mesh_seed}, \
-         tau {:.3}",
-        problem.tau
+         tau {tau:.3}"
     );
     Case { mesh, problem, k, label }
 }
@@ -119,13 +119,12 @@ fn tet_case(index: usize, k: usize) -> Case {
     }
     let cells = mesh.n_cells();
     let mut problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    problem.tau = rng.gen_range(0.3..5.0);
+    let tau = rng.gen_range(0.3..5.0);
+    problem.tau = hdg_core::Tau::Constant(tau);
     problem.kappa = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.2..5.0)).collect());
     problem.reaction = Coefficient::PerCell((0..cells).map(|_| rng.gen_range(0.0..3.0)).collect());
-    let label = format!(
-        "tet case {index}: k = {k}, cube {n}, perturb {amplitude:.3}, tau {:.3}",
-        problem.tau
-    );
+    let label =
+        format!("tet case {index}: k = {k}, cube {n}, perturb {amplitude:.3}, tau {tau:.3}");
     Case { mesh, problem, k, label }
 }
 

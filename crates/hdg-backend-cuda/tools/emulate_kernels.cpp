@@ -1,5 +1,5 @@
 // Host emulation of the element kernels (kernels/condense.cu, condense_bordered.cu,
-// recover.cu, postprocess.cu and assemble.cu):
+// recover.cu, postprocess.cu, assemble.cu and weighted.cu):
 // checks their index arithmetic and barrier structure without a GPU.
 //
 //     g++ -std=c++20 -O1 -ffp-contract=off -pthread -I crates/hdg-backend-cuda/kernels \
@@ -15,7 +15,9 @@
 // structure (products of random reference matrices, so S and the postprocessing matrix are
 // SPD) it compares, per cell type and order: the block condensation (shared and global panel,
 // fewer blocks than cells) with the thread condensation (K_e, b_e, Z, u0; K_e symmetric),
-// the block recovery and postprocessing with the thread ones, the gather, and the assembly
+// the weighted condensation and flux (constant coefficients given at points) with the thread
+// condensation and recovery, the block recovery and postprocessing with the thread ones, the
+// gather, and the assembly
 // with a transcription of hdg-backend-cpu's dbf::assemble (to the bit).
 #include <barrier>
 #include <cmath>
@@ -120,6 +122,7 @@ inline void hdg_emulated_mma_tf32_16x8x8(float (&c)[4], const float (&a)[4], con
 #include "postprocess.cu"
 #include "condense_bordered.cu"
 #include "assemble.cu"
+#include "weighted.cu"
 
 // The bordered condensation on `grid` blocks of `threads` threads, with the dynamic shared memory
 // of its layout (the table's instantiations get theirs from build.rs, which condense_bordered
@@ -348,6 +351,60 @@ int run(int nc) {
                shared_w ? "block       " : "block-global", nt, bytes, ek, eb, ez, eu);
         if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
     }
+    // The weighted condensation (weighted.cu) with kappa^-1 = 1 / kappa and c at every point,
+    // as a scalar and as a tensor (1 / kappa) I, and a basis orthonormal on its rule (random
+    // columns made orthonormal, weights 1): M_k = det / kappa I, so the thread design's answers.
+    const int wpoints = N + 3;
+    std::vector<double> wbasis = random_matrix(wpoints, N), wweights(wpoints, 1.0);
+    for (int i = 0; i < N; ++i) {
+        for (int j = 0; j < i; ++j) {
+            double s = 0;
+            for (int q = 0; q < wpoints; ++q) s += wbasis[q * N + i] * wbasis[q * N + j];
+            for (int q = 0; q < wpoints; ++q) wbasis[q * N + i] -= s * wbasis[q * N + j];
+        }
+        double s = 0;
+        for (int q = 0; q < wpoints; ++q) s += wbasis[q * N + i] * wbasis[q * N + i];
+        for (int q = 0; q < wpoints; ++q) wbasis[q * N + i] /= std::sqrt(s);
+    }
+    const u64 wvalues = std::max<u64>(condense_weighted_values<D, N, NL>(),
+                                      (u64)(D * N) * (D * N) + (u64)(D * N) * (N + NL) + D * N +
+                                          std::max(N + NL, D * wpoints));
+    std::vector<double> wkinv[2], wreaction((size_t)nc * wpoints);
+    for (int tensor = 0; tensor < 2; ++tensor) {
+        const int comps = tensor ? D * D : 1;
+        wkinv[tensor].assign((size_t)nc * wpoints * comps, 0.0);
+        for (int e = 0; e < nc; ++e)
+            for (int q = 0; q < wpoints; ++q) {
+                for (int r = 0; r < D; ++r)
+                    wkinv[tensor][((size_t)e * wpoints + q) * comps + (tensor ? r * D + r : 0)] =
+                        1.0 / kappa[e];
+                wreaction[(size_t)e * wpoints + q] = reaction[e];
+            }
+    }
+    auto weighted_of = [&](int tensor) {
+        return Weighted{(u64)wbasis.data(),       (u64)wweights.data(), (u64)wkinv[tensor].data(),
+                        (u64)wreaction.data(),    wpoints,              tensor ? D * D : 1,
+                        wvalues};
+    };
+    if (!getenv("EMU_BAD"))
+        for (int tensor = 0; tensor < 2; ++tensor) {
+            std::vector<double> kw((size_t)NL * NL * ncb, NAN), bw((size_t)NL * ncb, NAN),
+                zw((size_t)N * NL * ncb, NAN), uw((size_t)N * ncb, NAN),
+                ws((size_t)grid * wvalues, NAN);
+            std::fill(info.begin(), info.end(), 7);
+            const Weighted wt = weighted_of(tensor);
+            launch(grid, nt, 0, [&] {
+                condense_weighted<C, double, N, NF>(tb, c, wt, kw.data(), bw.data(), zw.data(),
+                                                    uw.data(), info.data(), pv.data(), ws.data());
+            });
+            for (int e = 0; e < nc; ++e)
+                if (info[e]) printf("  weighted condense: info[%d] = %d\n", e, info[e]), ++fails;
+            double ek = rel(kw, k[0]), eb = rel(bw, b[0]), ez = rel(zw, z[0]), eu = rel(uw, u0[0]);
+            printf("  condense weighted %s (%d threads): K %.2e b %.2e Z %.2e u0 %.2e\n",
+                   tensor ? "tensor" : "scalar", nt, ek, eb, ez, eu);
+            if (!(ek < 1e-10 && eb < 1e-10 && ez < 1e-10 && eu < 1e-10)) ++fails;
+            fails += asymmetric_cells(kw, NL, nc, "weighted");
+        }
     // The bordered condensation (whole warps; 32 and 64 threads: one warp, and warps that
     // split the columns).
     // Four instantiations (NB = 4 and NB = 8, both with two warp groups; NB = 4 with the
@@ -512,6 +569,25 @@ int run(int nc) {
         double eu = rel(u[1], u[0]), eq = rel(q[1], q[0]);
         printf("  recover block (%d threads): u %.2e q %.2e info %d\n", ntr, eu, eq, rinfo[0]);
         if (!(eu < 1e-10 && eq < 1e-10) || rinfo[0]) ++fails;
+    }
+    // The weighted flux: Q of the thread recovery, and kappa^-1 q_h projected = Q / kappa.
+    for (int tensor = 0; tensor < 2; ++tensor) {
+        std::vector<double> qw((size_t)D * N * nc, NAN), pw((size_t)D * N * nc, NAN),
+            ws((size_t)grid * wvalues, NAN), expected((size_t)D * N * nc);
+        for (int v = 0; v < D * N; ++v)
+            for (int e = 0; e < nc; ++e)
+                expected[(size_t)v * nc + e] = q[0][(size_t)v * nc + e] / kappa[e];
+        std::vector<int> winfo(1, 0);
+        const Weighted wt = weighted_of(tensor);
+        launch(grid, threads_for(D * N), 0, [&] {
+            weighted_flux<C, double, N, NF>(tb, c, wt, free_index.data(), trace.data(),
+                                            dirichlet.data(), u[0].data(), qw.data(), pw.data(),
+                                            winfo.data(), ws.data());
+        });
+        double eq = rel(qw, q[0]), ep = rel(pw, expected);
+        printf("  weighted flux %s: q %.2e projected %.2e info %d\n", tensor ? "tensor" : "scalar",
+               eq, ep, winfo[0]);
+        if (!(eq < 1e-10 && ep < 1e-10) || winfo[0]) ++fails;
     }
     // Postprocessing: thread vs block.
     std::vector<double> us[2];

@@ -64,14 +64,18 @@ pub fn dirichlet_faces(mesh: &Mesh, problem: &Problem) -> Vec<bool> {
 }
 
 /// Refuses a problem whose solution is fixed only up to a constant: no Dirichlet face, no
-/// Robin face and c = 0 everywhere.
-pub fn check_determined(mesh: &Mesh, problem: &Problem, topology: &TraceTopology) -> Result<()> {
+/// Robin face and c = 0 everywhere (`any_reaction`: whether c > 0 on some cell).
+pub fn check_determined(
+    mesh: &Mesh,
+    problem: &Problem,
+    topology: &TraceTopology,
+    any_reaction: bool,
+) -> Result<()> {
     let any_dirichlet = (0..mesh.n_faces()).any(|f| topology.is_dirichlet(f));
     let any_robin = (0..mesh.n_faces()).any(|f| {
         mesh.is_boundary_face(f)
             && matches!(problem.condition(mesh.boundary_tag(f)), BoundaryCondition::Robin { .. })
     });
-    let any_reaction = (0..mesh.n_cells()).any(|c| problem.reaction.on_cell(c) > 0.0);
     if any_dirichlet || any_robin || any_reaction {
         Ok(())
     } else {

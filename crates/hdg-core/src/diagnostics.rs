@@ -80,9 +80,24 @@ pub fn conservation_defects<T: Real>(
                 }
                 source += rule.weights[qp] * det * disc.problem.source.evaluate(&x);
             }
-            // int phi_0 over K = det * sqrt(|K^|) (phi_0 = 1/sqrt(|K^|)); other phi_i integrate to 0.
-            let reaction =
-                disc.reaction[c].as_f64() * det * u[0].as_f64() * t.reference_measure.sqrt();
+            let reaction = match &disc.point_coefficients {
+                // (c u_h, 1)_K by the coefficient rule, exact for the weighted mass matrix's
+                // degree: what the local solver integrated.
+                Some(pc) => {
+                    let (rule, basis) = (&t.coefficient_rule, &t.coefficient_basis);
+                    (0..rule.n_points())
+                        .map(|qp| {
+                            let uh: f64 = (0..n).map(|i| (basis[qp * n + i] * u[i]).as_f64()).sum();
+                            rule.weights[qp] * det * pc.reaction_of(c)[qp].as_f64() * uh
+                        })
+                        .sum()
+                }
+                // int phi_0 over K = det * sqrt(|K^|) (phi_0 = 1/sqrt(|K^|)); other phi_i
+                // integrate to 0.
+                None => {
+                    disc.reaction[c].as_f64() * det * u[0].as_f64() * t.reference_measure.sqrt()
+                }
+            };
             (flux - (source - reaction)).abs() / (scale + source.abs() + reaction.abs())
         })
         .collect()

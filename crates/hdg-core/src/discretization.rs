@@ -4,8 +4,9 @@ use hdg_mesh::Mesh;
 use rayon::prelude::*;
 
 use crate::boundary::BoundaryTerms;
+use crate::coefficients::PointCoefficients;
 use crate::error::{CoreError, Result};
-use crate::problem::Problem;
+use crate::problem::{Problem, Tau};
 use crate::real::Real;
 use crate::reference::{reference_element, ReferenceElement};
 use crate::tables::ElementTables;
@@ -30,10 +31,14 @@ pub struct Discretization<'a, T: Real> {
     pub tables: ElementTables<T>,
     /// Unknown numbering and DBF structure.
     pub topology: TraceTopology,
-    /// kappa per cell.
+    /// kappa per cell (where kappa varies inside cells: its cell mean, see
+    /// [`crate::coefficients`]).
     pub kappa: Vec<T>,
-    /// c per cell.
+    /// c per cell (where c varies inside cells: its cell mean).
     pub reaction: Vec<T>,
+    /// kappa^-1 and c at quadrature points, when kappa or c is a function of x: the element
+    /// kernels then form weighted mass matrices instead of scaling reference ones.
+    pub point_coefficients: Option<PointCoefficients<T>>,
     /// tau per (cell, local face): `[c * faces_per_cell + f]`.
     pub tau: Vec<T>,
     /// Trace values on every face, by global face (`[f * n_f + m]`): the L2 projection of the
@@ -59,18 +64,15 @@ impl<'a, T: Real> Discretization<'a, T> {
         let tables = ElementTables::new(element.as_ref(), post_element.as_ref(), load_degree);
         let topology =
             TraceTopology::with_dirichlet(mesh, &crate::boundary::dirichlet_faces(mesh, problem));
-        crate::boundary::check_determined(mesh, problem, &topology)?;
+        let coefficients = crate::coefficients::evaluate(mesh, problem, &tables)?;
+        let any_reaction = coefficients.reaction.iter().any(|&c| c > 0.0);
+        crate::boundary::check_determined(mesh, problem, &topology, any_reaction)?;
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
-        let kappa = (0..n_cells)
-            .into_par_iter()
-            .map(|c| T::from_f64_lossy(problem.kappa.on_cell(c)))
-            .collect();
-        let reaction = (0..n_cells)
-            .into_par_iter()
-            .map(|c| T::from_f64_lossy(problem.reaction.on_cell(c)))
-            .collect();
-        let tau = crate::topology::filled(T::from_f64_lossy(problem.tau), n_cells * fpc);
+        let tau = stabilization(mesh, &problem.tau, &coefficients.kappa);
+        let lossy = |v: Vec<f64>| -> Vec<T> { v.into_iter().map(T::from_f64_lossy).collect() };
+        let (kappa, reaction) = (lossy(coefficients.kappa), lossy(coefficients.reaction));
+        debug_assert_eq!(tau.len(), n_cells * fpc);
         let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
         let boundary_terms =
             crate::boundary::boundary_terms(mesh, element.as_ref(), &topology, problem);
@@ -83,6 +85,7 @@ impl<'a, T: Real> Discretization<'a, T> {
             topology,
             kappa,
             reaction,
+            point_coefficients: coefficients.at_points,
             tau,
             dirichlet_values,
             boundary_terms,
@@ -93,6 +96,36 @@ impl<'a, T: Real> Discretization<'a, T> {
     pub fn trace_dofs(&self) -> usize {
         self.topology.n_rows() * self.tables.n_f
     }
+}
+
+/// tau per (cell, local face) from the problem's rule (validated by `Problem::validate`).
+fn stabilization<T: Real>(mesh: &Mesh, tau: &Tau, kappa: &[f64]) -> Vec<T> {
+    let fpc = mesh.cell_type().faces_per_cell();
+    let n_cells = mesh.n_cells();
+    match tau {
+        Tau::Constant(v) => crate::topology::filled(T::from_f64_lossy(*v), n_cells * fpc),
+        Tau::PerFace(v) => v.iter().map(|&t| T::from_f64_lossy(t)).collect(),
+        Tau::KappaOverH { scale } => (0..n_cells * fpc)
+            .into_par_iter()
+            .map(|i| {
+                let c = i / fpc;
+                T::from_f64_lossy(scale * kappa[c] / longest_edge(mesh, c))
+            })
+            .collect(),
+    }
+}
+
+/// The longest edge of cell `c` (its diameter: the cell is a simplex).
+fn longest_edge(mesh: &Mesh, c: usize) -> f64 {
+    let cv = mesh.cell_vertices(c);
+    let mut h = 0.0f64;
+    for (a, &va) in cv.iter().enumerate() {
+        for &vb in &cv[a + 1..] {
+            let (pa, pb) = (mesh.vertex(va), mesh.vertex(vb));
+            h = h.max(pa.iter().zip(pb).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt());
+        }
+    }
+    h
 }
 
 /// Lambda = H^{-1} <g_D, mu> on every Dirichlet face. The trace basis is orthonormal on the

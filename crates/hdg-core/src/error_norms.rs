@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use crate::backend::{ErrorNorms, HostFields};
 use crate::discretization::Discretization;
 use crate::geometry::{map_point, GeometryLayout};
-use crate::problem::ExactSolution;
+use crate::problem::{Coefficient, ExactSolution};
 use crate::tables::ElementTables;
 use crate::Real;
 
@@ -46,7 +46,7 @@ pub fn error_norms<T: Real>(
                         &mut scratch,
                         &geometry[e * stride..(e + 1) * stride],
                         &cell_vertices[e * vsz..(e + 1) * vsz],
-                        disc.kappa[e].as_f64(),
+                        Kappa { cell: e, value: disc.kappa[e].as_f64(), of: &disc.problem.kappa },
                         &fields.u[e * n..(e + 1) * n],
                         &fields.q[e * d * n..(e + 1) * d * n],
                         &u_star[e * np..(e + 1) * np],
@@ -106,6 +106,28 @@ fn evaluate_at_points<T: Real>(basis: &[T], points: usize, c: &[T], out: &mut [f
     }
 }
 
+/// kappa on one cell: the working-precision value of a constant or per-cell kappa (what the
+/// element kernels used), the function itself where it varies inside cells.
+struct Kappa<'a> {
+    cell: usize,
+    value: f64,
+    of: &'a Coefficient,
+}
+
+impl Kappa<'_> {
+    /// The exact flux q = -kappa grad u at `x`, into `q`.
+    fn flux(&self, x: &[f64], grad: &[f64], q: &mut [f64]) {
+        if self.of.varies_in_cells() {
+            self.of.apply(self.cell, x, grad, q);
+            q.iter_mut().for_each(|v| *v = -*v);
+        } else {
+            for (q, g) in q.iter_mut().zip(grad) {
+                *q = -self.value * g;
+            }
+        }
+    }
+}
+
 /// Squared L2 errors (u, q, u*) on one element against the exact solution.
 #[allow(clippy::too_many_arguments)]
 fn element_errors<T: Real>(
@@ -114,7 +136,7 @@ fn element_errors<T: Real>(
     scratch: &mut ElementScratch,
     geometry: &[T],
     vertices: &[f64],
-    kappa: f64,
+    kappa: Kappa<'_>,
     u: &[T],
     q: &[T],
     u_star: &[T],
@@ -133,14 +155,16 @@ fn element_errors<T: Real>(
     evaluate_at_points(&basis.basis_post, points, u_star, us);
     let mut x = [0.0; 3];
     let mut grad = [0.0; 3];
+    let mut flux = [0.0; 3];
     let mut err = [0.0; 3];
     for qp in 0..points {
         map_point(d, vertices, rule.point(qp), &mut x[..d]);
         let w = rule.weights[qp] * det;
         let ue = exact.u_and_gradient(&x[..d], &mut grad[..d]);
+        kappa.flux(&x[..d], &grad[..d], &mut flux[..d]);
         err[0] += w * (ue - uh[qp]).powi(2);
         for r in 0..d {
-            err[1] += w * (-kappa * grad[r] - qh[r * points + qp]).powi(2);
+            err[1] += w * (flux[r] - qh[r * points + qp]).powi(2);
         }
         err[2] += w * (ue - us[qp]).powi(2);
     }

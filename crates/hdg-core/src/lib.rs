@@ -18,6 +18,7 @@
 pub mod auxiliary;
 pub mod backend;
 pub mod boundary;
+pub mod coefficients;
 pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;
@@ -50,7 +51,7 @@ pub use pipeline::{
 };
 pub use problem::{
     BoundaryCondition, Coefficient, ExactSolution, FaceField, Manufactured, ManufacturedSpec,
-    Problem, ScalarField, Source, VectorField,
+    Problem, ScalarField, Source, Tau, TensorField, VectorField,
 };
 pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};

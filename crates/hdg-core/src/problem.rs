@@ -18,21 +18,84 @@ pub type ScalarField = Arc<dyn Fn(&[f64]) -> f64 + Send + Sync>;
 /// A vector field of the physical coordinates, written into the second argument.
 pub type VectorField = Arc<dyn Fn(&[f64], &mut [f64]) + Send + Sync>;
 
-/// A coefficient that is constant or given per cell.
-#[derive(Clone, Debug, PartialEq)]
+/// A symmetric positive definite d x d tensor field of the physical coordinates, written
+/// row-major into the second argument (d x d entries).
+pub type TensorField = Arc<dyn Fn(&[f64], &mut [f64]) + Send + Sync>;
+
+/// A coefficient: constant, one value per cell, or a function of x evaluated at quadrature
+/// points (a scalar, or for kappa an anisotropic SPD tensor).
+///
+/// Constants and values per cell enter the element matrices as factors of the reference
+/// matrices; functions of x make the element mass matrices weighted ones, formed per element
+/// by quadrature ([`crate::coefficients`]).
+#[derive(Clone)]
 pub enum Coefficient {
     /// The same value on every cell.
     Constant(f64),
     /// One value per cell (in the mesh's cell numbering).
     PerCell(Vec<f64>),
+    /// A scalar function of x, evaluated at quadrature points.
+    Field(ScalarField),
+    /// A symmetric positive definite tensor function of x (kappa only), evaluated at
+    /// quadrature points.
+    Tensor(TensorField),
+}
+
+impl std::fmt::Debug for Coefficient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Coefficient::Constant(v) => write!(f, "Constant({v})"),
+            Coefficient::PerCell(v) => write!(f, "PerCell({} values)", v.len()),
+            Coefficient::Field(_) => write!(f, "Field(function of x)"),
+            Coefficient::Tensor(_) => write!(f, "Tensor(function of x)"),
+        }
+    }
 }
 
 impl Coefficient {
-    /// The value on cell `c`.
-    pub fn on_cell(&self, c: usize) -> f64 {
+    /// A scalar function of x.
+    pub fn field(f: impl Fn(&[f64]) -> f64 + Send + Sync + 'static) -> Coefficient {
+        Coefficient::Field(Arc::new(f))
+    }
+
+    /// A tensor function of x (row-major d x d, symmetric positive definite).
+    pub fn tensor(f: impl Fn(&[f64], &mut [f64]) + Send + Sync + 'static) -> Coefficient {
+        Coefficient::Tensor(Arc::new(f))
+    }
+
+    /// The value on cell `c`, or `None` for a function of x (which varies inside a cell).
+    pub fn cell_value(&self, c: usize) -> Option<f64> {
         match self {
-            Coefficient::Constant(v) => *v,
-            Coefficient::PerCell(v) => v[c],
+            Coefficient::Constant(v) => Some(*v),
+            Coefficient::PerCell(v) => Some(v[c]),
+            Coefficient::Field(_) | Coefficient::Tensor(_) => None,
+        }
+    }
+
+    /// Whether the coefficient is a function of x (evaluated at quadrature points).
+    pub fn varies_in_cells(&self) -> bool {
+        matches!(self, Coefficient::Field(_) | Coefficient::Tensor(_))
+    }
+
+    /// `out = K v` at `x` on cell `c` (`out` and `v` of the dimension of `x`): the flux
+    /// `-kappa grad u` of a known u is `-apply(grad u)`.
+    pub fn apply(&self, c: usize, x: &[f64], v: &[f64], out: &mut [f64]) {
+        let d = x.len();
+        let scalar = match self {
+            Coefficient::Constant(k) => *k,
+            Coefficient::PerCell(k) => k[c],
+            Coefficient::Field(k) => k(x),
+            Coefficient::Tensor(k) => {
+                let mut m = [0.0; 9];
+                k(x, &mut m[..d * d]);
+                for r in 0..d {
+                    out[r] = (0..d).map(|s| m[r * d + s] * v[s]).sum();
+                }
+                return;
+            }
+        };
+        for r in 0..d {
+            out[r] = scalar * v[r];
         }
     }
 
@@ -81,6 +144,11 @@ impl Coefficient {
                 }),
                 None => Ok(()),
             },
+            Coefficient::Tensor(_) if !positive => Err(CoreError::InvalidParameter {
+                name,
+                reason: "a tensor is a diffusion coefficient; this coefficient is a scalar".into(),
+            }),
+            // Functions of x are checked where they are evaluated, point by point.
             _ => Ok(()),
         }
     }
@@ -266,6 +334,44 @@ fn normal_derivative(exact: &ExactSolution, x: &[f64], n: &[f64]) -> f64 {
     grad.iter().zip(n).map(|(g, n)| g * n).sum()
 }
 
+/// The stabilisation tau of the numerical flux, per (cell, face) pair (`hdg-formulation.md`,
+/// equation (3)). Any tau > 0 gives the rates k+1, k+1, k+2; tau = O(kappa / h) keeps the
+/// balance between the flux and the jump terms where kappa is far from 1.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tau {
+    /// The same tau everywhere.
+    Constant(f64),
+    /// One tau per (cell, local face): `[c * faces_per_cell + f]`.
+    PerFace(Vec<f64>),
+    /// `scale * kappa_K / h_K`, with kappa_K the cell's kappa (for a function of x, its mean
+    /// over the cell; for a tensor, the mean of its trace / d) and h_K the cell's longest edge.
+    KappaOverH {
+        /// The factor in front.
+        scale: f64,
+    },
+}
+
+impl Tau {
+    fn validate(&self, n_cells: usize) -> Result<()> {
+        let bad = |v: &f64| !(v.is_finite() && *v > 0.0);
+        let reason = match self {
+            Tau::Constant(v) if bad(v) => format!("{v} is not finite and > 0"),
+            Tau::KappaOverH { scale } if bad(scale) => {
+                format!("scale {scale} of kappa/h is not finite and > 0")
+            }
+            Tau::PerFace(v) if v.len() % n_cells.max(1) != 0 || v.len() < n_cells => {
+                format!("{} values given for {n_cells} cells (one per cell and face)", v.len())
+            }
+            Tau::PerFace(v) => match v.iter().position(bad) {
+                Some(i) => format!("value {} at position {i} is not finite and > 0", v[i]),
+                None => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        Err(CoreError::InvalidParameter { name: "tau", reason })
+    }
+}
+
 /// `-div(kappa grad u) + c u = f` in the domain, with a [`BoundaryCondition`] per boundary tag
 /// (Dirichlet where none is given).
 #[derive(Clone)]
@@ -274,8 +380,8 @@ pub struct Problem {
     pub kappa: Coefficient,
     /// Reaction coefficient c >= 0 (0: Poisson).
     pub reaction: Coefficient,
-    /// Stabilisation tau > 0, the same on every (cell, face) pair.
-    pub tau: f64,
+    /// Stabilisation tau > 0 on every (cell, face) pair.
+    pub tau: Tau,
     /// Source f. A manufactured source keeps the kappa and c it was built with: changing
     /// `kappa` or `reaction` afterwards changes the equation, not f.
     pub source: Source,
@@ -349,12 +455,7 @@ impl Problem {
                 }
             }
         }
-        if !(self.tau.is_finite() && self.tau > 0.0) {
-            return Err(CoreError::InvalidParameter {
-                name: "tau",
-                reason: format!("{} is not finite and > 0", self.tau),
-            });
-        }
+        self.tau.validate(n_cells)?;
         Ok(())
     }
 
@@ -365,7 +466,7 @@ impl Problem {
         Problem {
             kappa: Coefficient::Constant(kappa),
             reaction: Coefficient::Constant(reaction),
-            tau: 1.0,
+            tau: Tau::Constant(1.0),
             source: Source::Manufactured(ManufacturedSpec { solution, kappa, reaction }),
             dirichlet: Arc::new(move |x| boundary.u(x)),
             boundary: Default::default(),
@@ -484,7 +585,13 @@ mod tests {
         p.reaction = Coefficient::Constant(-1.0);
         assert!(p.validate(4).is_err());
         p.reaction = Coefficient::Constant(0.0);
-        p.tau = 0.0;
+        p.tau = Tau::Constant(0.0);
+        assert!(p.validate(4).is_err());
+        p.tau = Tau::PerFace(vec![1.0; 11]);
+        assert!(p.validate(4).is_err());
+        p.tau = Tau::PerFace(vec![1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0]);
+        assert!(p.validate(4).is_err());
+        p.tau = Tau::KappaOverH { scale: f64::NAN };
         assert!(p.validate(4).is_err());
     }
 }

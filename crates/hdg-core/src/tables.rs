@@ -51,6 +51,11 @@ pub struct ElementTables<T: Real> {
     pub load_rule: QuadratureRule,
     /// Basis values at the load points: `[q][i]`.
     pub load_basis: Vec<T>,
+    /// Rule for element matrices with coefficients that vary inside cells
+    /// ([`crate::coefficients`]): exact to degree 2k + 1.
+    pub coefficient_rule: QuadratureRule,
+    /// Basis values at the coefficient points: `[q][i]`.
+    pub coefficient_basis: Vec<T>,
     /// Rule for error norms (degree >= 2k + 4).
     pub error_rule: QuadratureRule,
     /// Order-k basis at the error points: `[q][i]`.
@@ -137,6 +142,9 @@ impl<T: Real> ElementTables<T> {
 
         let load_rule = element.cell_quadrature(load_degree.max(2 * k));
         let load_basis = basis_at(element, &load_rule).into_iter().map(T::from_f64_lossy).collect();
+        let coefficient_rule = element.cell_quadrature(2 * k + 1);
+        let coefficient_basis =
+            basis_at(element, &coefficient_rule).into_iter().map(T::from_f64_lossy).collect();
         let error_rule = element.cell_quadrature(2 * k + 6);
         let error_basis =
             basis_at(element, &error_rule).into_iter().map(T::from_f64_lossy).collect();
@@ -206,6 +214,8 @@ impl<T: Real> ElementTables<T> {
             trace_products,
             load_rule,
             load_basis,
+            coefficient_rule,
+            coefficient_basis,
             error_rule,
             error_basis,
             error_basis_post,

@@ -8,7 +8,7 @@ use hdg_core::{
     Assembler, CoreError, Discretization, KrylovSolver, LocalSolver, Postprocessor, TraceOperator,
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
-use hdg_mesh::{generate, Diagonal};
+use hdg_mesh::{generate, Diagonal, Mesh};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -68,6 +68,19 @@ pub struct DenseRow {
     pub ours_us_per_element: f64,
     pub faer_us_per_element: f64,
     pub faer_over_ours: f64,
+}
+
+/// The element benchmarks' mesh (condense-bench, coefficient-bench): about `cells` cells of
+/// dimension `dim`, perturbed, deterministic (triangles of a unit square, Kuhn tetrahedra of a
+/// unit cube).
+pub fn element_benchmark_mesh(dim: usize, cells: f64) -> hdg_core::Result<Mesh> {
+    if dim == 2 {
+        let n = ((cells / 2.0).sqrt().ceil() as usize).max(2);
+        Ok(generate::perturb(&generate::unit_square(n, Diagonal::Alternating)?, 0.2, 7)?)
+    } else {
+        let n = ((cells / 6.0).cbrt().ceil() as usize).max(2);
+        Ok(generate::perturb(&generate::unit_cube(n)?, 0.15, 7)?)
+    }
 }
 
 /// Memory-copy bandwidth in GB/s (bytes read + bytes written), best of several copies of a

@@ -69,6 +69,10 @@ struct Common {
     /// solution belongs to constant kappa, so no errors are computed.
     #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
     kappa: Vec<String>,
+    /// Stabilisation: a number (tau on every face), or `kappa-over-h[:SCALE]` for
+    /// tau = SCALE kappa / h per cell (the O(1/h) choice: q then converges at order k).
+    #[arg(long, default_value = "1", value_parser = parse_tau, value_name = "TAU")]
+    tau: hdg_core::Tau,
     /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
@@ -176,6 +180,22 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
 }
 
+fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
+    let positive = |v: &str| -> Result<f64, String> {
+        match v.parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+            _ => Err(format!("'{v}' is not a positive number")),
+        }
+    };
+    match s.split_once(':') {
+        _ if s == "kappa-over-h" => Ok(hdg_core::Tau::KappaOverH { scale: 1.0 }),
+        Some(("kappa-over-h", scale)) => Ok(hdg_core::Tau::KappaOverH { scale: positive(scale)? }),
+        _ => positive(s)
+            .map(hdg_core::Tau::Constant)
+            .map_err(|e| format!("{e}: tau is a positive number or kappa-over-h[:SCALE]")),
+    }
+}
+
 fn parse_tolerance(s: &str) -> Result<f64, String> {
     let t: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
     if t.is_finite() && t > 0.0 && t < 1.0 {
@@ -244,7 +264,8 @@ fn run_one(
     }
     let order = common.order as usize;
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
-    let problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
+    let mut problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
+    problem.tau = common.tau.clone();
     let tolerance = common.tol.unwrap_or(match common.precision {
         Precision::F64 => 1e-10,
         Precision::F32 => 1e-6,

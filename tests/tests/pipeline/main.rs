@@ -5,6 +5,7 @@
 //! - `boundary`: Neumann and Robin faces (exactness, rates, refusals);
 //! - `convergence`: observed rates k+1 (u, q) and k+2 (u*) on triangles;
 //! - `tetrahedra`: exactness, rates and the six face orientations on tetrahedra;
+//! - `coefficients`: kappa(x), an anisotropic tensor, c(x), tau options;
 //! - `regions`: kappa per region (a jump across an interface reproduced exactly);
 //! - `mesh_files`: rates on the Gmsh meshes shipped under `examples/meshes/`;
 //! - `structure`: local conservation, a symmetric trace matrix, single-valued fluxes;
@@ -12,6 +13,7 @@
 //! - `bad_input`: bad input gives a typed error, never a panic.
 mod bad_input;
 mod boundary;
+mod coefficients;
 mod convergence;
 mod exactness;
 mod invariance;

@@ -73,6 +73,19 @@ impl<T: DeviceReal> DeviceCondensed<T> {
         }
     }
 
+    /// Device addresses of K_e, b_e, Z, u0, the flags and the pivots, in the order of every
+    /// condensation kernel's output parameters.
+    pub(crate) fn addresses(&self) -> [u64; 6] {
+        [
+            address(&self.trace_matrices),
+            address(&self.trace_loads),
+            address(&self.recovery_operator),
+            address(&self.recovery_load),
+            address(&self.info),
+            address(&self.pivots),
+        ]
+    }
+
     pub(crate) fn download(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let v = self.backend.gpu.download(buffer)?;
         Ok(condensed_to_element_contiguous(&v, self.n_cells))
@@ -242,6 +255,10 @@ impl CudaBackend {
         if n_cells == 0 {
             return Ok(());
         }
+        if let Some(weighted) = &prep.weighted {
+            // Coefficients at points: the one weighted kernel, whatever the design.
+            return crate::stages::weighted::condense(self, prep, weighted, out.addresses());
+        }
         let launch = prep.launch_for(ElementStage::Condense, design)?;
         if out.scratch.as_ref().map_or(0, |b| b.len()) < launch.scratch {
             out.scratch = None;
@@ -249,14 +266,7 @@ impl CudaBackend {
             out.scratch = Some(unsafe { uninitialized::<T>(self, launch.scratch)? });
         }
         let (tb, cells) = (prep.tables.addresses(), prep.cells());
-        let (kp, bp, zp, up, ip, pp) = (
-            address(&out.trace_matrices),
-            address(&out.trace_loads),
-            address(&out.recovery_operator),
-            address(&out.recovery_load),
-            address(&out.info),
-            address(&out.pivots),
-        );
+        let [kp, bp, zp, up, ip, pp] = out.addresses();
         let sp = out.scratch.as_ref().map_or(0, |b| address(b));
         let mut args =
             vec![arg(&tb), arg(&cells), arg(&kp), arg(&bp), arg(&zp), arg(&up), arg(&ip), arg(&pp)];

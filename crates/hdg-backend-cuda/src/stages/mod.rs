@@ -21,7 +21,10 @@
 //! (`kernels/condense.cu`, `condense_bordered.cu`, `recover.cu`, `postprocess.cu`; their
 //! module and naming scheme: `element_kernels.rs`; the orders compiled: `element_instances.rs`);
 //! the assembly (`kernels/assemble.cu`, one thread per block row, 5 slots for triangles, 7 for
-//! tetrahedra) fills the same DBF matrix as the CPU's assembly, to the bit.
+//! tetrahedra) fills the same DBF matrix as the CPU's assembly, to the bit. Where kappa or c
+//! varies inside cells ([`weighted`]: `kernels/weighted.cu`), one block kernel forms the
+//! weighted element matrices by quadrature and condenses them in place of the designs, and
+//! one more kernel after the recovery recovers q_h through the weighted mass matrix.
 //!
 //! # Device layouts (element-fastest)
 //!
@@ -78,6 +81,7 @@ pub mod layout;
 pub mod postprocess;
 pub mod prepare;
 pub mod recover;
+pub mod weighted;
 
 use hdg_core::{
     Assembler, Backend, Discretization, ErrorNorms, ExactSolution, HostCondensed, HostFields,

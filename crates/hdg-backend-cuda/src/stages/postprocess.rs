@@ -71,7 +71,9 @@ pub(crate) fn error_norms<T: DeviceReal>(
 ) -> Result<ErrorNorms> {
     let t = &disc.tables;
     let mut clock = PhaseClock::new("error norms", backend.settings().profile);
-    if let Some(solution) = device_solution(exact) {
+    // The device's norms take kappa per cell: where it varies inside cells, the host's.
+    let device = device_solution(exact).filter(|_| prep.weighted.is_none());
+    if let Some(solution) = device {
         let sums = squared_errors(
             backend,
             solution,
@@ -142,10 +144,18 @@ impl CudaBackend {
             return Ok(());
         }
         let launch = prep.launch_for(ElementStage::Postprocess, design)?;
-        let (tb, cells) = (prep.tables.addresses(), prep.cells());
+        let (tb, mut cells) = (prep.tables.addresses(), prep.cells());
+        // Where kappa varies inside cells: the projected kappa^-1 q_h with kappa = 1.
+        let flux = match (&prep.weighted, &fields.projected_flux) {
+            (Some(weighted), Some(projected)) => {
+                cells.kappa = address(&weighted.ones);
+                projected
+            }
+            _ => &fields.q,
+        };
         let (up, qp, sp, ip, pp) = (
             address(&fields.u),
-            address(&fields.q),
+            address(flux),
             address(&post.u_star),
             address(&post.info),
             address(&post.pivots),

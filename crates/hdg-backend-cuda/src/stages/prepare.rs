@@ -146,6 +146,9 @@ pub struct DevicePrepared<T: DeviceReal> {
     pub(crate) kappa: DeviceBuffer<T>,
     pub(crate) reaction: DeviceBuffer<T>,
     pub(crate) tau: DeviceBuffer<T>,
+    /// kappa^-1 and c at quadrature points, where they vary inside cells
+    /// ([`crate::stages::weighted`]).
+    pub(crate) weighted: Option<crate::stages::weighted::DeviceWeighted<T>>,
     /// F_K (from a manufactured source on the device, or from the source on the host).
     pub(crate) load: DeviceBuffer<T>,
     pub(crate) loads_on_device: bool,
@@ -601,6 +604,12 @@ pub(crate) fn prepare<T: DeviceReal>(
         kappa: gpu.upload(&disc.kappa)?,
         reaction: gpu.upload(&disc.reaction)?,
         tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
+        weighted: match &disc.point_coefficients {
+            Some(points) => {
+                Some(crate::stages::weighted::DeviceWeighted::upload(backend, disc, points)?)
+            }
+            None => None,
+        },
         load,
         loads_on_device,
         topology: Arc::new(topology),

@@ -16,6 +16,9 @@ pub struct DeviceFields<T: DeviceReal> {
     pub(crate) n_cells: usize,
     pub(crate) u: DeviceBuffer<T>,
     pub(crate) q: DeviceBuffer<T>,
+    /// The L2 projection of kappa^-1 q_h, where kappa varies inside cells (what the
+    /// postprocessing reads then, with kappa = 1), `[(r * n + i) * n_cells + e]`.
+    pub(crate) projected_flux: Option<DeviceBuffer<T>>,
     /// One flag: -1 if a block recovery got less shared memory than its layout needs.
     pub(crate) info: DeviceBuffer<i32>,
     /// Last: the buffers are freed while the context lives.
@@ -79,7 +82,19 @@ impl CudaBackend {
         // SAFETY: every recovery kernel writes every entry of u and q.
         let u = unsafe { uninitialized::<T>(self, n_cells * n)? };
         let q = unsafe { uninitialized::<T>(self, n_cells * d * n)? };
-        Ok(DeviceFields { n_cells, u, q, info: self.gpu.zeros::<i32>(1)?, backend: self.clone() })
+        // SAFETY: the weighted flux kernel writes every entry.
+        let projected_flux = match prep.weighted {
+            Some(_) => Some(unsafe { uninitialized::<T>(self, n_cells * d * n)? }),
+            None => None,
+        };
+        Ok(DeviceFields {
+            n_cells,
+            u,
+            q,
+            projected_flux,
+            info: self.gpu.zeros::<i32>(1)?,
+            backend: self.clone(),
+        })
     }
 
     /// Queues the recovery in `design` into `fields` (from [`CudaBackend::allocate_fields`]).
@@ -151,8 +166,22 @@ impl CudaBackend {
         // cells; u, q n_cells * (n, d n) (checked above); info one entry. Launch sizes as in
         // condense_with.
         unsafe {
-            prep.kernels.launch(&launch.name, launch.grid, launch.threads, launch.shared, &args)
+            prep.kernels.launch(&launch.name, launch.grid, launch.threads, launch.shared, &args)?
+        };
+        if let (Some(weighted), Some(projected)) = (&prep.weighted, &fields.projected_flux) {
+            // Q over the recovery's (which took kappa constant per cell).
+            let projected = address(projected);
+            crate::stages::weighted::recover_flux(
+                self,
+                prep,
+                weighted,
+                [fi, tr, dir, up],
+                qp,
+                projected,
+                ip,
+            )?;
         }
+        Ok(())
     }
 
     /// The error of a recovery whose block kernel got too little shared memory, if so (waits).

@@ -57,7 +57,7 @@ use hdg_core::{
     CellType, Coefficient, CoreError, Discretization, LocalSolver, Manufactured, Problem, Real,
     Result, VectorOps,
 };
-use hdg_mesh::{generate, Diagonal, Mesh};
+use hdg_mesh::Mesh;
 
 struct Args {
     cells: f64,
@@ -223,17 +223,6 @@ fn values_per_cell(s: &ElementSizes) -> usize {
     s.nl * s.nl + s.nl + s.n * s.nl + s.n + s.n + s.dim * s.n + s.n_post + 64 + s.n
 }
 
-/// The mesh of about `cells` cells of dimension `dim` (perturbed, deterministic).
-fn mesh(dim: usize, cells: f64) -> Result<Mesh> {
-    if dim == 2 {
-        let n = ((cells / 2.0).sqrt().ceil() as usize).max(2);
-        Ok(generate::perturb(&generate::unit_square(n, Diagonal::Alternating)?, 0.2, 7)?)
-    } else {
-        let n = ((cells / 6.0).cbrt().ceil() as usize).max(2);
-        Ok(generate::perturb(&generate::unit_cube(n)?, 0.15, 7)?)
-    }
-}
-
 /// The problem: the sine solution with per-cell kappa and c (so every coefficient path is
 /// exercised), tau = 1.
 fn problem(n_cells: usize) -> Problem {
@@ -278,6 +267,7 @@ fn host_element<T: Real>(disc: &Discretization<'_, T>, e: usize) -> Result<HostE
         kappa,
         reaction,
         tau,
+        points: None,
     };
     // S, P, A and F exactly as condense_element forms them (the same functions).
     let (mut s, mut p, mut a) =
@@ -646,7 +636,7 @@ fn run(args: &Args) -> Result<()> {
             let fit = args.memory_fraction * free as f64 / (8 * values_per_cell(&sizes)) as f64;
             let target = args.cells.min(fit);
             let t_mesh = Instant::now();
-            let mesh = mesh(dim, target)?;
+            let mesh = hdg_examples::bench::element_benchmark_mesh(dim, target)?;
             let problem = problem(mesh.n_cells());
             eprintln!(
                 "{} k = {k}: mesh of {} cells ({} wanted, {:.0} fit) in {:.1} s",
