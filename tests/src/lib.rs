@@ -278,3 +278,41 @@ pub fn example_mesh(name: &str) -> hdg_mesh::gmsh::GmshMesh {
     let path = if beside.exists() { beside } else { std::path::PathBuf::from(&file) };
     hdg_mesh::gmsh::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// Neumann data on the whole boundary of the unit square (cube), c = 0 and mean(u) = 0 asked
+/// for: u = cos(pi x) cos(pi y) (cos(pi z)), whose mean is zero and whose normal derivative
+/// vanishes on every side, with f = -lap u = d pi^2 u (written out here, not taken from the
+/// library).
+pub fn pure_neumann_cosine(dim: usize) -> Problem {
+    use std::f64::consts::PI;
+    use std::sync::Arc;
+    let u = |x: &[f64]| x.iter().map(|&xi| (PI * xi).cos()).product::<f64>();
+    let mut p = Problem::manufactured(hdg_core::Manufactured::Sine, 1.0, 0.0);
+    p.source = hdg_core::Source::closure(move |x| x.len() as f64 * PI * PI * u(x));
+    p.dirichlet = Arc::new(u);
+    p.exact = Some(hdg_core::ExactSolution::Closures {
+        u: Arc::new(u),
+        grad_u: Arc::new(|x, g| {
+            for (r, gr) in g.iter_mut().enumerate() {
+                *gr = (0..x.len())
+                    .map(|s| if s == r { -PI * (PI * x[s]).sin() } else { (PI * x[s]).cos() })
+                    .product();
+            }
+        }),
+    });
+    let tags: Vec<u32> = if dim == 2 {
+        use hdg_mesh::generate::{TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP};
+        vec![TAG_LEFT, TAG_RIGHT, TAG_BOTTOM, TAG_TOP]
+    } else {
+        use hdg_mesh::generate::{TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1};
+        vec![TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1]
+    };
+    for tag in tags {
+        p = p.with_boundary(
+            tag,
+            hdg_core::BoundaryCondition::Neumann { data: Arc::new(|_, _| 0.0) },
+        );
+    }
+    p.mean_zero = true;
+    p
+}

@@ -63,27 +63,35 @@ pub fn dirichlet_faces(mesh: &Mesh, problem: &Problem) -> Vec<bool> {
         .collect()
 }
 
-/// Refuses a problem whose solution is fixed only up to a constant: no Dirichlet face, no
-/// Robin face and c = 0 everywhere (`any_reaction`: whether c > 0 on some cell).
-pub fn check_determined(
+/// Whether the solution is fixed only up to a constant: no Dirichlet face, no Robin face and
+/// c = 0 everywhere (`any_reaction`: whether c > 0 on some cell). Such a problem is refused
+/// unless [`Problem::mean_zero`] asks for mean(u_h) = 0; then the trace matrix is singular
+/// with the constants as its null space, and the pipeline solves it in their complement.
+///
+/// # Errors
+/// [`CoreError::InvalidParameter`] for the constant left free without `mean_zero`.
+pub fn constant_left_free(
     mesh: &Mesh,
     problem: &Problem,
     topology: &TraceTopology,
     any_reaction: bool,
-) -> Result<()> {
+) -> Result<bool> {
     let any_dirichlet = (0..mesh.n_faces()).any(|f| topology.is_dirichlet(f));
     let any_robin = (0..mesh.n_faces()).any(|f| {
         mesh.is_boundary_face(f)
             && matches!(problem.condition(mesh.boundary_tag(f)), BoundaryCondition::Robin { .. })
     });
     if any_dirichlet || any_robin || any_reaction {
-        Ok(())
+        Ok(false)
+    } else if problem.mean_zero {
+        Ok(true)
     } else {
         Err(CoreError::InvalidParameter {
             name: "boundary conditions",
             reason: "no Dirichlet or Robin face and c = 0: the solution is fixed only up to a \
                      constant (pure Neumann); give one boundary part Dirichlet or Robin data, \
-                     or c > 0"
+                     or c > 0, or ask for mean(u) = 0 (Problem::mean_zero, hdg solve \
+                     --mean-zero)"
                 .into(),
         })
     }

@@ -46,6 +46,10 @@ pub struct Discretization<'a, T: Real> {
     pub dirichlet_values: Vec<T>,
     /// What the Neumann and Robin faces add to the trace system.
     pub boundary_terms: BoundaryTerms<T>,
+    /// Whether the trace matrix has the constants as its null space (pure Neumann, c = 0,
+    /// with [`Problem::mean_zero`]): the pipeline then solves in their complement and shifts
+    /// u_h to mean zero.
+    pub constant_null_space: bool,
 }
 
 impl<'a, T: Real> Discretization<'a, T> {
@@ -66,7 +70,8 @@ impl<'a, T: Real> Discretization<'a, T> {
             TraceTopology::with_dirichlet(mesh, &crate::boundary::dirichlet_faces(mesh, problem));
         let coefficients = crate::coefficients::evaluate(mesh, problem, &tables)?;
         let any_reaction = coefficients.reaction.iter().any(|&c| c > 0.0);
-        crate::boundary::check_determined(mesh, problem, &topology, any_reaction)?;
+        let constant_null_space =
+            crate::boundary::constant_left_free(mesh, problem, &topology, any_reaction)?;
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
         let tau = stabilization(mesh, &problem.tau, &coefficients.kappa);
@@ -89,12 +94,51 @@ impl<'a, T: Real> Discretization<'a, T> {
             tau,
             dirichlet_values,
             boundary_terms,
+            constant_null_space,
         })
     }
 
     /// Trace unknowns of the global system (free faces x n_f).
     pub fn trace_dofs(&self) -> usize {
         self.topology.n_rows() * self.tables.n_f
+    }
+
+    /// The trace of the constant function 1 (`[row * n_f + m]`): the null vector of the trace
+    /// matrix when [`Discretization::constant_null_space`]. The trace basis is orthonormal on
+    /// the face parameter domain, mu_0 = 1 / sqrt(|F^|), so 1 = sqrt(|F^|) mu_0 on every face.
+    pub fn constant_trace(&self) -> Vec<T> {
+        let n_f = self.tables.n_f;
+        let mut z = vec![T::zero(); self.trace_dofs()];
+        let one = T::from_f64_lossy(self.tables.face_parameter_measure.sqrt());
+        z.iter_mut().step_by(n_f).for_each(|v| *v = one);
+        z
+    }
+
+    /// The mean of u_h over the mesh, from its coefficients (`[c * n + i]`): phi_0 is the
+    /// constant 1 / sqrt(|K^|), so (u_h, 1)_K = det sqrt(|K^|) U_0 and |K| = det |K^|.
+    pub fn mean_of(&self, u: &[T]) -> f64 {
+        let mesh = self.mesh;
+        let layout = crate::geometry::GeometryLayout::new(mesh.cell_type());
+        let (d, n) = (mesh.dim(), self.tables.n);
+        let reference = self.tables.reference_measure;
+        let (mut integral, mut measure) = (0.0, 0.0);
+        let mut vertices = vec![0.0; (d + 1) * d];
+        let mut geometry = vec![0.0f64; layout.stride()];
+        for c in 0..mesh.n_cells() {
+            for (i, &v) in mesh.cell_vertices(c).iter().enumerate() {
+                vertices[i * d..(i + 1) * d].copy_from_slice(mesh.vertex(v));
+            }
+            crate::geometry::cell_geometry(
+                mesh.cell_type(),
+                &vertices,
+                self.tables.face_parameter_measure,
+                &mut geometry,
+            );
+            let det = geometry[layout.det()];
+            integral += det * reference.sqrt() * u[c * n].as_f64();
+            measure += det * reference;
+        }
+        integral / measure
     }
 }
 

@@ -131,6 +131,19 @@ fn timed<R>(
     Ok(result)
 }
 
+/// rhs minus its component along the constant trace z (the null vector of a pure Neumann
+/// problem with c = 0): the discrete data satisfy the compatibility condition z . rhs = 0 only
+/// up to quadrature and rounding, and the projection makes the singular system consistent.
+fn remove_constant<T: Real, B: Backend<T>>(
+    backend: &B,
+    disc: &Discretization<'_, T>,
+    rhs: &mut <B as VectorOps<T>>::Vector,
+) -> Result<()> {
+    let z = backend.copy_from_host(&disc.constant_trace())?;
+    let (zr, zz) = (backend.dot(&z, rhs)?, backend.dot(&z, &z)?);
+    backend.axpy(-(zr / zz), &z, rhs)
+}
+
 /// Solves `problem` on `mesh` at `order` with `backend` and the Krylov method `solver`.
 pub fn solve<T: Real, B: Backend<T>>(
     backend: &B,
@@ -155,7 +168,11 @@ pub fn solve<T: Real, B: Backend<T>>(
         let condensed =
             timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
         let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
-            backend.assemble(&disc, &prep, &condensed)
+            let (operator, mut rhs) = backend.assemble(&disc, &prep, &condensed)?;
+            if disc.constant_null_space {
+                remove_constant(backend, &disc, &mut rhs)?;
+            }
+            Ok((operator, rhs))
         })?;
         let plan = match planning {
             Some(thread) => Some(thread.join().map_err(|_| {
@@ -171,7 +188,17 @@ pub fn solve<T: Real, B: Backend<T>>(
         Ok((x, report))
     })?;
     let operator = options.keep_operator.then_some((operator, rhs));
+    let mut trace = trace;
     let fields = timed(progress, Stage::Recover, &mut t.recover, || {
+        let fields = backend.recover(&disc, &prep, &condensed, &trace)?;
+        if !disc.constant_null_space {
+            return Ok(fields);
+        }
+        // The solve fixed the constant only up to rounding: shift the trace by the mean of
+        // u_h (a constant trace shifts u_h by the same constant when c = 0) and recover again.
+        let mean = disc.mean_of(&backend.fields_to_host(&fields)?.u);
+        let z = backend.copy_from_host(&disc.constant_trace())?;
+        backend.axpy(T::from_f64_lossy(-mean), &z, &mut trace)?;
         backend.recover(&disc, &prep, &condensed, &trace)
     })?;
     drop(condensed);

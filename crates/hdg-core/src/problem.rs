@@ -391,6 +391,10 @@ pub struct Problem {
     pub boundary: std::collections::BTreeMap<u32, BoundaryCondition>,
     /// Exact solution, when known.
     pub exact: Option<ExactSolution>,
+    /// Fix the free constant of a problem that has none fixed otherwise (Neumann data on the
+    /// whole boundary and c = 0) by asking the mean of u_h to vanish. Without it such a
+    /// problem is refused. Ignored when a Dirichlet or Robin face or c > 0 fixes u.
+    pub mean_zero: bool,
 }
 
 /// What a manufactured source is built from (see [`Problem::manufactured`]):
@@ -471,6 +475,7 @@ impl Problem {
             dirichlet: Arc::new(move |x| boundary.u(x)),
             boundary: Default::default(),
             exact: Some(exact),
+            mean_zero: false,
         }
     }
 

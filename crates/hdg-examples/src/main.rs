@@ -73,6 +73,10 @@ struct Common {
     /// tau = SCALE kappa / h per cell (the O(1/h) choice: q then converges at order k).
     #[arg(long, default_value = "1", value_parser = parse_tau, value_name = "TAU")]
     tau: hdg_core::Tau,
+    /// With Neumann data on the whole boundary and c = 0 (otherwise refused: u is fixed only up
+    /// to a constant), fix the constant by mean(u_h) = 0.
+    #[arg(long)]
+    mean_zero: bool,
     /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
@@ -266,6 +270,7 @@ fn run_one(
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
     let mut problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
     problem.tau = common.tau.clone();
+    problem.mean_zero = common.mean_zero;
     let tolerance = common.tol.unwrap_or(match common.precision {
         Precision::F64 => 1e-10,
         Precision::F32 => 1e-6,

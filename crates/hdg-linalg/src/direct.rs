@@ -152,11 +152,19 @@ impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for DirectCholesky {
     fn solve(
         &self,
         backend: &B,
-        _disc: &Discretization<'_, T>,
+        disc: &Discretization<'_, T>,
         operator: &B::Operator,
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport> {
+        if disc.constant_null_space {
+            return Err(CoreError::Solver(
+                "the sparse Cholesky factorisation needs a positive definite matrix, and a pure \
+                 Neumann problem with c = 0 has the constants as its null space: use an \
+                 iterative solver (pcg-mg, the default, works in their complement)"
+                    .into(),
+            ));
+        }
         DirectCholesky::solve(backend, operator, rhs, x)
     }
 }

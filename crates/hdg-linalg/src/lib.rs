@@ -7,7 +7,7 @@ pub mod precond;
 pub use cg::{
     run_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg, Preconditioning,
 };
-pub use precond::{BlockJacobi, Identity, Jacobi, SinglePrecision};
+pub use precond::{BlockJacobi, Identity, Jacobi, ProjectOut, SinglePrecision};
 mod direct;
 mod gmres;
 mod mixed;

@@ -13,7 +13,7 @@ use hdg_core::{
 use crate::{
     lanczos_estimate, BlockJacobi, CgSettings, CgThenChebyshev, Chebyshev, ChebyshevPreconditioner,
     ChebyshevSolver, ConjugateGradient, DirectCholesky, Gmres, Jacobi, Multigrid,
-    MultigridSettings, PipelinedCg, PreconditionedCg, Preconditioning, SinglePrecision,
+    MultigridSettings, PipelinedCg, PreconditionedCg, Preconditioning, ProjectOut, SinglePrecision,
 };
 
 /// The solvers of the suite.
@@ -290,10 +290,21 @@ fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
     rhs: &<B as VectorOps<T>>::Vector,
     x: &mut <B as VectorOps<T>>::Vector,
 ) -> Result<SolveReport> {
-    let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
+    let settings = MultigridSettings {
+        singular: disc.constant_null_space,
+        // A rounded copy of a singular operator has a slightly different null space: the
+        // cycle would feed CG inconsistent corrections.
+        single_precision: !disc.constant_null_space,
+        ..MultigridSettings::auto(disc.mesh.dim(), disc.order)
+    };
     let (space, mut notes) = planned_space(disc, plan, &settings)?;
     let mg = Multigrid::new(backend, operator, &space, &disc.topology, &settings)?;
     notes.extend_from_slice(mg.notes());
+    if disc.constant_null_space {
+        let null = backend.copy_from_host(&disc.constant_trace())?;
+        let projected = ProjectOut::new(backend, &mg, null)?;
+        return pcg_with(suite, backend, operator, &projected, &notes, rhs, x);
+    }
     pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
 }
 
@@ -325,7 +336,11 @@ where
         rhs: &<B as VectorOps<f64>>::Vector,
         x: &mut <B as VectorOps<f64>>::Vector,
     ) -> Result<SolveReport> {
-        let settings = MultigridSettings::auto(disc.mesh.dim(), disc.order);
+        let settings = MultigridSettings {
+            singular: disc.constant_null_space,
+            single_precision: !disc.constant_null_space,
+            ..MultigridSettings::auto(disc.mesh.dim(), disc.order)
+        };
         if !settings.single_precision {
             return pcg_mg_same_precision(suite, backend, disc, plan, operator, rhs, x);
         }

@@ -113,6 +113,11 @@ pub struct MultigridSettings {
     /// In an f64 solve, run the whole V-cycle in f32 on a rounded copy of the trace operator
     /// (half the memory traffic; the copy costs half the f64 matrix's memory).
     pub single_precision: bool,
+    /// The operator has the constants as its null space (pure Neumann with c = 0,
+    /// `Discretization::constant_null_space`): the coarsest level, whose P1 operator is then
+    /// singular too, is inverted on the complement of its null space (a pseudo-inverse), so
+    /// that the cycle stays symmetric and maps consistent residuals to consistent corrections.
+    pub singular: bool,
 }
 
 impl MultigridSettings {
@@ -135,6 +140,7 @@ impl MultigridSettings {
             trace_cycle: Cycle::Multiplicative,
             split_ratio: hdg_core::auxiliary::DEFAULT_SPLIT_RATIO,
             single_precision: true,
+            singular: false,
         }
     }
 
@@ -259,8 +265,15 @@ fn lambda_max<T: Real, B: MultigridOps<T>>(
     }
 }
 
-/// The dense inverse of a small SPD matrix, as a CSR matrix with every entry.
-fn dense_inverse(a: &HostCsr) -> Result<HostCsr> {
+/// Eigenvalues below this fraction of the largest are the null space of a singular coarsest
+/// level. A P1 Neumann operator of at most `max_direct` = 500 unknowns has its smallest nonzero
+/// eigenvalue near 1e-3 of its largest; its null eigenvalue came out at 5e-8 of it on
+/// square:16 k = 1.
+const PSEUDO_INVERSE_CUTOFF: f64 = 1e-6;
+
+/// The dense inverse of a small SPD matrix, as a CSR matrix with every entry; with `singular`,
+/// the pseudo-inverse of a symmetric positive semi-definite one (from its eigenvectors).
+fn dense_inverse(a: &HostCsr, singular: bool) -> Result<HostCsr> {
     let n = a.n;
     let mut dense = faer::Mat::<f64>::zeros(n, n);
     for i in 0..n {
@@ -268,12 +281,32 @@ fn dense_inverse(a: &HostCsr) -> Result<HostCsr> {
             dense[(i, a.indices[p])] = a.values[p];
         }
     }
-    let llt = dense.llt(faer::Side::Lower).map_err(|e| {
-        CoreError::Solver(format!(
-            "multigrid: the coarsest level ({n} unknowns) is not positive definite ({e:?})"
-        ))
-    })?;
-    let inverse = faer::linalg::solvers::DenseSolveCore::inverse(&llt);
+    let inverse = if singular {
+        let eigen = dense.self_adjoint_eigen(faer::Side::Lower).map_err(|e| {
+            CoreError::Solver(format!(
+                "multigrid: no eigendecomposition of the coarsest level ({n} unknowns): {e:?}"
+            ))
+        })?;
+        let (u, s) = (eigen.U(), eigen.S());
+        let largest = (0..n).map(|i| s[i]).fold(0.0f64, f64::max);
+        let mut pinv = faer::Mat::<f64>::zeros(n, n);
+        for k in (0..n).filter(|&k| s[k] > PSEUDO_INVERSE_CUTOFF * largest) {
+            for j in 0..n {
+                let ujk = u[(j, k)] / s[k];
+                for i in 0..n {
+                    pinv[(i, j)] += u[(i, k)] * ujk;
+                }
+            }
+        }
+        pinv
+    } else {
+        let llt = dense.llt(faer::Side::Lower).map_err(|e| {
+            CoreError::Solver(format!(
+                "multigrid: the coarsest level ({n} unknowns) is not positive definite ({e:?})"
+            ))
+        })?;
+        faer::linalg::solvers::DenseSolveCore::inverse(&llt)
+    };
     Ok(HostCsr {
         n,
         n_cols: n,
@@ -418,7 +451,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         }
         let direct = match matrix.n {
             0 => None,
-            _ => Some(backend.upload_csr(&dense_inverse(&matrix)?)?),
+            _ => Some(backend.upload_csr(&dense_inverse(&matrix, settings.singular)?)?),
         };
         split(0);
         let [uploads, estimates, aggregation, products] = phases.map(|p| p * 1e3);
