@@ -70,6 +70,16 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
 
     fn prepare(&self, disc: &Discretization<'_, T>) -> Result<CpuPrepared<T>> {
         let mesh = disc.mesh;
+        let estimate = hdg_core::resources::pipeline_bytes(
+            mesh.cell_type(),
+            mesh.n_cells() as u64,
+            disc.order,
+            std::mem::size_of::<T>() as u64,
+        );
+        hdg_core::resources::check_host_memory(
+            &format!("{} cells at order {} in {} on the CPU", mesh.n_cells(), disc.order, T::NAME),
+            estimate,
+        )?;
         let layout = GeometryLayout::new(mesh.cell_type());
         let fpc = mesh.cell_type().faces_per_cell();
         let (cell_vertices, geometry) = mesh_geometry(mesh, disc.tables.face_parameter_measure);

@@ -34,6 +34,10 @@ pub enum CoreError {
         free_bytes: Option<u64>,
         total_bytes: Option<u64>,
     },
+    /// The host has too little memory for the problem (estimated before allocating:
+    /// `crate::resources`).
+    #[error("not enough host memory for {what}: it needs at least {} GiB, the host has {} GiB available", gib(*.estimated_bytes), gib(*.available_bytes))]
+    OutOfHostMemory { what: String, estimated_bytes: u64, available_bytes: u64 },
     /// The trace solve failed.
     #[error("solver failed: {0}")]
     Solver(String),
@@ -61,6 +65,11 @@ fn memory_detail(requested: Option<u64>, free: Option<u64>, total: Option<u64>) 
         _ => {}
     }
     text
+}
+
+/// Bytes in GiB with three decimals, for messages.
+fn gib(bytes: u64) -> String {
+    format!("{:.3}", bytes as f64 / (1u64 << 30) as f64)
 }
 
 /// Result alias of the core.

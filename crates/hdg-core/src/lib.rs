@@ -31,6 +31,7 @@ pub mod pipeline;
 pub mod problem;
 pub mod real;
 pub mod reference;
+pub mod resources;
 pub mod sparse_rows;
 pub mod tables;
 pub mod topology;

@@ -184,6 +184,32 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
 }
 
+/// Refuses a generated mesh whose problem cannot fit in the host's memory before building it
+/// (the whole CPU pipeline's estimate, the mesh alone for the CUDA backend, whose element data
+/// live on the device and are checked there).
+fn check_generated_size(mesh: &MeshSpec, common: &Common) -> Result<(), CoreError> {
+    let MeshSpec::Generated { kind, n } = mesh else { return Ok(()) };
+    let n = *n as u64;
+    let (cell, cells) = match kind {
+        MeshKind::Square => (hdg_core::CellType::Triangle, n.saturating_mul(n).saturating_mul(2)),
+        MeshKind::Cube => (
+            hdg_core::CellType::Tetrahedron,
+            n.saturating_mul(n).saturating_mul(n).saturating_mul(6),
+        ),
+    };
+    let value_bytes = match common.precision {
+        Precision::F64 => 8,
+        Precision::F32 => 4,
+    };
+    let estimate = match common.backend {
+        BackendKind::Cpu => {
+            hdg_core::resources::pipeline_bytes(cell, cells, common.order as usize, value_bytes)
+        }
+        BackendKind::Cuda => hdg_core::resources::mesh_bytes(cell, cells),
+    };
+    hdg_core::resources::check_host_memory(&format!("{mesh} ({cells} cells)"), estimate)
+}
+
 fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
     let positive = |v: &str| -> Result<f64, String> {
         match v.parse::<f64>() {
@@ -254,6 +280,31 @@ impl Drop for StageLog {
     }
 }
 
+/// The trace solve's default relative tolerance in a precision: also the smallest an f32 solve
+/// reaches (its true residual stalls there or above: BENCHMARKS.md), below which a requested
+/// tolerance is reported as out of reach.
+fn default_tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::F64 => 1e-10,
+        Precision::F32 => 1e-6,
+    }
+}
+
+/// Whether the tolerance asked for is within the precision's reach; says why not (stderr).
+fn tolerance_reachable(common: &Common, reached: f64) -> bool {
+    let floor = default_tolerance(Precision::F32);
+    match common.tol {
+        Some(tol) if common.precision == Precision::F32 && tol < floor => {
+            eprintln!(
+                "hdg: warning: --tol {tol:e} is below what f32 reaches (about {floor:e}); the \
+                 solve stopped at relative residual {reached:.3e} (use --precision f64)"
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
 /// One solve; also the summary lines of its mesh ([`hdg_examples::BuiltMesh`]).
 fn run_one(
     common: &Common,
@@ -267,14 +318,12 @@ fn run_one(
         });
     }
     let order = common.order as usize;
+    check_generated_size(mesh, common)?;
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
     let mut problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
     problem.tau = common.tau.clone();
     problem.mean_zero = common.mean_zero;
-    let tolerance = common.tol.unwrap_or(match common.precision {
-        Precision::F64 => 1e-10,
-        Precision::F32 => 1e-6,
-    });
+    let tolerance = common.tol.unwrap_or(default_tolerance(common.precision));
     let settings = SolveSettings {
         order,
         tolerance,
@@ -460,7 +509,8 @@ fn main() -> ExitCode {
                     print_summary(mesh, common, &measured.report, &mesh_lines);
                     print_memory(&measured);
                 }
-                measured.report.solve.converged
+                let reached = measured.report.solve.relative_residual;
+                measured.report.solve.converged && tolerance_reachable(common, reached)
             })
         }
         Command::Convergence { levels, start, dim, common } => {

@@ -245,3 +245,23 @@ fn solve_reports_memory() {
         assert!(out.contains("host memory    peak RSS"), "{out}");
     }
 }
+
+/// Problems too large for the host are refused with the estimate before anything is allocated
+/// (they used to panic with "capacity overflow" or abort in the allocator).
+#[test]
+fn problems_too_large_for_the_host_are_refused_with_the_estimate() {
+    for mesh in ["square:999999999", "square:100000", "cube:5000"] {
+        assert_rejected(&["solve", "--mesh", mesh, "--order", "3"], "not enough host memory");
+    }
+}
+
+/// A tolerance f32 cannot reach is reported: a warning and exit status 3, not a silent 0.
+#[test]
+fn an_unreachable_f32_tolerance_is_reported() {
+    let args = ["solve", "--mesh", "square:8", "--order", "2", "--precision", "f32"];
+    let (code, _, err) = hdg(&[&args[..], &["--tol", "1e-12"]].concat());
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("below what f32 reaches"), "{err}");
+    let (code, _, err) = hdg(&args);
+    assert_eq!(code, 0, "the default f32 tolerance is reachable: {err}");
+}
