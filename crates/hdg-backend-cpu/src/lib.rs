@@ -47,6 +47,50 @@ pub struct CpuPrepared<T> {
     pub orientations: Vec<u8>,
 }
 
+/// The condensation's parallel loop over the elements (see [`LocalSolver::condense`]).
+fn condense_all<T: Real>(
+    disc: &Discretization<'_, T>,
+    prep: &CpuPrepared<T>,
+    out: &mut HostCondensed<T>,
+    source: &hdg_core::Source,
+) -> Result<()> {
+    let t = &disc.tables;
+    let (n, nl) = (t.n, t.n_local_trace());
+    let n_cells = disc.mesh.n_cells();
+    let (fpc, stride) = (t.n_faces, prep.layout.stride());
+    let vsz = prep.cell_vertices.len() / n_cells.max(1);
+    (
+        out.trace_matrices.par_chunks_mut(nl * nl),
+        out.trace_loads.par_chunks_mut(nl),
+        out.recovery_operator.par_chunks_mut(n * nl),
+        out.recovery_load.par_chunks_mut(n),
+    )
+        .into_par_iter()
+        .enumerate()
+        .with_min_len(32)
+        .try_for_each_init(
+            || CondenseScratch::new(t),
+            |scratch, (e, (k, b, z, u0))| {
+                let input = ElementInput {
+                    geometry: &prep.geometry[e * stride..(e + 1) * stride],
+                    vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+                    orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
+                    kappa: disc.kappa[e],
+                    reaction: disc.reaction[e],
+                    tau: &disc.tau[e * fpc..(e + 1) * fpc],
+                    points: element_points(disc, e),
+                };
+                let outputs = CondensedElement {
+                    trace_matrix: k,
+                    trace_load: b,
+                    recovery_operator: z,
+                    recovery_load: u0,
+                };
+                condense_element(t, &input, source, scratch, outputs).map_err(|p| not_spd(e, p))
+            },
+        )
+}
+
 /// kappa^-1 and c at the coefficient points of element `e`, where they vary inside cells.
 fn element_points<'a, T: Real>(
     disc: &'a Discretization<'_, T>,
@@ -104,39 +148,21 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
             recovery_operator: vec![T::zero(); n_cells * n * nl],
             recovery_load: vec![T::zero(); n_cells * n],
         };
-        let (fpc, stride) = (t.n_faces, prep.layout.stride());
-        let vsz = prep.cell_vertices.len() / n_cells.max(1);
         let source = &disc.problem.source;
-        (
-            out.trace_matrices.par_chunks_mut(nl * nl),
-            out.trace_loads.par_chunks_mut(nl),
-            out.recovery_operator.par_chunks_mut(n * nl),
-            out.recovery_load.par_chunks_mut(n),
-        )
-            .into_par_iter()
-            .enumerate()
-            .with_min_len(32)
-            .try_for_each_init(
-                || CondenseScratch::new(t),
-                |scratch, (e, (k, b, z, u0))| {
-                    let input = ElementInput {
-                        geometry: &prep.geometry[e * stride..(e + 1) * stride],
-                        vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
-                        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
-                        kappa: disc.kappa[e],
-                        reaction: disc.reaction[e],
-                        tau: &disc.tau[e * fpc..(e + 1) * fpc],
-                        points: element_points(disc, e),
-                    };
-                    let outputs = CondensedElement {
-                        trace_matrix: k,
-                        trace_load: b,
-                        recovery_operator: z,
-                        recovery_load: u0,
-                    };
-                    condense_element(t, &input, source, scratch, outputs).map_err(|p| not_spd(e, p))
-                },
-            )?;
+        let condensed =
+            hdg_core::user_code::run_user("the source f (in the element loads)", || {
+                condense_all(disc, prep, &mut out, source)
+            })?;
+        condensed?;
+        // F_K enters b_e and u0: a source that is not finite shows there, cell by cell.
+        if let Some(i) = out.trace_loads.iter().position(|v| !v.is_finite()) {
+            let e = i / nl;
+            return Err(hdg_core::user_code::not_finite(
+                "the element load (f, phi_i) of the source f",
+                out.trace_loads[i].as_f64(),
+                format!("on cell {e}"),
+            ));
+        }
         Ok(out)
     }
 

@@ -97,6 +97,21 @@ pub fn constant_left_free(
     }
 }
 
+/// "on face f (boundary tag t, centroid [..])": where a value of boundary data is, for messages.
+pub fn face_place(mesh: &Mesh, f: usize) -> String {
+    let fv = mesh.face_vertices(f);
+    let d = mesh.dim();
+    let centroid: Vec<f64> = (0..d)
+        .map(|r| fv.iter().map(|&v| mesh.vertex(v)[r]).sum::<f64>() / fv.len() as f64)
+        .collect();
+    let tag = if mesh.is_boundary_face(f) {
+        format!("boundary tag {}, ", mesh.boundary_tag(f))
+    } else {
+        String::new()
+    };
+    format!("on face {f} ({tag}centroid {centroid:?})")
+}
+
 /// The outward unit normal of boundary face `f` (away from its one cell).
 pub fn outward_normal(mesh: &Mesh, f: usize) -> [f64; 3] {
     let d = mesh.dim();
@@ -187,9 +202,9 @@ pub fn boundary_terms<T: Real>(
     element: &dyn ReferenceElement,
     topology: &TraceTopology,
     problem: &Problem,
-) -> BoundaryTerms<T> {
+) -> Result<BoundaryTerms<T>> {
     if problem.boundary.values().all(|c| matches!(c, BoundaryCondition::Dirichlet)) {
-        return BoundaryTerms::default();
+        return Ok(BoundaryTerms::default());
     }
     let n_f = element.n_face();
     let faces: Vec<usize> = (0..mesh.n_faces())
@@ -197,7 +212,7 @@ pub fn boundary_terms<T: Real>(
         .filter(|&f| mesh.is_boundary_face(f) && !topology.is_dirichlet(f))
         .collect();
     if faces.is_empty() {
-        return BoundaryTerms::default();
+        return Ok(BoundaryTerms::default());
     }
     let integrator = FaceIntegrator::new(mesh, element);
     let reference_measure = integrator.reference_measure();
@@ -227,5 +242,14 @@ pub fn boundary_terms<T: Real>(
         terms.diagonal.push(diagonal);
         terms.load.extend(load);
     }
-    terms
+    if let Some(i) = terms.load.iter().position(|v| !v.is_finite()) {
+        let f = faces[i / n_f];
+        let what = format!("the {} data", problem.condition(mesh.boundary_tag(f)).name());
+        return Err(crate::user_code::not_finite(
+            &what,
+            terms.load[i].as_f64(),
+            face_place(mesh, f),
+        ));
+    }
+    Ok(terms)
 }

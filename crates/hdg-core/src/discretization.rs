@@ -11,6 +11,7 @@ use crate::real::Real;
 use crate::reference::{reference_element, ReferenceElement};
 use crate::tables::ElementTables;
 use crate::topology::TraceTopology;
+use crate::user_code::{not_finite, run_user};
 
 /// Lowest supported polynomial order.
 pub const MIN_ORDER: usize = 1;
@@ -68,7 +69,9 @@ impl<'a, T: Real> Discretization<'a, T> {
         let tables = ElementTables::new(element.as_ref(), post_element.as_ref(), load_degree);
         let topology =
             TraceTopology::with_dirichlet(mesh, &crate::boundary::dirichlet_faces(mesh, problem));
-        let coefficients = crate::coefficients::evaluate(mesh, problem, &tables)?;
+        let coefficients = run_user("kappa or c (a function of x)", || {
+            crate::coefficients::evaluate(mesh, problem, &tables)
+        })??;
         let any_reaction = coefficients.reaction.iter().any(|&c| c > 0.0);
         let constant_null_space =
             crate::boundary::constant_left_free(mesh, problem, &topology, any_reaction)?;
@@ -78,9 +81,12 @@ impl<'a, T: Real> Discretization<'a, T> {
         let lossy = |v: Vec<f64>| -> Vec<T> { v.into_iter().map(T::from_f64_lossy).collect() };
         let (kappa, reaction) = (lossy(coefficients.kappa), lossy(coefficients.reaction));
         debug_assert_eq!(tau.len(), n_cells * fpc);
-        let dirichlet_values = project_dirichlet(mesh, element.as_ref(), &topology, problem);
-        let boundary_terms =
-            crate::boundary::boundary_terms(mesh, element.as_ref(), &topology, problem);
+        let dirichlet_values = run_user("the Dirichlet data g_D", || {
+            project_dirichlet(mesh, element.as_ref(), &topology, problem)
+        })??;
+        let boundary_terms = run_user("the Neumann or Robin data", || {
+            crate::boundary::boundary_terms(mesh, element.as_ref(), &topology, problem)
+        })??;
         Ok(Discretization {
             mesh,
             problem,
@@ -180,7 +186,7 @@ fn project_dirichlet<T: Real>(
     element: &dyn ReferenceElement,
     topology: &TraceTopology,
     problem: &Problem,
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let n_f = element.n_face();
     let integrator = crate::boundary::FaceIntegrator::new(mesh, element);
     let mut values = vec![T::zero(); mesh.n_faces() * n_f];
@@ -192,5 +198,12 @@ fn project_dirichlet<T: Real>(
             }
         },
     );
-    values
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(not_finite(
+            "the Dirichlet data g_D (its projection)",
+            values[i].as_f64(),
+            crate::boundary::face_place(mesh, i / n_f),
+        )),
+        None => Ok(values),
+    }
 }

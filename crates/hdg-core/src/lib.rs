@@ -35,6 +35,7 @@ pub mod resources;
 pub mod sparse_rows;
 pub mod tables;
 pub mod topology;
+pub mod user_code;
 
 pub use auxiliary::VertexSpace;
 pub use backend::{

@@ -205,7 +205,9 @@ pub fn solve<T: Real, B: Backend<T>>(
     let (postprocessed, errors) = timed(progress, Stage::Postprocess, &mut t.postprocess, || {
         let post = backend.postprocess(&disc, &prep, &fields)?;
         let errors = match &problem.exact {
-            Some(exact) => Some(backend.error_norms(&disc, &prep, &fields, &post, exact)?),
+            Some(exact) => Some(crate::user_code::run_user("the exact solution", || {
+                backend.error_norms(&disc, &prep, &fields, &post, exact)
+            })??),
             None => None,
         };
         Ok((post, errors))

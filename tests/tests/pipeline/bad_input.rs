@@ -1,5 +1,7 @@
 //! Bad input to the library gives a typed error, never a panic.
-use hdg_core::{Coefficient, CoreError, Manufactured, Problem, Source};
+use hdg_core::{
+    BoundaryCondition, Coefficient, CoreError, ExactSolution, Manufactured, Problem, Source,
+};
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal};
 use tests::{per_backend, BackendKind, TraceSolve};
@@ -45,11 +47,61 @@ per_backend! {
         assert!(matches!(r, Err(CoreError::InvalidParameter { name: "tolerance", .. })), "{r:?}");
     }
 
-    /// A source replaced after construction is the one used: NaN loads make the solve fail.
+    /// A source replaced after construction is the one used: NaN loads are refused, naming
+    /// the source and the cell, before the solve.
     fn nan_source_is_reported_not_returned_as_garbage(backend) {
         let mut p = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
         p.source = Source::closure(|_| f64::NAN);
         let err = try_solve(backend, &p, 2, 1e-10).unwrap_err();
-        assert!(matches!(err, CoreError::Solver(_)), "{err}");
+        assert!(
+            matches!(&err, CoreError::InvalidParameter { name: "problem data", reason }
+                if reason.contains("source f") && reason.contains("on cell 0")),
+            "{err}"
+        );
+    }
+}
+
+per_backend! {
+    /// A closure of the problem that panics, or gives a value that is not finite, is an error
+    /// naming the closure (and the face or cell of the bad value), not a panic through the
+    /// library or a solve on NaN.
+    fn closures_that_panic_or_give_nan_are_named(backend) {
+        let expect = |p: &Problem, needles: &[&str]| {
+            let err = try_solve(backend, p, 2, 1e-8).expect_err("must be refused").to_string();
+            for needle in needles {
+                assert!(err.contains(needle), "{needle:?} not in: {err}");
+            }
+        };
+        let base = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+        let exact = base.exact.clone().unwrap();
+
+        let mut p = base.clone();
+        p.source = Source::closure(|x| if x[0] > 0.5 { panic!("no f here") } else { 1.0 });
+        expect(&p, &["the source f", "panicked: no f here"]);
+        p.source = Source::closure(|x| if x[0] > 0.5 { f64::NAN } else { 1.0 });
+        expect(&p, &["the source f", "not finite", "on cell"]);
+
+        let mut p = base.clone();
+        p.dirichlet = std::sync::Arc::new(|x| if x[1] > 0.9 { f64::INFINITY } else { 0.0 });
+        expect(&p, &["Dirichlet data g_D", "not finite", "on face", "boundary tag"]);
+        p.dirichlet = std::sync::Arc::new(|_| panic!("no g"));
+        expect(&p, &["Dirichlet data g_D panicked: no g"]);
+
+        let neumann = |data: hdg_core::FaceField| {
+            base.clone().with_boundary(2, BoundaryCondition::Neumann { data })
+        };
+        expect(&neumann(std::sync::Arc::new(|_, _| f64::NAN)), &["Neumann data", "on face"]);
+        expect(&neumann(std::sync::Arc::new(|_, _| panic!("no flux"))), &["Neumann or Robin"]);
+
+        let mut p = base.clone();
+        p.kappa = Coefficient::field(|_| panic!("no kappa"));
+        expect(&p, &["kappa or c", "panicked: no kappa"]);
+
+        let mut p = base.clone();
+        p.exact = Some(ExactSolution::Closures {
+            u: std::sync::Arc::new(move |x| exact.u(x)),
+            grad_u: std::sync::Arc::new(|_, _| panic!("no gradient")),
+        });
+        expect(&p, &["the exact solution panicked: no gradient"]);
     }
 }

@@ -525,14 +525,23 @@ pub(crate) fn prepare<T: DeviceReal>(
             let n = t.n;
             let mut load = vec![T::zero(); n_cells * n];
             let source = &disc.problem.source;
-            load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
-                || vec![0.0; d],
-                |point, (e, out)| {
-                    let det = host_geometry[e * layout.stride() + layout.det()];
-                    let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
-                    element_load(t, vertices, det, source, point, out);
-                },
-            );
+            hdg_core::user_code::run_user("the source f (in the element loads)", || {
+                load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
+                    || vec![0.0; d],
+                    |point, (e, out)| {
+                        let det = host_geometry[e * layout.stride() + layout.det()];
+                        let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
+                        element_load(t, vertices, det, source, point, out);
+                    },
+                )
+            })?;
+            if let Some(i) = load.iter().position(|v| !v.is_finite()) {
+                return Err(hdg_core::user_code::not_finite(
+                    "the element load (f, phi_i) of the source f",
+                    load[i].as_f64(),
+                    format!("on cell {}", i / n.max(1)),
+                ));
+            }
             gpu.upload(&to_element_fastest(&load, n_cells))?
         }
     };
