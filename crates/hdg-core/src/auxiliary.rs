@@ -424,7 +424,7 @@ fn reference_transfer(element: &dyn ReferenceElement, d: usize) -> Result<Vec<f6
 /// blocks projected face by face. What [`crate::TraceOperator::vertex_operator`] does unless a
 /// backend does it on its device (the same sums in the same order).
 /// A_1 from `projected`, the blocks of the trace matrix projected onto E^
-/// ([`hdg_core::TraceOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
+/// ([`crate::TraceOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
 /// `projected[((row * slots) + a) * d * d + i * d + j]` couples vertex i of face `row` to
 /// vertex j of the face in slot a. Each coarse row gathers from the faces that use its unknown
 /// (rows in parallel, no atomics, the same sums in the same order on every run).

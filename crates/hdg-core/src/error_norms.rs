@@ -14,7 +14,7 @@ use crate::Real;
 const CELLS_PER_SUM: usize = 256;
 
 /// ||u - u_h||, ||q - q_h|| and ||u - u*|| over the mesh: the per-element squares of
-/// [`element_errors`], summed in parallel in a fixed order. `geometry` and `cell_vertices` are
+/// `element_errors`, summed in parallel in a fixed order. `geometry` and `cell_vertices` are
 /// [`crate::geometry::mesh_geometry`]'s, `fields` and `u_star` the solution's coefficients,
 /// cell by cell.
 pub fn error_norms<T: Real>(

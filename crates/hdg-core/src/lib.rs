@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | mesh | `hdg-mesh` | |
 //! | reference element | [`reference`](mod@reference), [`tables`] | |
-//! | setup (geometry, topology, Dirichlet data) | [`geometry`], [`topology`], [`discretization`] | [`LocalSolver::prepare`] |
+//! | setup (geometry, topology, Dirichlet data, Neumann and Robin terms, coefficients at quadrature points) | [`geometry`], [`topology`], [`discretization`], [`boundary`], [`coefficients`] | [`LocalSolver::prepare`] |
 //! | local solve (static condensation) | | [`LocalSolver::condense`] |
 //! | assembly | [`topology`] (structure) | [`Assembler`] |
 //! | trace solve | [`TraceOperator`], [`KrylovSolver`] (`hdg-linalg`) | [`VectorOps`], [`FusedOps`], [`BlockOps`] |
@@ -15,6 +15,9 @@
 //! | postprocess, errors | | [`Postprocessor`] |
 //!
 //! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
+//! Around the stages: [`resources`] estimates memory before allocating, [`user_code`] runs the
+//! problem's closures so that a panic or a value that is not finite becomes an error naming
+//! them.
 pub mod auxiliary;
 pub mod backend;
 pub mod boundary;
