@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod huge_pages;
+pub mod plot;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

@@ -130,6 +130,9 @@ enum Command {
         /// Dimension: 2 (unit square, triangles) or 3 (unit cube, tetrahedra).
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=3))]
         dim: u64,
+        /// Also plot the errors against h, with their fitted rates, to this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -513,9 +516,9 @@ fn main() -> ExitCode {
                 measured.report.solve.converged && tolerance_reachable(common, reached)
             })
         }
-        Command::Convergence { levels, start, dim, common } => {
+        Command::Convergence { levels, start, dim, plot, common } => {
             let kind = if *dim == 3 { MeshKind::Cube } else { MeshKind::Square };
-            convergence(common, kind, *levels as usize, *start as usize)
+            convergence(common, kind, *levels as usize, *start as usize, plot.as_deref())
         }
         Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
@@ -547,6 +550,7 @@ fn convergence(
     kind: MeshKind,
     levels: usize,
     start: usize,
+    plot: Option<&std::path::Path>,
 ) -> Result<bool, CoreError> {
     let bar = (!common.json && std::io::stderr().is_terminal())
         .then(|| indicatif::ProgressBar::new(levels as u64));
@@ -570,6 +574,28 @@ fn convergence(
         .iter()
         .map(|(_, r)| r.errors.expect("manufactured problems have exact solutions"))
         .collect();
+    if let Some(path) = plot {
+        use hdg_examples::plot::{convergence_svg, Series};
+        let h: Vec<f64> = rows.iter().map(|(n, _)| 1.0 / *n as f64).collect();
+        let column = |f: fn(&hdg_core::ErrorNorms) -> f64| errors.iter().map(f).collect::<Vec<_>>();
+        let (u, q, u_star) = (column(|e| e.u), column(|e| e.q), column(|e| e.u_star));
+        let k = common.order as f64;
+        let title = format!(
+            "{}, order {}, {:?}",
+            if kind == MeshKind::Cube { "unit cube" } else { "unit square" },
+            common.order,
+            common.problem
+        );
+        let series = [
+            Series { name: "u", errors: &u, expected: k + 1.0 },
+            Series { name: "q", errors: &q, expected: k + 1.0 },
+            Series { name: "u*", errors: &u_star, expected: k + 2.0 },
+        ];
+        convergence_svg(path, &title, &h, &series)?;
+        if !common.json {
+            eprintln!("plot written to {}", path.display());
+        }
+    }
     if common.json {
         let table: Vec<_> = rows
             .iter()

@@ -265,3 +265,24 @@ fn an_unreachable_f32_tolerance_is_reported() {
     let (code, _, err) = hdg(&args);
     assert_eq!(code, 0, "the default f32 tolerance is reachable: {err}");
 }
+
+/// `hdg convergence --plot` writes an SVG with one curve per error and the fitted rates in the
+/// legend: the rates must be those of the method (a plot of the wrong numbers fails here).
+#[test]
+fn convergence_plot_has_the_fitted_rates() {
+    let path = std::env::temp_dir().join(format!("hdg-rates-{}.svg", std::process::id()));
+    let file = path.to_str().unwrap();
+    let (code, _, err) =
+        hdg(&["convergence", "--order", "2", "--levels", "3", "--start", "4", "--plot", file]);
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(&path).expect("the plot is written");
+    std::fs::remove_file(&path).ok();
+    assert!(svg.trim_start().starts_with("<svg"), "not an SVG: {}", &svg[..80.min(svg.len())]);
+    assert!(svg.matches("<polyline").count() >= 3, "three curves expected");
+    for (name, expected) in [("u", 3.0), ("q", 3.0), ("u*", 4.0)] {
+        let label = format!("{name}: rate ");
+        let at = svg.find(&label).unwrap_or_else(|| panic!("no label {label:?}"));
+        let rate: f64 = svg[at + label.len()..].split_whitespace().next().unwrap().parse().unwrap();
+        assert!((rate - expected).abs() < 0.2, "{name}: fitted rate {rate}, expected {expected}");
+    }
+}
