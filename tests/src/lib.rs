@@ -193,7 +193,7 @@ fn run_on<T: Real, B: Backend<T>>(
         }
         TraceSolve::Direct => &DirectCholesky,
     };
-    let options = PipelineOptions { keep_operator };
+    let options = PipelineOptions { keep_operator, ..Default::default() };
     let out = solve::<T, B>(backend, mesh, problem, order, solver, options, &mut Silent)?;
     let operator = match &out.operator {
         Some((op, rhs)) => Some((op.to_host_csr()?, backend.to_host(rhs)?)),

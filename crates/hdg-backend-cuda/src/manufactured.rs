@@ -48,7 +48,7 @@ impl DeviceSource {
 pub(crate) fn device_solution(exact: &ExactSolution) -> Option<u32> {
     match exact {
         ExactSolution::Manufactured(m) => solution_number(*m),
-        ExactSolution::Closures { .. } => None,
+        ExactSolution::Closures { .. } | ExactSolution::Value { .. } => None,
     }
 }
 

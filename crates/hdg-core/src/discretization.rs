@@ -180,7 +180,8 @@ fn project_dirichlet<T: Real>(
     let mut values = vec![T::zero(); mesh.n_faces() * n_f];
     values.par_chunks_mut(n_f).enumerate().filter(|(f, _)| topology.is_dirichlet(*f)).for_each(
         |(f, face_values)| {
-            let acc = integrator.integrate(mesh, f, |x| (problem.dirichlet)(x));
+            let g = problem.dirichlet_on(mesh.boundary_tag(f));
+            let acc = integrator.integrate(mesh, f, |x| g(x));
             for m in 0..n_f {
                 face_values[m] = T::from_f64_lossy(acc[m]);
             }

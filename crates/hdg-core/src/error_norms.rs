@@ -14,7 +14,7 @@ use crate::Real;
 const CELLS_PER_SUM: usize = 256;
 
 /// ||u - u_h||, ||q - q_h|| and ||u - u*|| over the mesh: the per-element squares of
-/// `element_errors`, summed in parallel in a fixed order. `geometry` and `cell_vertices` are
+/// [`cell_errors`], summed in a fixed order. `geometry` and `cell_vertices` are
 /// [`crate::geometry::mesh_geometry`]'s, `fields` and `u_star` the solution's coefficients,
 /// cell by cell.
 pub fn error_norms<T: Real>(
@@ -25,39 +25,52 @@ pub fn error_norms<T: Real>(
     u_star: &[T],
     exact: &ExactSolution,
 ) -> ErrorNorms {
+    let add = |a: [f64; 3], b: &[f64; 3]| [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
+    let squares = cell_errors(disc, geometry, cell_vertices, fields, u_star, exact);
+    // Fixed chunks summed in order, then the chunks' sums in order: the same sum on every run
+    // and thread count (a rayon reduce splits where the threads happen to steal work).
+    let chunk_sums: Vec<[f64; 3]> =
+        squares.par_chunks(CELLS_PER_SUM).map(|chunk| chunk.iter().fold([0.0; 3], add)).collect();
+    let sums = chunk_sums.iter().fold([0.0; 3], add);
+    ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() }
+}
+
+/// The squared L2 errors of u_h, q_h and u* on every cell (`[cell] = [u, q, u*]`), by the
+/// tables' error quadrature; the q entries are NaN for an exact solution without gradient.
+pub fn cell_errors<T: Real>(
+    disc: &Discretization<'_, T>,
+    geometry: &[T],
+    cell_vertices: &[f64],
+    fields: &HostFields<T>,
+    u_star: &[T],
+    exact: &ExactSolution,
+) -> Vec<[f64; 3]> {
     let t = &disc.tables;
     let (n, d, np) = (t.n, t.dim, t.n_post);
     let stride = GeometryLayout::new(disc.mesh.cell_type()).stride();
     let n_cells = disc.mesh.n_cells();
     let vsz = cell_vertices.len() / n_cells.max(1);
-    let add = |a: [f64; 3], b: [f64; 3]| [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
-    // Fixed chunks summed in order, then the chunks' sums in order: the same sum on every run
-    // and thread count (a rayon reduce splits where the threads happen to steal work).
     let basis = PointMajorBasis::new(t);
-    let chunk_sums: Vec<[f64; 3]> = (0..n_cells.div_ceil(CELLS_PER_SUM))
-        .into_par_iter()
-        .map(|chunk| {
-            let mut scratch = ElementScratch::new(t);
-            (chunk * CELLS_PER_SUM..((chunk + 1) * CELLS_PER_SUM).min(n_cells))
-                .map(|e| {
-                    element_errors(
-                        t,
-                        &basis,
-                        &mut scratch,
-                        &geometry[e * stride..(e + 1) * stride],
-                        &cell_vertices[e * vsz..(e + 1) * vsz],
-                        Kappa { cell: e, value: disc.kappa[e].as_f64(), of: &disc.problem.kappa },
-                        &fields.u[e * n..(e + 1) * n],
-                        &fields.q[e * d * n..(e + 1) * d * n],
-                        &u_star[e * np..(e + 1) * np],
-                        exact,
-                    )
-                })
-                .fold([0.0; 3], add)
-        })
-        .collect();
-    let sums = chunk_sums.into_iter().fold([0.0; 3], add);
-    ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() }
+    let mut squares = vec![[0.0; 3]; n_cells];
+    squares.par_chunks_mut(CELLS_PER_SUM).enumerate().for_each(|(chunk, out)| {
+        let mut scratch = ElementScratch::new(t);
+        for (i, slot) in out.iter_mut().enumerate() {
+            let e = chunk * CELLS_PER_SUM + i;
+            *slot = element_errors(
+                t,
+                &basis,
+                &mut scratch,
+                &geometry[e * stride..(e + 1) * stride],
+                &cell_vertices[e * vsz..(e + 1) * vsz],
+                Kappa { cell: e, value: disc.kappa[e].as_f64(), of: &disc.problem.kappa },
+                &fields.u[e * n..(e + 1) * n],
+                &fields.q[e * d * n..(e + 1) * d * n],
+                &u_star[e * np..(e + 1) * np],
+                exact,
+            );
+        }
+    });
+    squares
 }
 
 /// The error basis tables transposed, function by function (`[i * points + qp]`): the sums

@@ -35,6 +35,7 @@ pub mod problem;
 pub mod real;
 pub mod reference;
 pub mod resources;
+pub mod solution;
 pub mod sparse_rows;
 pub mod tables;
 pub mod topology;
@@ -56,9 +57,10 @@ pub use pipeline::{
 };
 pub use problem::{
     BoundaryCondition, Coefficient, ExactSolution, FaceField, Manufactured, ManufacturedSpec,
-    Problem, ScalarField, Source, Tau, TensorField, VectorField,
+    Problem, ProblemBuilder, ScalarField, Source, Tau, TensorField, VectorField,
 };
 pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
+pub use solution::{CellView, FaceView, PointValue, Solution};
 pub use tables::ElementTables;
 pub use topology::{TraceTopology, NONE};

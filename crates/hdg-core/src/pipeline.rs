@@ -101,6 +101,9 @@ pub struct PipelineOptions {
     /// Keep the assembled trace operator and right-hand side in the output (for export or
     /// benchmarks); otherwise it is freed as soon as the solve ends.
     pub keep_operator: bool,
+    /// Copy the trace of every face to the host, boundary faces included
+    /// ([`crate::diagnostics::full_trace`]): [`PipelineOutput::full_trace`].
+    pub full_trace: bool,
 }
 
 /// The results a run leaves on the backend, with its report.
@@ -115,6 +118,9 @@ pub struct PipelineOutput<T: Real, B: Backend<T>> {
     pub postprocessed: B::Postprocessed,
     /// The trace operator and right-hand side, if [`PipelineOptions::keep_operator`].
     pub operator: Option<(B::Operator, <B as VectorOps<T>>::Vector)>,
+    /// The trace on every face (`[face * n_f + m]`, the projected data on Dirichlet faces), if
+    /// [`PipelineOptions::full_trace`].
+    pub full_trace: Option<Vec<T>>,
 }
 
 fn timed<R>(
@@ -202,6 +208,10 @@ pub fn solve<T: Real, B: Backend<T>>(
         backend.recover(&disc, &prep, &condensed, &trace)
     })?;
     drop(condensed);
+    let full_trace = match options.full_trace {
+        true => Some(crate::diagnostics::full_trace(&disc, &backend.to_host(&trace)?)),
+        false => None,
+    };
     let (postprocessed, errors) = timed(progress, Stage::Postprocess, &mut t.postprocess, || {
         let post = backend.postprocess(&disc, &prep, &fields)?;
         let errors = match &problem.exact {
@@ -229,5 +239,6 @@ pub fn solve<T: Real, B: Backend<T>>(
         fields,
         postprocessed,
         operator,
+        full_trace,
     })
 }

@@ -166,6 +166,12 @@ pub enum ExactSolution {
         /// grad u (the flux is q = -kappa grad u)
         grad_u: VectorField,
     },
+    /// u alone, run on the host: the errors of u_h and u* are computed, that of q_h is NaN
+    /// (there is no gradient to compare with).
+    Value {
+        /// u
+        u: ScalarField,
+    },
 }
 
 impl ExactSolution {
@@ -175,8 +181,13 @@ impl ExactSolution {
             ExactSolution::Manufactured(m) => {
                 manufactured_at(x, |x| m.evaluate(x).u, |x| m.evaluate(x).u)
             }
-            ExactSolution::Closures { u, .. } => u(x),
+            ExactSolution::Closures { u, .. } | ExactSolution::Value { u } => u(x),
         }
+    }
+
+    /// Whether grad u is known (the error of q_h can be computed).
+    pub fn has_gradient(&self) -> bool {
+        !matches!(self, ExactSolution::Value { .. })
     }
 
     /// u at `x`, with grad u written into `grad` (as many entries as `x`).
@@ -197,6 +208,10 @@ impl ExactSolution {
                 grad_u(x, grad);
                 u(x)
             }
+            ExactSolution::Value { u } => {
+                grad.fill(f64::NAN);
+                u(x)
+            }
         }
     }
 
@@ -213,7 +228,7 @@ impl ExactSolution {
                     }),
                 }
             }
-            ExactSolution::Closures { .. } => self.clone(),
+            ExactSolution::Closures { .. } | ExactSolution::Value { .. } => self.clone(),
         }
     }
 }
@@ -385,8 +400,11 @@ pub struct Problem {
     /// Source f. A manufactured source keeps the kappa and c it was built with: changing
     /// `kappa` or `reaction` afterwards changes the equation, not f.
     pub source: Source,
-    /// Dirichlet data g_D (on the faces whose tag has [`BoundaryCondition::Dirichlet`]).
+    /// Dirichlet data g_D (on the faces whose tag has [`BoundaryCondition::Dirichlet`] and no
+    /// entry in `dirichlet_by_tag`).
     pub dirichlet: ScalarField,
+    /// Dirichlet data of single boundary tags, in place of `dirichlet` on their faces.
+    pub dirichlet_by_tag: std::collections::BTreeMap<u32, ScalarField>,
     /// The condition of each boundary tag; tags not listed are Dirichlet.
     pub boundary: std::collections::BTreeMap<u32, BoundaryCondition>,
     /// Exact solution, when known.
@@ -474,6 +492,7 @@ impl Problem {
             source: Source::Manufactured(ManufacturedSpec { solution, kappa, reaction }),
             dirichlet: Arc::new(move |x| boundary.u(x)),
             boundary: Default::default(),
+            dirichlet_by_tag: Default::default(),
             exact: Some(exact),
             mean_zero: false,
         }
@@ -518,6 +537,176 @@ impl Problem {
     /// The condition on the faces tagged `tag`.
     pub fn condition(&self, tag: u32) -> &BoundaryCondition {
         self.boundary.get(&tag).unwrap_or(&BoundaryCondition::Dirichlet)
+    }
+
+    /// g_D on the faces tagged `tag` (when they are Dirichlet faces).
+    pub fn dirichlet_on(&self, tag: u32) -> &ScalarField {
+        self.dirichlet_by_tag.get(&tag).unwrap_or(&self.dirichlet)
+    }
+
+    /// A problem built step by step from defaults: kappa = 1, c = 0, tau = 1, f = 0, g_D = 0
+    /// and Dirichlet conditions on the whole boundary.
+    ///
+    /// ```
+    /// use hdg_core::Problem;
+    /// let pi = std::f64::consts::PI;
+    /// let problem = Problem::builder()
+    ///     .kappa(2.0)
+    ///     .source(move |x| 4.0 * pi * pi * (pi * x[0]).sin() * (pi * x[1]).sin())
+    ///     .neumann(2, move |x, n| 2.0 * pi * (pi * x[0]).cos() * (pi * x[1]).sin() * n[0])
+    ///     .exact(move |x| (pi * x[0]).sin() * (pi * x[1]).sin())
+    ///     .build();
+    /// assert_eq!(problem.condition(2).name(), "Neumann");
+    /// assert_eq!(problem.condition(1).name(), "Dirichlet");
+    /// ```
+    pub fn builder() -> ProblemBuilder {
+        ProblemBuilder {
+            problem: Problem {
+                kappa: Coefficient::Constant(1.0),
+                reaction: Coefficient::Constant(0.0),
+                tau: Tau::Constant(1.0),
+                source: Source::Closure { f: Arc::new(|_| 0.0), degree: Some(0) },
+                dirichlet: Arc::new(|_| 0.0),
+                dirichlet_by_tag: Default::default(),
+                boundary: Default::default(),
+                exact: None,
+                mean_zero: false,
+            },
+        }
+    }
+}
+
+impl From<f64> for Coefficient {
+    fn from(value: f64) -> Coefficient {
+        Coefficient::Constant(value)
+    }
+}
+
+impl From<Vec<f64>> for Coefficient {
+    fn from(per_cell: Vec<f64>) -> Coefficient {
+        Coefficient::PerCell(per_cell)
+    }
+}
+
+impl From<f64> for Tau {
+    fn from(value: f64) -> Tau {
+        Tau::Constant(value)
+    }
+}
+
+/// Builds a [`Problem`] from defaults ([`Problem::builder`]); each method sets one part.
+/// Values are checked when the problem meets its mesh (at the solve), where cell counts and
+/// boundary tags are known.
+#[must_use]
+pub struct ProblemBuilder {
+    problem: Problem,
+}
+
+impl ProblemBuilder {
+    /// kappa: a number, one value per cell (`Vec<f64>`) or any [`Coefficient`].
+    pub fn kappa(mut self, kappa: impl Into<Coefficient>) -> Self {
+        self.problem.kappa = kappa.into();
+        self
+    }
+
+    /// The reaction coefficient c: a number, one value per cell or any [`Coefficient`].
+    pub fn reaction(mut self, c: impl Into<Coefficient>) -> Self {
+        self.problem.reaction = c.into();
+        self
+    }
+
+    /// The stabilisation tau: a number or any [`Tau`].
+    pub fn tau(mut self, tau: impl Into<Tau>) -> Self {
+        self.problem.tau = tau.into();
+        self
+    }
+
+    /// The source f.
+    pub fn source(mut self, f: impl Fn(&[f64]) -> f64 + Send + Sync + 'static) -> Self {
+        self.problem.source = Source::closure(f);
+        self
+    }
+
+    /// The source f, a polynomial of degree `degree` (its loads then use exact quadrature).
+    pub fn polynomial_source(
+        mut self,
+        degree: usize,
+        f: impl Fn(&[f64]) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.problem.source = Source::Closure { f: Arc::new(f), degree: Some(degree) };
+        self
+    }
+
+    /// g_D on every Dirichlet face without data of its own ([`Self::dirichlet_on`]).
+    pub fn dirichlet(mut self, g: impl Fn(&[f64]) -> f64 + Send + Sync + 'static) -> Self {
+        self.problem.dirichlet = Arc::new(g);
+        self
+    }
+
+    /// Dirichlet conditions with data `g` on the faces tagged `tag`.
+    pub fn dirichlet_on(
+        mut self,
+        tag: u32,
+        g: impl Fn(&[f64]) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.problem.boundary.insert(tag, BoundaryCondition::Dirichlet);
+        self.problem.dirichlet_by_tag.insert(tag, Arc::new(g));
+        self
+    }
+
+    /// Neumann conditions `kappa grad u . n = g(x, n)` on the faces tagged `tag`.
+    pub fn neumann(
+        mut self,
+        tag: u32,
+        g: impl Fn(&[f64], &[f64]) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.problem.boundary.insert(tag, BoundaryCondition::Neumann { data: Arc::new(g) });
+        self
+    }
+
+    /// Robin conditions `kappa grad u . n + alpha u = g(x, n)` on the faces tagged `tag`.
+    pub fn robin(
+        mut self,
+        tag: u32,
+        alpha: f64,
+        g: impl Fn(&[f64], &[f64]) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.problem.boundary.insert(tag, BoundaryCondition::Robin { alpha, data: Arc::new(g) });
+        self
+    }
+
+    /// Any [`BoundaryCondition`] on the faces tagged `tag`.
+    pub fn boundary(mut self, tag: u32, condition: BoundaryCondition) -> Self {
+        self.problem.boundary.insert(tag, condition);
+        self
+    }
+
+    /// The exact u, known without its gradient: the errors of u_h and u* are reported.
+    pub fn exact(mut self, u: impl Fn(&[f64]) -> f64 + Send + Sync + 'static) -> Self {
+        self.problem.exact = Some(ExactSolution::Value { u: Arc::new(u) });
+        self
+    }
+
+    /// The exact u with its gradient: the error of q_h is reported too.
+    pub fn exact_with_gradient(
+        mut self,
+        u: impl Fn(&[f64]) -> f64 + Send + Sync + 'static,
+        grad_u: impl Fn(&[f64], &mut [f64]) + Send + Sync + 'static,
+    ) -> Self {
+        self.problem.exact =
+            Some(ExactSolution::Closures { u: Arc::new(u), grad_u: Arc::new(grad_u) });
+        self
+    }
+
+    /// Asks mean(u_h) = 0 where nothing else fixes the constant ([`Problem::mean_zero`]).
+    pub fn mean_zero(mut self, mean_zero: bool) -> Self {
+        self.problem.mean_zero = mean_zero;
+        self
+    }
+
+    /// The problem.
+    pub fn build(self) -> Problem {
+        self.problem
     }
 }
 

@@ -370,7 +370,7 @@ where
     B: Backend<f64> + Backend<f32> + MixedPrecisionOps + MultigridOps<f64> + MultigridOps<f32>,
     <B as Assembler<f64>>::Operator: DemoteOperator<B>,
 {
-    let options = PipelineOptions { keep_operator: export_matrix.is_some() };
+    let options = PipelineOptions { keep_operator: export_matrix.is_some(), ..Default::default() };
     let suite = settings.suite();
     let order = settings.order;
     fn finish<T: Real, B: Backend<T>>(

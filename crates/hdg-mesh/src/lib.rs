@@ -5,12 +5,14 @@
 //! - [`gmsh::read`]: Gmsh `.msh` 4.1 files with their physical groups;
 //! - [`rectangle`], [`unit_square`]: structured triangulations; [`box_mesh`], [`unit_cube`]:
 //!   structured tetrahedral meshes (Kuhn split); [`perturb`]: random interior vertex moves that
-//!   keep every cell valid.
+//!   keep every cell valid;
+//! - [`PointLocator`]: the cell that holds a point.
 mod cell;
 pub mod conformity;
 mod error;
 pub mod generate;
 pub mod gmsh;
+pub mod locate;
 mod mesh;
 pub use cell::CellType;
 pub use error::MeshError;
@@ -18,4 +20,5 @@ pub use generate::{
     box_mesh, perturb, rectangle, unit_cube, unit_square, Diagonal, TAG_BOTTOM, TAG_LEFT,
     TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
 };
+pub use locate::{Located, PointLocator};
 pub use mesh::{Mesh, NO_CELL};

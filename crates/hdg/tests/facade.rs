@@ -1,0 +1,164 @@
+//! The facade as an embedding uses it: the solution it returns, evaluated at points and on
+//! faces against exact values computed here from formulas, and the failures it reports.
+use hdg::mesh::Diagonal;
+use hdg::{generate, Error, ExactSolution, Manufactured, Problem, Solver, SolverChoice};
+
+/// A polynomial of degree k is reproduced exactly by u_h, q_h and the trace (hdg-formulation:
+/// exactness), so every evaluation of the solution must give the exact values: the check of
+/// the point locator, the reference-to-physical map, the basis evaluation and the face
+/// parametrisation together, against the formula of the polynomial itself.
+#[test]
+fn evaluation_and_trace_reproduce_a_polynomial() {
+    for (mesh, k) in [
+        (
+            generate::perturb(&generate::unit_square(5, Diagonal::Right).unwrap(), 0.3, 7).unwrap(),
+            3,
+        ),
+        (generate::unit_cube(2).unwrap(), 2),
+    ] {
+        let d = mesh.dim();
+        let problem = Problem::manufactured(Manufactured::Polynomial(k), 1.0, 0.0);
+        let exact = problem.exact.clone().unwrap();
+        let solution = Solver::new(mesh, problem).order(k).solve().unwrap();
+        let mesh = solution.mesh();
+        assert_eq!(solution.cells().len(), mesh.n_cells());
+        assert_eq!(solution.faces().len(), mesh.n_faces());
+        // Points inside cells, on faces and at vertices.
+        let mut points = Vec::new();
+        for i in 0..200 {
+            let t = i as f64 / 200.0;
+            points.extend(
+                [(t * 7.31).fract(), (t * 3.77 + 0.05).fract(), (t * 5.13 + 0.5).fract()]
+                    .iter()
+                    .take(d),
+            );
+        }
+        for v in 0..mesh.n_vertices() {
+            points.extend_from_slice(mesh.vertex(v));
+        }
+        let values = solution.evaluate_many(&points).unwrap();
+        for (x, value) in points.chunks(d).zip(&values) {
+            let value = value.expect("a point of the unit square or cube is in the mesh");
+            let mut grad = [0.0; 3];
+            let u = exact.u_and_gradient(x, &mut grad[..d]);
+            let scale = 1.0 + u.abs();
+            assert!((value.u - u).abs() < 1e-9 * scale, "u_h at {x:?}: {} vs {u}", value.u);
+            assert!((value.u_star - u).abs() < 1e-9 * scale, "u* at {x:?}");
+            for r in 0..d {
+                assert!((value.q[r] + grad[r]).abs() < 1e-8 * (1.0 + grad[r].abs()), "q at {x:?}");
+            }
+            assert_eq!(solution.evaluate(x), Some(value));
+        }
+        // The trace on every face, boundary faces included, at the face's centroid and at a
+        // point off it, in the canonical parametrisation of the module docs.
+        let params: &[&[f64]] =
+            if d == 2 { &[&[0.0], &[0.6]] } else { &[&[-1.0 / 3.0, -1.0 / 3.0], &[0.2, -0.7]] };
+        let mut boundary = 0;
+        for face in solution.faces() {
+            boundary += face.boundary_tag.is_some() as usize;
+            for s in params {
+                let mut lambda = [0.0; 3];
+                hdg::core::reference::face_parameter_barycentric(s, &mut lambda[..d]);
+                let mut x = [0.0; 3];
+                for (i, &v) in face.vertices.iter().enumerate() {
+                    for r in 0..d {
+                        x[r] += lambda[i] * mesh.vertex(v)[r];
+                    }
+                }
+                let u = exact.u(&x[..d]);
+                let trace = solution.trace_at(face.index, s);
+                assert!((trace - u).abs() < 1e-9 * (1.0 + u.abs()), "trace on face {}", face.index);
+            }
+        }
+        assert_eq!(boundary, mesh.n_boundary_faces());
+        // Outside the domain: nothing; a point of the wrong dimension: an error.
+        assert_eq!(solution.evaluate(&vec![1.5; d]), None);
+        assert!(solution.evaluate_many(&[0.5; 5]).is_err() || d == 5);
+    }
+}
+
+/// The solution's own error norms against a closure agree with the backend's, computed in the
+/// pipeline from the manufactured description; `errors_against` (u only) gives the same u and
+/// u* errors and NaN for q.
+#[test]
+fn error_norms_against_closures_match_the_pipeline() {
+    let mesh = generate::unit_square(8, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.0);
+    let exact = problem.exact.clone().unwrap();
+    let solution = Solver::new(mesh, problem).order(2).solve().unwrap();
+    let pipeline = solution.report().errors.unwrap();
+    let closures = solution.errors(&exact.to_closures()).unwrap();
+    for (a, b) in
+        [(pipeline.u, closures.u), (pipeline.q, closures.q), (pipeline.u_star, closures.u_star)]
+    {
+        assert!((a - b).abs() <= 1e-12 * a, "{a} vs {b}");
+    }
+    let u_only = solution.errors_against(move |x| exact.u(x)).unwrap();
+    assert!((u_only.u - pipeline.u).abs() <= 1e-12 * pipeline.u);
+    assert!(u_only.q.is_nan());
+    let cells = solution.cell_errors(&ExactSolution::Manufactured(Manufactured::ExpSin)).unwrap();
+    let total: f64 = cells.iter().map(|c| c[0]).sum();
+    assert!((total.sqrt() - pipeline.u).abs() <= 1e-12 * pipeline.u);
+}
+
+/// An iterative solve capped below what it needs is an error that carries the solution it
+/// reached, with the report saying so.
+#[test]
+fn an_unconverged_solve_is_an_error_with_the_partial_solution() {
+    let mesh = generate::unit_square(16, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let result =
+        Solver::new(mesh, problem).order(2).solver(SolverChoice::Cg).max_iterations(5).solve();
+    match result {
+        Err(Error::NotConverged(solution)) => {
+            let report = solution.report();
+            assert!(!report.solve.converged);
+            assert!(report.solve.iterations <= 5);
+            assert!(report.solve.relative_residual > 1e-10);
+            assert!(solution.u().iter().all(|v| v.is_finite()));
+            let message = Error::NotConverged(solution).to_string();
+            assert!(message.contains("did not converge"), "{message}");
+        }
+        other => panic!("expected NotConverged, got {other:?}"),
+    }
+}
+
+/// Failures in user code and bad data are errors that say which closure and where.
+#[test]
+fn user_code_failures_are_named_errors() {
+    let mesh = || generate::unit_square(4, Diagonal::Right).unwrap();
+    let source_panics = Problem::builder().source(|_| panic!("no source here")).build();
+    let err = Solver::new(mesh(), source_panics).solve().unwrap_err().to_string();
+    assert!(err.contains("source") && err.contains("no source here"), "{err}");
+
+    let nan_dirichlet =
+        Problem::builder().dirichlet(|x| if x[0] > 0.99 { f64::NAN } else { 0.0 }).build();
+    let err = Solver::new(mesh(), nan_dirichlet).solve().unwrap_err().to_string();
+    assert!(err.contains("Dirichlet") && err.contains("face"), "{err}");
+
+    let bad_kappa = Problem::builder().kappa(hdg::Coefficient::field(|x| x[0] - 0.5)).build();
+    let err = Solver::new(mesh(), bad_kappa).solve().unwrap_err().to_string();
+    assert!(err.contains("kappa") && err.contains("cell"), "{err}");
+
+    let err = Solver::new(mesh(), Problem::builder().build()).order(0).solve().unwrap_err();
+    assert!(matches!(err, Error::Core(hdg::CoreError::InvalidOrder { .. })), "{err}");
+
+    // The exact solution panicking while errors are computed after the solve.
+    let exact_panics = Problem::builder().exact(|_| panic!("no exact")).build();
+    let err = Solver::new(mesh(), exact_panics).solve().unwrap_err().to_string();
+    assert!(err.contains("exact solution panicked"), "{err}");
+}
+
+/// Per-tag Dirichlet data: each tag's faces get their own g_D, seen in the full trace.
+#[test]
+fn dirichlet_data_per_tag_reach_their_faces() {
+    let mesh = generate::unit_square(4, Diagonal::Right).unwrap();
+    let problem =
+        Problem::builder().dirichlet(|_| 1.0).dirichlet_on(hdg::mesh::TAG_LEFT, |_| 5.0).build();
+    let solution = Solver::new(mesh, problem).order(1).solve().unwrap();
+    for face in solution.faces().filter(|f| f.boundary_tag.is_some()) {
+        let expected = if face.boundary_tag == Some(hdg::mesh::TAG_LEFT) { 5.0 } else { 1.0 };
+        let s: &[f64] = &[0.3];
+        assert!((solution.trace_at(face.index, s) - expected).abs() < 1e-12);
+    }
+}
