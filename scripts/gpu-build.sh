@@ -7,6 +7,7 @@
 #   matrix-free-tests    crates/hdg-backend-cuda/tests/matrix_free.rs (when that target exists)
 #   cross-backend-tests  tests/tests/cross_backend.rs (CPU-vs-GPU property tests, proptest)
 #   pipeline-tests       tests/tests/pipeline/ (the pipeline tests, each run per backend)
+#   facade-tests         crates/hdg/tests/facade.rs (the embedding API, CUDA against CPU)
 #   gpu-bench            SpMV benchmark
 #   condense-bench       condensation benchmark (when that target exists)
 #   coefficient-bench    cost of coefficients at points and Neumann/Robin faces
@@ -35,20 +36,20 @@ trap 'rm -rf "$artifacts" "$stage"' EXIT
 # One cargo invocation for every target, so that all binaries share one build of
 # hdg-backend-cuda (one feature set: the same kernels in every binary, and nvcc runs once).
 # Targets that other work adds are taken when they are declared.
-targets=(--test gpu --test cross_backend --test pipeline --bin hdg --bin gpu-bench)
+targets=(--test gpu --test cross_backend --test pipeline --test facade --bin hdg --bin gpu-bench)
 declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-examples/Cargo.toml; }
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
 declared coefficient-bench && targets+=(--bin coefficient-bench)
 # JSON messages on stdout (the artifacts and their executables), diagnostics on stderr.
-cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p tests \
-  --features hdg-backend-cuda/cuda,hdg-examples/cuda,tests/cuda "${targets[@]}" \
+cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p tests -p hdg \
+  --features hdg-backend-cuda/cuda,hdg-examples/cuda,tests/cuda,hdg/cuda "${targets[@]}" \
   --message-format=json-render-diagnostics > "$artifacts"
 
 # (kind, target name) -> packed name; the executables from this build's messages (never a stale
 # binary from an older build lying in target/cuda/release/deps).
 wanted="test:gpu:gpu-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
-test:pipeline:pipeline-tests
+test:pipeline:pipeline-tests test:facade:facade-tests
 bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:coefficient-bench:coefficient-bench
 bin:hdg:hdg"
 executables="$(python3 - "$artifacts" <<'EOF'

@@ -40,7 +40,7 @@ status=0
 
 # 1. Tests.
 if [ "${HDG_GPU_TESTS:-1}" = 1 ]; then
-  for t in ${HDG_GPU_ONLY:-gpu-tests matrix-free-tests cross-backend-tests pipeline-tests}; do
+  for t in ${HDG_GPU_ONLY:-gpu-tests matrix-free-tests cross-backend-tests pipeline-tests facade-tests}; do
     if [ ! -x "$b/$t" ]; then
       echo "== $t: not in .gpuz (not built: its target does not exist yet?), skipped"
       continue

@@ -134,6 +134,21 @@ fn out_of_memory(what: String, requested_bytes: Option<u64>) -> CoreError {
     CoreError::OutOfDeviceMemory { what, requested_bytes, free_bytes: free, total_bytes: total }
 }
 
+/// Refuses `what` before anything is allocated when `estimate` bytes
+/// (`hdg_core::resources`) exceed the device's free memory, with the estimate, the free and
+/// the total memory in the error (the calling thread's context must be the backend's).
+pub(crate) fn check_device_memory(what: String, estimate: u64) -> Result<()> {
+    match cust::memory::mem_get_info() {
+        Ok((free, total)) if estimate > free as u64 => Err(CoreError::OutOfDeviceMemory {
+            what: format!("{what} (estimated before allocating: at least {estimate} bytes)"),
+            requested_bytes: Some(estimate),
+            free_bytes: Some(free as u64),
+            total_bytes: Some(total as u64),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A kernel argument: the address of the value, as `cuLaunchKernel` wants it.
 pub(crate) fn arg<A: DeviceCopy>(value: &A) -> *mut c_void {
     value as *const A as *mut c_void

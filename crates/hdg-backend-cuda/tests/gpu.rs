@@ -1358,3 +1358,35 @@ fn manufactured_fields_on_device_f64() {
 fn manufactured_fields_on_device_f32() {
     manufactured_fields_on_device::<f32>(1e-6);
 }
+
+/// A problem whose memory estimate exceeds the device's free memory is refused at prepare,
+/// before any allocation, with the estimate in the error; the next problem runs as usual
+/// (nothing was left allocated). cube:40 at k = 8 needs about 190 GB, more than an H100 or
+/// H200 has; the estimate is taken from free memory measured here, so the test fails if the
+/// check is missing (the pipeline would then fail later, allocating, without "estimated").
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_problem_beyond_device_memory_is_refused_before_allocating() {
+    let backend = gpu();
+    let (free, _) = backend.memory_info().unwrap();
+    let mesh = generate::unit_cube(40).unwrap();
+    let estimate =
+        hdg_core::resources::pipeline_bytes(CellType::Tetrahedron, mesh.n_cells() as u64, 8, 8);
+    assert!(estimate > free as u64, "the test needs a problem larger than the device");
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let disc = Discretization::<f64>::new(&mesh, &problem, 8).unwrap();
+    match LocalSolver::<f64>::prepare(&backend, &disc) {
+        Err(CoreError::OutOfDeviceMemory { what, requested_bytes, free_bytes, .. }) => {
+            assert!(what.contains("estimated before allocating"), "{what}");
+            assert_eq!(requested_bytes, Some(estimate));
+            assert!(free_bytes.unwrap() < estimate);
+        }
+        Err(e) => panic!("expected the estimate's refusal, got {e}"),
+        Ok(_) => panic!("a {estimate}-byte problem was accepted with {free} bytes free"),
+    }
+    let (free_after, _) = backend.memory_info().unwrap();
+    assert!(free_after + (64 << 20) >= free, "the refusal allocated: {free} -> {free_after}");
+    let small = generate::unit_square(4, Diagonal::Right).unwrap();
+    let disc = Discretization::<f64>::new(&small, &problem, 2).unwrap();
+    assert!(LocalSolver::<f64>::prepare(&backend, &disc).is_ok());
+}

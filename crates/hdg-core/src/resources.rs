@@ -7,30 +7,55 @@
 //! condensation's outputs (K_e nl^2, b_e nl, Z n nl, u0 n) and the fields (u n, q d n, u* n');
 //! per face: the DBF block row (slots x n_f^2) and a dozen trace vectors of the solver. It is
 //! a lower bound of the peak resident memory (measured peaks: BENCHMARKS.md, `peak RSS`), so
-//! a refusal never turns away a problem that would fit.
+//! a refusal never turns away a problem that would fit. A device backend holds the same
+//! arrays in device memory and checks the same estimate against the device's free memory.
 use crate::error::{CoreError, Result};
 use crate::CellType;
 
 /// Bytes the pipeline holds at least for `n_cells` cells of `cell_type` at order `order` with
 /// values of `value_bytes` bytes (8 for f64), saturating at `u64::MAX`.
 pub fn pipeline_bytes(cell_type: CellType, n_cells: u64, order: usize, value_bytes: u64) -> u64 {
-    let d = cell_type.dim() as u64;
-    let k = order as u64;
-    let binomial = |m: u64, dd: u64| (1..=dd).fold(1u64, |p, i| p * (m + i) / i);
-    let (n, n_f, n_post) = (binomial(k, d), binomial(k, d - 1), binomial(k + 1, d));
-    let faces_per_cell = d + 1;
-    let nl = faces_per_cell * n_f;
-    let slots = if d == 2 { 5 } else { 7 };
-    let per_cell_values = nl * nl + nl + n * nl + n + n + d * n + n_post + faces_per_cell;
-    let geometry = 1 + d * d + faces_per_cell * (1 + d);
-    let per_cell_bytes = per_cell_values * value_bytes
-        + geometry * value_bytes
-        + (d + 1) * d * 8 // cell vertex coordinates
-        + (d + 1) * 8 + faces_per_cell * 9; // mesh: vertex and face indices, orientations
-                                            // Faces: each interior face is shared by two cells.
-    let faces = n_cells.saturating_mul(faces_per_cell).div_ceil(2);
-    let per_face_bytes = (slots * n_f * n_f + 12 * n_f) * value_bytes;
-    n_cells.saturating_mul(per_cell_bytes).saturating_add(faces.saturating_mul(per_face_bytes))
+    let sizes = Sizes::new(cell_type, n_cells, order, value_bytes);
+    sizes.cells.saturating_add(sizes.matrix).saturating_add(sizes.vectors)
+}
+
+/// [`pipeline_bytes`] without the assembled trace matrix: what a matrix-free trace operator
+/// holds.
+pub fn matrix_free_bytes(cell_type: CellType, n_cells: u64, order: usize, value_bytes: u64) -> u64 {
+    let sizes = Sizes::new(cell_type, n_cells, order, value_bytes);
+    sizes.cells.saturating_add(sizes.vectors)
+}
+
+/// The three parts of the estimate: per cell, the trace matrix, the trace vectors.
+struct Sizes {
+    cells: u64,
+    matrix: u64,
+    vectors: u64,
+}
+
+impl Sizes {
+    fn new(cell_type: CellType, n_cells: u64, order: usize, value_bytes: u64) -> Sizes {
+        let d = cell_type.dim() as u64;
+        let k = order as u64;
+        let binomial = |m: u64, dd: u64| (1..=dd).fold(1u64, |p, i| p * (m + i) / i);
+        let (n, n_f, n_post) = (binomial(k, d), binomial(k, d - 1), binomial(k + 1, d));
+        let faces_per_cell = d + 1;
+        let nl = faces_per_cell * n_f;
+        let slots = if d == 2 { 5 } else { 7 };
+        let per_cell_values = nl * nl + nl + n * nl + n + n + d * n + n_post + faces_per_cell;
+        let geometry = 1 + d * d + faces_per_cell * (1 + d);
+        let per_cell_bytes = per_cell_values * value_bytes
+            + geometry * value_bytes
+            + (d + 1) * d * 8 // cell vertex coordinates
+            + (d + 1) * 8 + faces_per_cell * 9; // mesh: vertex and face indices, orientations
+                                                // Faces: each interior face is shared by two cells.
+        let faces = n_cells.saturating_mul(faces_per_cell).div_ceil(2);
+        Sizes {
+            cells: n_cells.saturating_mul(per_cell_bytes),
+            matrix: faces.saturating_mul(slots * n_f * n_f * value_bytes),
+            vectors: faces.saturating_mul(12 * n_f * value_bytes),
+        }
+    }
 }
 
 /// Bytes of the mesh alone (vertex and face tables, coordinates) for `n_cells` cells: what a
@@ -82,6 +107,12 @@ mod tests {
         let per_cell = 81 * 8 + 14 * 8 + 48 + 24 + 27;
         let per_face = (5 * 4 + 24) * 8;
         assert_eq!(pipeline_bytes(CellType::Triangle, 2, 1, 8), 2 * per_cell + 3 * per_face);
+        // Matrix-free: no DBF block row (5 slots of 2 x 2 values) per face.
+        let per_face_vectors = 24 * 8;
+        assert_eq!(
+            matrix_free_bytes(CellType::Triangle, 2, 1, 8),
+            2 * per_cell + 3 * per_face_vectors
+        );
         assert_eq!(pipeline_bytes(CellType::Tetrahedron, u64::MAX / 2, 8, 8), u64::MAX);
         let big = pipeline_bytes(CellType::Triangle, 2 * 100_000u64.pow(2), 3, 8);
         assert!(big > 1u64 << 40, "square:100000 at k = 3 needs terabytes: {big}");

@@ -270,7 +270,14 @@ impl Solution {
     pub fn errors(&self, exact: &ExactSolution) -> Result<ErrorNorms> {
         let (disc, geometry, vertices, fields) = self.host_setup()?;
         run_user("the exact solution", || {
-            crate::error_norms::error_norms(&disc, &geometry, &vertices, &fields, &self.u_star, exact)
+            crate::error_norms::error_norms(
+                &disc,
+                &geometry,
+                &vertices,
+                &fields,
+                &self.u_star,
+                exact,
+            )
         })
     }
 
@@ -281,7 +288,14 @@ impl Solution {
     pub fn cell_errors(&self, exact: &ExactSolution) -> Result<Vec<[f64; 3]>> {
         let (disc, geometry, vertices, fields) = self.host_setup()?;
         run_user("the exact solution", || {
-            crate::error_norms::cell_errors(&disc, &geometry, &vertices, &fields, &self.u_star, exact)
+            crate::error_norms::cell_errors(
+                &disc,
+                &geometry,
+                &vertices,
+                &fields,
+                &self.u_star,
+                exact,
+            )
         })
     }
 
@@ -301,7 +315,8 @@ impl Solution {
     #[allow(clippy::type_complexity)]
     fn host_setup(&self) -> Result<(Discretization<'_, f64>, Vec<f64>, Vec<f64>, HostFields<f64>)> {
         let disc = Discretization::<f64>::new(&self.mesh, &self.problem, self.order)?;
-        let (vertices, geometry) = mesh_geometry::<f64>(&self.mesh, disc.tables.face_parameter_measure);
+        let (vertices, geometry) =
+            mesh_geometry::<f64>(&self.mesh, disc.tables.face_parameter_measure);
         let fields = HostFields { u: self.u.clone(), q: self.q.clone() };
         Ok((disc, geometry, vertices, fields))
     }

@@ -162,3 +162,36 @@ fn dirichlet_data_per_tag_reach_their_faces() {
         assert!((solution.trace_at(face.index, s) - expected).abs() < 1e-12);
     }
 }
+
+/// The same solve on the CUDA backend gives the same solution as on the CPU (to round-off),
+/// full trace included, and the same point values.
+#[test]
+#[ignore = "needs a CUDA GPU and the cuda feature"]
+fn the_cuda_backend_gives_the_cpu_solution() {
+    use hdg::Backend;
+    let mesh =
+        generate::perturb(&generate::unit_square(12, Diagonal::Right).unwrap(), 0.2, 3).unwrap();
+    let problem =
+        Problem::manufactured(Manufactured::ExpSin, 1.0, 0.5).with_mixed_boundary(2, 1.0).unwrap();
+    let solve = |backend| {
+        Solver::new(mesh.clone(), problem.clone()).order(3).backend(backend).solve().unwrap()
+    };
+    let (cpu, cuda) = (solve(Backend::Cpu), solve(Backend::Cuda));
+    assert_eq!(cuda.report().backend, "cuda");
+    let close = |what: &str, a: &[f64], b: &[f64]| {
+        let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let err = a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= 1e-9 * scale, "{what}: {err:e} (scale {scale:e})");
+    };
+    close("u", cpu.u(), cuda.u());
+    close("q", cpu.q(), cuda.q());
+    close("u*", cpu.u_star(), cuda.u_star());
+    close("trace", cpu.trace(), cuda.trace());
+    let points = [0.1, 0.2, 0.5, 0.5, 0.93, 0.71];
+    for (a, b) in
+        cpu.evaluate_many(&points).unwrap().iter().zip(cuda.evaluate_many(&points).unwrap())
+    {
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!((a.u - b.u).abs() < 1e-9 && (a.u_star - b.u_star).abs() < 1e-9);
+    }
+}

@@ -12,13 +12,16 @@ use crate::design::{
     block_threads, compiled, default_design, fallback, global_scratch_per_block, kernel_name,
     shared_bytes, Design, ElementStage, Precision, MAX_ELEMENT_ORDER,
 };
-use crate::device::{address, arg, elementwise_blocks, grid, CudaBackend, DeviceReal, THREADS};
+use crate::device::{
+    address, arg, check_device_memory, elementwise_blocks, grid, CudaBackend, DeviceReal, THREADS,
+};
 use crate::element_kernels::ElementKernels;
 use crate::geometry::{upload_planes, Columns, DeviceMesh};
 use crate::manufactured::DeviceSource;
 use crate::stages::launch::PhaseClock;
 use crate::stages::layout::{to_element_contiguous, to_element_fastest};
 use crate::vector::uninitialized;
+use crate::TraceOperatorKind;
 
 /// Addresses of the reference tables (`struct Tables` in element_common.cuh).
 #[repr(C)]
@@ -493,6 +496,15 @@ pub(crate) fn prepare<T: DeviceReal>(
 
     let mut clock = PhaseClock::new("prepare", backend.settings().profile);
     let gpu = &backend.gpu;
+    gpu.bind()?;
+    let estimate = match backend.trace_operator() {
+        TraceOperatorKind::Dbf => hdg_core::resources::pipeline_bytes,
+        TraceOperatorKind::MatrixFree => hdg_core::resources::matrix_free_bytes,
+    };
+    check_device_memory(
+        format!("{n_cells} cells at order {} in {} on the GPU", disc.order, T::NAME),
+        estimate(cell_type, n_cells as u64, disc.order, std::mem::size_of::<T>() as u64),
+    )?;
     // The mesh, and the geometry computed from it on the device (the CPU's to the bit).
     let device_mesh = DeviceMesh::upload(backend, mesh)?;
     let geometry = device_mesh.geometry::<T>(layout.stride(), t.face_parameter_measure)?;
