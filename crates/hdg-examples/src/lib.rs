@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod huge_pages;
 pub mod plot;
+pub mod problem_file;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -151,6 +152,63 @@ impl MeshSpec {
         let mesh =
             if perturbation > 0.0 { generate::perturb(&mesh, perturbation, seed)? } else { mesh };
         Ok(BuiltMesh { mesh, summary, file, regions })
+    }
+}
+
+impl MeshSpec {
+    /// Refuses a generated mesh whose problem cannot fit in the host's memory before building
+    /// it (the whole CPU pipeline's estimate at order `order`; the mesh alone for the CUDA
+    /// backend, whose element data live on the device and are checked there). Mesh files pass:
+    /// their size is known once read.
+    ///
+    /// # Errors
+    /// [`CoreError::OutOfHostMemory`] with the estimate.
+    pub fn check_size(
+        &self,
+        order: usize,
+        backend: BackendKind,
+        precision: Precision,
+    ) -> Result<(), CoreError> {
+        let MeshSpec::Generated { kind, n } = self else { return Ok(()) };
+        let n = *n as u64;
+        let (cell, cells) = match kind {
+            MeshKind::Square => {
+                (hdg_core::CellType::Triangle, n.saturating_mul(n).saturating_mul(2))
+            }
+            MeshKind::Cube => (
+                hdg_core::CellType::Tetrahedron,
+                n.saturating_mul(n).saturating_mul(n).saturating_mul(6),
+            ),
+        };
+        let value_bytes = match precision {
+            Precision::F64 => 8,
+            Precision::F32 => 4,
+        };
+        let estimate = match backend {
+            BackendKind::Cpu => {
+                hdg_core::resources::pipeline_bytes(cell, cells, order, value_bytes)
+            }
+            BackendKind::Cuda => hdg_core::resources::mesh_bytes(cell, cells),
+        };
+        hdg_core::resources::check_host_memory(&format!("{self} ({cells} cells)"), estimate)
+    }
+}
+
+/// Parses tau: a positive number (tau on every face), or `kappa-over-h[:SCALE]` for
+/// tau = SCALE kappa / h per cell ([`hdg_core::Tau::KappaOverH`]).
+pub fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
+    let positive = |v: &str| -> Result<f64, String> {
+        match v.parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+            _ => Err(format!("'{v}' is not a positive number")),
+        }
+    };
+    match s.split_once(':') {
+        _ if s == "kappa-over-h" => Ok(hdg_core::Tau::KappaOverH { scale: 1.0 }),
+        Some(("kappa-over-h", scale)) => Ok(hdg_core::Tau::KappaOverH { scale: positive(scale)? }),
+        _ => positive(s)
+            .map(hdg_core::Tau::Constant)
+            .map_err(|e| format!("{e}: tau is a positive number or kappa-over-h[:SCALE]")),
     }
 }
 
@@ -402,6 +460,67 @@ where
             solve::<f32, B>(backend, mesh, problem, order, &suite, options, progress)?,
             export_matrix,
         ),
+    }
+}
+
+/// The lines of a solve's summary after its title: backend, cells (with `mesh_lines`, the
+/// mesh's and the problem's notes), trace dofs, the trace solve, the L2 errors (q's as `-`
+/// where the exact gradient is unknown) and the stage times.
+pub fn print_report(r: &PipelineReport, operator: TraceOperatorKind, mesh_lines: &[String]) {
+    println!(
+        "  backend        {} ({} threads), {}, {} trace operator",
+        r.backend,
+        rayon::current_num_threads(),
+        r.precision,
+        operator
+    );
+    println!("  cells          {}", r.cells);
+    for line in mesh_lines {
+        println!("                 {line}");
+    }
+    println!("  trace dofs     {}", r.trace_dofs);
+    println!(
+        "  trace solve    {}: {} iterations, relative residual {:.2e}{}",
+        r.solver,
+        r.solve.iterations,
+        r.solve.relative_residual,
+        if r.solve.converged { "" } else { "  (NOT CONVERGED)" }
+    );
+    for note in &r.solve.notes {
+        println!("                 {note}");
+    }
+    if let Some(e) = r.errors {
+        let q = if e.q.is_nan() { "-".to_string() } else { format!("{:.3e}", e.q) };
+        println!("  L2 errors      u {:.3e}   q {q}   u* {:.3e}", e.u, e.u_star);
+    }
+    let t = &r.timings;
+    println!(
+        "  time [s]       setup {:.3}  condense {:.3}  assemble {:.3}  solve {:.3}  recover {:.3}  postprocess {:.3}  total {:.3}",
+        t.setup, t.condense, t.assemble, t.solve, t.recover, t.postprocess, t.total
+    );
+}
+
+/// The memory lines of a summary: the device's peak (CUDA) and the host's peak RSS.
+pub fn print_memory(m: &Measured) {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let dofs = m.report.trace_dofs.max(1) as f64;
+    if let Some(d) = m.device_memory {
+        println!(
+            "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
+            d.peak_bytes as f64 / GIB,
+            d.baseline_used_bytes as f64 / GIB,
+            d.peak_bytes as f64 / dofs,
+            d.samples,
+            d.interval_s * 1e3,
+            d.total_bytes as f64 / GIB
+        );
+    }
+    if let Some(rss) = m.host_peak_rss_bytes {
+        println!(
+            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof)",
+            rss as f64 / GIB,
+            rss as f64 / dofs
+        );
     }
 }
 

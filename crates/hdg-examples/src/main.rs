@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
+use hdg_examples::problem_file::ProblemFile;
 use hdg_examples::{
-    measured_json, parse_solver, report_json, solve_measured, BackendKind, BoundaryKind,
-    CudaSettings, Measured, MeshKind, MeshSpec, Precision, ProblemKind, SolveSettings,
-    TraceOperatorKind,
+    measured_json, parse_solver, parse_tau, print_memory, print_report, report_json,
+    solve_measured, BackendKind, BoundaryKind, CudaSettings, Measured, MeshKind, MeshSpec,
+    Precision, ProblemKind, SolveSettings, TraceOperatorKind,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -160,6 +161,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Solve the problem a TOML file describes: mesh, coefficients, boundary conditions per
+    /// physical group, exact solution, solver and outputs (`hdg_examples::problem_file` has
+    /// the format; examples/problems/ has examples).
+    Run {
+        /// The problem file.
+        #[arg(value_name = "FILE.toml")]
+        file: std::path::PathBuf,
+        /// Print one JSON object instead of the human summary.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure every stage on the CPU for several orders, with baselines from the same run.
     Bench {
         /// Orders to measure (comma separated).
@@ -191,42 +203,7 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
 /// (the whole CPU pipeline's estimate, the mesh alone for the CUDA backend, whose element data
 /// live on the device and are checked there).
 fn check_generated_size(mesh: &MeshSpec, common: &Common) -> Result<(), CoreError> {
-    let MeshSpec::Generated { kind, n } = mesh else { return Ok(()) };
-    let n = *n as u64;
-    let (cell, cells) = match kind {
-        MeshKind::Square => (hdg_core::CellType::Triangle, n.saturating_mul(n).saturating_mul(2)),
-        MeshKind::Cube => (
-            hdg_core::CellType::Tetrahedron,
-            n.saturating_mul(n).saturating_mul(n).saturating_mul(6),
-        ),
-    };
-    let value_bytes = match common.precision {
-        Precision::F64 => 8,
-        Precision::F32 => 4,
-    };
-    let estimate = match common.backend {
-        BackendKind::Cpu => {
-            hdg_core::resources::pipeline_bytes(cell, cells, common.order as usize, value_bytes)
-        }
-        BackendKind::Cuda => hdg_core::resources::mesh_bytes(cell, cells),
-    };
-    hdg_core::resources::check_host_memory(&format!("{mesh} ({cells} cells)"), estimate)
-}
-
-fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
-    let positive = |v: &str| -> Result<f64, String> {
-        match v.parse::<f64>() {
-            Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
-            _ => Err(format!("'{v}' is not a positive number")),
-        }
-    };
-    match s.split_once(':') {
-        _ if s == "kappa-over-h" => Ok(hdg_core::Tau::KappaOverH { scale: 1.0 }),
-        Some(("kappa-over-h", scale)) => Ok(hdg_core::Tau::KappaOverH { scale: positive(scale)? }),
-        _ => positive(s)
-            .map(hdg_core::Tau::Constant)
-            .map_err(|e| format!("{e}: tau is a positive number or kappa-over-h[:SCALE]")),
-    }
+    mesh.check_size(common.order as usize, common.backend, common.precision)
 }
 
 fn parse_tolerance(s: &str) -> Result<f64, String> {
@@ -429,60 +406,7 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport, mesh_line
         r.order,
         common.problem
     );
-    println!(
-        "  backend        {} ({} threads), {}, {} trace operator",
-        r.backend,
-        rayon::current_num_threads(),
-        r.precision,
-        common.operator
-    );
-    println!("  cells          {}", r.cells);
-    for line in mesh_lines {
-        println!("                 {line}");
-    }
-    println!("  trace dofs     {}", r.trace_dofs);
-    println!(
-        "  trace solve    {}: {} iterations, relative residual {:.2e}{}",
-        r.solver,
-        r.solve.iterations,
-        r.solve.relative_residual,
-        if r.solve.converged { "" } else { "  (NOT CONVERGED)" }
-    );
-    for note in &r.solve.notes {
-        println!("                 {note}");
-    }
-    if let Some(e) = r.errors {
-        println!("  L2 errors      u {:.3e}   q {:.3e}   u* {:.3e}", e.u, e.q, e.u_star);
-    }
-    let t = &r.timings;
-    println!(
-        "  time [s]       setup {:.3}  condense {:.3}  assemble {:.3}  solve {:.3}  recover {:.3}  postprocess {:.3}  total {:.3}",
-        t.setup, t.condense, t.assemble, t.solve, t.recover, t.postprocess, t.total
-    );
-}
-
-/// The memory lines of the summary: the device's peak (CUDA) and the host's peak RSS.
-fn print_memory(m: &Measured) {
-    const GIB: f64 = (1u64 << 30) as f64;
-    let dofs = m.report.trace_dofs.max(1) as f64;
-    if let Some(d) = m.device_memory {
-        println!(
-            "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
-            d.peak_bytes as f64 / GIB,
-            d.baseline_used_bytes as f64 / GIB,
-            d.peak_bytes as f64 / dofs,
-            d.samples,
-            d.interval_s * 1e3,
-            d.total_bytes as f64 / GIB
-        );
-    }
-    if let Some(rss) = m.host_peak_rss_bytes {
-        println!(
-            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof)",
-            rss as f64 / GIB,
-            rss as f64 / dofs
-        );
-    }
+    print_report(r, common.operator, mesh_lines);
 }
 
 fn rate(coarse: f64, fine: f64) -> f64 {
@@ -523,6 +447,15 @@ fn main() -> ExitCode {
         Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
         }
+        Command::Run { file, json } => ProblemFile::load(file).and_then(|problem| {
+            if problem.backend() == BackendKind::Cuda {
+                hdg_examples::huge_pages::enable();
+            }
+            let mut log = StageLog::new(!*json);
+            let solved = problem.solve(&mut log);
+            drop(log);
+            solved?.finish(*json)
+        }),
         Command::Bench { orders, dofs, repeats, no_solve, tol, json } => {
             bench(orders, *dofs, *repeats, !*no_solve, *tol, *json)
         }
