@@ -271,6 +271,8 @@ pub struct SolveSettings {
     /// Tuning overrides of the CUDA backend (the `hdg` program reads them from the
     /// environment: [`CudaSettings::from_environment`]).
     pub cuda: CudaSettings,
+    /// Copy the solution to the host ([`Measured::solution`]) for output files.
+    pub keep_solution: bool,
 }
 
 impl SolveSettings {
@@ -337,10 +339,12 @@ pub struct DeviceMemory {
 pub const MEMORY_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// A run's report with the memory it used.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Measured {
     /// The pipeline's report.
     pub report: PipelineReport,
+    /// The solution on the host, if [`SolveSettings::keep_solution`].
+    pub solution: Option<hdg::Solution>,
     /// Peak device memory (CUDA runs only).
     pub device_memory: Option<DeviceMemory>,
     /// The process's peak resident set size so far (Linux `VmHWM`), bytes, where known.
@@ -377,7 +381,7 @@ pub fn solve_measured(
             ),
         });
     }
-    let (report, device_memory) = match backend {
+    let ((report, solution), device_memory) = match backend {
         BackendKind::Cpu => (
             run_all(
                 &CpuBackend::new(),
@@ -396,8 +400,7 @@ pub fn solve_measured(
                 .with_trace_operator(settings.operator)
                 .with_settings(settings.cuda.clone())?;
             let watch = cuda.watch_memory(MEMORY_SAMPLE_INTERVAL)?;
-            let report =
-                run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)?;
+            let run = run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)?;
             let peak = watch.stop()?;
             let memory = DeviceMemory {
                 peak_bytes: peak.peak_bytes() as u64,
@@ -406,15 +409,16 @@ pub fn solve_measured(
                 samples: peak.samples,
                 interval_s: peak.interval.as_secs_f64(),
             };
-            (report, Some(memory))
+            (run, Some(memory))
         }
         #[cfg(not(feature = "cuda"))]
         BackendKind::Cuda => return Err(hdg_backend_cuda::availability().unwrap_err()),
     };
-    Ok(Measured { report, device_memory, host_peak_rss_bytes: host_peak_rss_bytes() })
+    Ok(Measured { report, solution, device_memory, host_peak_rss_bytes: host_peak_rss_bytes() })
 }
 
-/// One backend, both precisions, every solver (mixed precision in f64 only).
+/// One backend, both precisions, every solver (mixed precision in f64 only): the report, and
+/// the solution on the host if the settings keep it.
 fn run_all<B>(
     backend: &B,
     mesh: &Mesh,
@@ -423,43 +427,115 @@ fn run_all<B>(
     precision: Precision,
     export_matrix: Option<&Path>,
     progress: &mut dyn Progress,
-) -> Result<PipelineReport, CoreError>
+) -> Result<(PipelineReport, Option<hdg::Solution>), CoreError>
 where
     B: Backend<f64> + Backend<f32> + MixedPrecisionOps + MultigridOps<f64> + MultigridOps<f32>,
     <B as Assembler<f64>>::Operator: DemoteOperator<B>,
 {
-    let options = PipelineOptions { keep_operator: export_matrix.is_some(), ..Default::default() };
+    let options = PipelineOptions {
+        keep_operator: export_matrix.is_some(),
+        full_trace: settings.keep_solution,
+    };
     let suite = settings.suite();
     let order = settings.order;
-    fn finish<T: Real, B: Backend<T>>(
-        out: PipelineOutput<T, B>,
-        export_matrix: Option<&Path>,
-    ) -> Result<PipelineReport, CoreError> {
-        if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
-            write_matrix_market(&matrix.to_host_csr()?, path)?;
-        }
-        Ok(out.report)
-    }
+    let finish = |out| finish(backend, mesh, problem, export_matrix, out);
     match (precision, settings.solver) {
         (Precision::F64, SolverChoice::Mixed) => {
             let mixed = settings.mixed();
-            finish(
-                solve::<f64, B>(backend, mesh, problem, order, &mixed, options, progress)?,
-                export_matrix,
-            )
+            finish(solve::<f64, B>(backend, mesh, problem, order, &mixed, options, progress)?)
         }
         (Precision::F32, SolverChoice::Mixed) => Err(CoreError::InvalidParameter {
             name: "solver",
             reason: "mixed precision refines an f64 solution: use --precision f64".into(),
         }),
-        (Precision::F64, _) => finish(
-            solve::<f64, B>(backend, mesh, problem, order, &suite, options, progress)?,
+        (Precision::F64, _) => {
+            finish(solve::<f64, B>(backend, mesh, problem, order, &suite, options, progress)?)
+        }
+        (Precision::F32, _) => self::finish(
+            backend,
+            mesh,
+            problem,
             export_matrix,
-        ),
-        (Precision::F32, _) => finish(
             solve::<f32, B>(backend, mesh, problem, order, &suite, options, progress)?,
-            export_matrix,
         ),
+    }
+}
+
+/// What a run leaves: the matrix file if asked for, the report, the solution on the host if
+/// the pipeline copied the full trace.
+fn finish<T: Real, B: Backend<T>>(
+    backend: &B,
+    mesh: &Mesh,
+    problem: &Problem,
+    export_matrix: Option<&Path>,
+    out: PipelineOutput<T, B>,
+) -> Result<(PipelineReport, Option<hdg::Solution>), CoreError> {
+    if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
+        write_matrix_market(&matrix.to_host_csr()?, path)?;
+    }
+    let solution = match &out.full_trace {
+        Some(trace) => Some(hdg::Solution::from_parts(
+            std::sync::Arc::new(mesh.clone()),
+            problem.clone(),
+            out.report.order,
+            &backend.fields_to_host(&out.fields)?,
+            &backend.postprocessed_to_host(&out.postprocessed)?,
+            trace,
+            out.report.clone(),
+        )?),
+        None => None,
+    };
+    Ok((out.report, solution))
+}
+
+/// Files a solve writes its solution to: a VTU file for ParaView, a PNG picture (2D).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SolutionOutputs {
+    /// VTK XML unstructured grid ([`hdg::vtu::write`]).
+    pub vtu: Option<PathBuf>,
+    /// A picture of u* ([`plot::solution_png`]).
+    pub png: Option<PathBuf>,
+}
+
+impl SolutionOutputs {
+    /// Whether any file is asked for (the solution must then be kept).
+    pub fn any(&self) -> bool {
+        self.vtu.is_some() || self.png.is_some()
+    }
+
+    /// Writes the files asked for; one line per file saying what it holds. `regions` (a
+    /// region tag per cell, from a mesh file) go into the VTU file.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] when a file cannot be written, [`CoreError::InvalidParameter`] for a
+    /// picture of a 3D solution.
+    pub fn write(
+        &self,
+        solution: &hdg::Solution,
+        regions: Option<&[u32]>,
+    ) -> Result<Vec<String>, CoreError> {
+        let mut lines = Vec::new();
+        if let Some(path) = &self.vtu {
+            let options =
+                hdg::vtu::Options { regions: regions.map(<[u32]>::to_vec), ..Default::default() };
+            hdg::vtu::write(solution, path, &options).map_err(|e| match e {
+                hdg::Error::Core(e) => e,
+                other => CoreError::Io(other.to_string()),
+            })?;
+            lines.push(format!("wrote {} (u_h, q_h, u* for ParaView)", path.display()));
+        }
+        if let Some(path) = &self.png {
+            let picture = plot::solution_png(solution, plot::PictureField::UStar, path, 800)?;
+            lines.push(format!(
+                "wrote {} (u*, {} x {} pixels, colours from {:.4e} to {:.4e})",
+                path.display(),
+                picture.size.0,
+                picture.size.1,
+                picture.range.0,
+                picture.range.1
+            ));
+        }
+        Ok(lines)
     }
 }
 

@@ -10,7 +10,7 @@ use hdg_examples::problem_file::ProblemFile;
 use hdg_examples::{
     measured_json, parse_solver, parse_tau, print_memory, print_report, report_json,
     solve_measured, BackendKind, BoundaryKind, CudaSettings, Measured, MeshKind, MeshSpec,
-    Precision, ProblemKind, SolveSettings, TraceOperatorKind,
+    Precision, ProblemKind, SolutionOutputs, SolveSettings, TraceOperatorKind,
 };
 use hdg_linalg::SolverChoice;
 use hdg_mesh::Diagonal;
@@ -117,6 +117,13 @@ enum Command {
         /// boundary lines/triangles become boundary tags).
         #[arg(long)]
         mesh: MeshSpec,
+        /// Write the solution (u_h, q_h, u*, per-cell errors, regions, boundary tags) to this
+        /// VTK XML file for ParaView.
+        #[arg(long, value_name = "FILE.vtu")]
+        output: Option<std::path::PathBuf>,
+        /// Write a picture of u* (2D) to this PNG file.
+        #[arg(long, value_name = "FILE.png")]
+        plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -289,6 +296,7 @@ fn tolerance_reachable(common: &Common, reached: f64) -> bool {
 fn run_one(
     common: &Common,
     mesh: &MeshSpec,
+    outputs: &SolutionOutputs,
     log: &mut StageLog,
 ) -> Result<(Measured, Vec<String>), CoreError> {
     if !(0.0..=0.4).contains(&common.perturb) {
@@ -311,6 +319,7 @@ fn run_one(
         solver: common.solver,
         operator: common.operator,
         cuda: CudaSettings::from_environment()?,
+        keep_solution: outputs.any(),
     };
     let measured = solve_measured(
         common.backend,
@@ -322,6 +331,9 @@ fn run_one(
         log,
     )?;
     let mut lines = built.summary;
+    if let Some(solution) = &measured.solution {
+        lines.extend(outputs.write(solution, built.regions.as_deref())?);
+    }
     if !common.kappa.is_empty() {
         lines.push(format!(
             "kappa per region: {} (the exact solution is that of constant kappa: no errors)",
@@ -423,9 +435,10 @@ fn main() -> ExitCode {
         }
     }
     let result = match &cli.command {
-        Command::Solve { mesh, common } => {
+        Command::Solve { mesh, output, plot, common } => {
             let mut log = StageLog::new(!common.json);
-            run_one(common, mesh, &mut log).map(|(measured, mesh_lines)| {
+            let outputs = SolutionOutputs { vtu: output.clone(), png: plot.clone() };
+            run_one(common, mesh, &outputs, &mut log).map(|(measured, mesh_lines)| {
                 drop(log);
                 if common.json {
                     let mut json = measured_json(&measured);
@@ -493,7 +506,7 @@ fn convergence(
         let n = start << level;
         let mesh = MeshSpec::Generated { kind, n };
         let mut log = StageLog::new(false);
-        let report = run_one(common, &mesh, &mut log)?.0.report;
+        let report = run_one(common, &mesh, &SolutionOutputs::default(), &mut log)?.0.report;
         all_converged &= report.solve.converged;
         rows.push((n, report));
         if let Some(b) = &bar {

@@ -58,8 +58,8 @@
 //!
 //! [output]                              # paths relative to this file's folder
 //! json = "l-shape.json"                 # the report of `hdg solve --json`
-//! # vtu = "l-shape.vtu"                 # (not written yet)
-//! # png = "l-shape.png"                 # (not written yet)
+//! vtu = "l-shape.vtu"                  # u_h, q_h, u* for ParaView (hdg::vtu)
+//! png = "l-shape.png"                   # a picture of u* (2D only)
 //! ```
 //!
 //! # Boundary groups
@@ -778,9 +778,9 @@ enum MeshSource {
 pub struct Outputs {
     /// The JSON report (that of `hdg solve --json`, with the file's notes).
     pub json: Option<PathBuf>,
-    /// The solution as a VTK unstructured grid (not written yet).
+    /// The solution as a VTK unstructured grid ([`hdg::vtu`]), with the mesh file's regions.
     pub vtu: Option<PathBuf>,
-    /// A picture of the solution (not written yet).
+    /// A picture of u* (2D only: [`crate::plot::solution_png`]).
     pub png: Option<PathBuf>,
 }
 
@@ -843,6 +843,7 @@ pub struct Solved {
     tolerance: f64,
     outputs: Outputs,
     lines: Vec<String>,
+    regions: Option<Vec<u32>>,
     /// The run's report and memory figures.
     pub measured: Measured,
 }
@@ -1339,6 +1340,7 @@ impl ProblemFile {
             solver: self.solver,
             operator: self.operator,
             cuda: CudaSettings::from_environment()?,
+            keep_solution: self.outputs.vtu.is_some() || self.outputs.png.is_some(),
         };
         Ok(Setup {
             mesh: built,
@@ -1367,6 +1369,7 @@ impl ProblemFile {
             progress,
         )?;
         let mut lines = setup.mesh.summary;
+        let regions = setup.mesh.regions;
         lines.extend(setup.notes);
         Ok(Solved {
             path: self.path.clone(),
@@ -1377,6 +1380,7 @@ impl ProblemFile {
             tolerance: self.tolerance,
             outputs: setup.outputs,
             lines,
+            regions,
             measured,
         })
     }
@@ -1671,10 +1675,12 @@ impl Solved {
             std::fs::write(path, text + "\n")
                 .map_err(|e| CoreError::Io(format!("cannot write {}: {e}", path.display())))?;
         }
-        let mut pending = Vec::new();
-        for path in [&self.outputs.vtu, &self.outputs.png].into_iter().flatten() {
-            pending.push(format!("output {}: not written yet", path.display()));
-        }
+        let files =
+            crate::SolutionOutputs { vtu: self.outputs.vtu.clone(), png: self.outputs.png.clone() };
+        let pending = match &self.measured.solution {
+            Some(solution) => files.write(solution, self.regions.as_deref())?,
+            None => Vec::new(),
+        };
         let r = &self.measured.report;
         if json {
             println!("{report}");

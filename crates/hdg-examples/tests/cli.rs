@@ -286,3 +286,42 @@ fn convergence_plot_has_the_fitted_rates() {
         assert!((rate - expected).abs() < 0.2, "{name}: fitted rate {rate}, expected {expected}");
     }
 }
+
+/// `--output` and `--plot` write the solution: a VTU file with the mesh file's regions and
+/// boundary tags, a PNG picture; a picture of a 3D solution is refused with the reason, and
+/// an unwritable path is an error naming it.
+#[test]
+fn solve_writes_the_solution_for_paraview_and_a_picture() {
+    let dir = std::env::temp_dir().join(format!("hdg-cli-output-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (vtu, png) = (dir.join("plate.vtu"), dir.join("plate.png"));
+    let mesh = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/meshes/plate-with-hole-0.msh");
+    let (code, out, err) = hdg(&[
+        "solve",
+        "--mesh",
+        mesh,
+        "--order",
+        "2",
+        "--output",
+        vtu.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("plate.vtu") && out.contains("plate.png"), "{out}");
+    let text = std::fs::read_to_string(&vtu).unwrap();
+    for name in ["u_h", "q_h", "u_star", "region", "boundary_tag", "error_u"] {
+        assert!(text.contains(&format!("Name=\"{name}\"")), "no {name} in the VTU file");
+    }
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+
+    let (code, _, err) =
+        hdg(&["solve", "--mesh", "cube:2", "--order", "1", "--plot", png.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("2D") && err.contains("--output"), "{err}");
+    let (code, _, err) =
+        hdg(&["solve", "--mesh", "square:2", "--order", "1", "--output", "/no/such/dir/u.vtu"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/no/such/dir/u.vtu"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

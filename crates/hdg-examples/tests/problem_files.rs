@@ -184,19 +184,24 @@ method = "direct"
     }
 }
 
-/// The JSON output is written where `[output] json` says, relative to the file; vtu and png
-/// are announced as not written yet.
+/// The outputs are written where `[output]` says, relative to the file: the JSON report, the
+/// VTU file (read back here as XML with the cell count of the mesh) and the PNG picture
+/// (its PNG signature).
 #[test]
 fn outputs_are_written_relative_to_the_file() {
     let dir = scratch("outputs");
     let path = dir.join("p.toml");
     let text = "[mesh]\ngenerate = \"square:2\"\n[discretization]\norder = 1\n\
-                [output]\njson = \"out/report.json\"\nvtu = \"u.vtu\"\n";
+                [output]\njson = \"out/report.json\"\nvtu = \"u.vtu\"\npng = \"u.png\"\n";
     std::fs::create_dir_all(dir.join("out")).unwrap();
     std::fs::write(&path, text).unwrap();
     let (code, out, err) = hdg(&["run", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("u.vtu: not written yet"), "{out}");
+    assert!(out.contains("wrote") && out.contains("u.vtu") && out.contains("u.png"), "{out}");
+    let vtu = std::fs::read_to_string(dir.join("u.vtu")).unwrap();
+    assert!(vtu.contains("<VTKFile") && vtu.contains("UnstructuredGrid"), "{vtu:.200}");
+    let png = std::fs::read(dir.join("u.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let written = std::fs::read_to_string(dir.join("out/report.json")).unwrap();
     let report: serde_json::Value = serde_json::from_str(&written).unwrap();
     assert_eq!(report["cells"], 8);

@@ -132,6 +132,12 @@ pub enum Error {
     },
 }
 
+impl From<hdg_mesh::MeshError> for Error {
+    fn from(e: hdg_mesh::MeshError) -> Error {
+        Error::Core(CoreError::Mesh(e))
+    }
+}
+
 /// A solve, set up step by step: `Solver::new(mesh, problem).order(3).solve()`.
 ///
 /// Defaults: order 2, the CPU backend, f64, CG with the multigrid preconditioner
