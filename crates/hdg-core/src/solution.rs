@@ -97,7 +97,7 @@ impl Solution {
     /// on every face ([`crate::PipelineOutput::full_trace`]).
     ///
     /// # Errors
-    /// [`CoreError::InvalidParameter`] if a length does not match the mesh and order.
+    /// [`crate::CoreError::InvalidParameter`] if a length does not match the mesh and order.
     pub fn from_parts<T: crate::Real>(
         mesh: Arc<Mesh>,
         problem: Problem,
@@ -247,7 +247,8 @@ impl Solution {
     /// [`Self::evaluate`] at many points (`dim` coordinates each, point-major), in parallel.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParameter`] if `points.len()` is not a multiple of the dimension.
+    /// [`crate::CoreError::InvalidParameter`] if `points.len()` is not a multiple of the
+    /// dimension.
     pub fn evaluate_many(&self, points: &[f64]) -> Result<Vec<Option<PointValue>>> {
         let d = self.mesh.dim();
         crate::backend::whole_blocks("points", points.len(), d)?;
@@ -266,19 +267,9 @@ impl Solution {
     /// problem's kappa; NaN for an exact solution without gradient).
     ///
     /// # Errors
-    /// A panic inside `exact` becomes [`CoreError::InvalidParameter`] naming it.
+    /// A panic inside `exact` becomes [`crate::CoreError::InvalidParameter`] naming it.
     pub fn errors(&self, exact: &ExactSolution) -> Result<ErrorNorms> {
-        let (disc, geometry, vertices, fields) = self.host_setup()?;
-        run_user("the exact solution", || {
-            crate::error_norms::error_norms(
-                &disc,
-                &geometry,
-                &vertices,
-                &fields,
-                &self.u_star,
-                exact,
-            )
-        })
+        self.with_error_quadrature(exact, crate::error_norms::error_norms)
     }
 
     /// The squared L2 errors of u_h, q_h and u* on every cell (`[c] = [u, q, u*]`).
@@ -286,16 +277,29 @@ impl Solution {
     /// # Errors
     /// As [`Self::errors`].
     pub fn cell_errors(&self, exact: &ExactSolution) -> Result<Vec<[f64; 3]>> {
-        let (disc, geometry, vertices, fields) = self.host_setup()?;
+        self.with_error_quadrature(exact, crate::error_norms::cell_errors)
+    }
+
+    /// Runs one of the host error quadratures of [`crate::error_norms`] on this solution:
+    /// the problem's tables and coefficients on this mesh and order, the geometry, the fields.
+    fn with_error_quadrature<R>(
+        &self,
+        exact: &ExactSolution,
+        quadrature: impl FnOnce(
+            &Discretization<'_, f64>,
+            &[f64],
+            &[f64],
+            &HostFields<f64>,
+            &[f64],
+            &ExactSolution,
+        ) -> R,
+    ) -> Result<R> {
+        let disc = Discretization::<f64>::new(&self.mesh, &self.problem, self.order)?;
+        let (vertices, geometry) =
+            mesh_geometry::<f64>(&self.mesh, disc.tables.face_parameter_measure);
+        let fields = HostFields { u: self.u.clone(), q: self.q.clone() };
         run_user("the exact solution", || {
-            crate::error_norms::cell_errors(
-                &disc,
-                &geometry,
-                &vertices,
-                &fields,
-                &self.u_star,
-                exact,
-            )
+            quadrature(&disc, &geometry, &vertices, &fields, &self.u_star, exact)
         })
     }
 
@@ -308,16 +312,5 @@ impl Solution {
         u: impl Fn(&[f64]) -> f64 + Send + Sync + 'static,
     ) -> Result<ErrorNorms> {
         self.errors(&ExactSolution::Value { u: Arc::new(u) })
-    }
-
-    /// What the host error quadrature needs: the tables and coefficients of the problem on
-    /// this mesh and order, the geometry, the fields as [`HostFields`].
-    #[allow(clippy::type_complexity)]
-    fn host_setup(&self) -> Result<(Discretization<'_, f64>, Vec<f64>, Vec<f64>, HostFields<f64>)> {
-        let disc = Discretization::<f64>::new(&self.mesh, &self.problem, self.order)?;
-        let (vertices, geometry) =
-            mesh_geometry::<f64>(&self.mesh, disc.tables.face_parameter_measure);
-        let fields = HostFields { u: self.u.clone(), q: self.q.clone() };
-        Ok((disc, geometry, vertices, fields))
     }
 }
