@@ -243,8 +243,8 @@ pub fn recover_weighted_flux<T: Real>(
     Ok(())
 }
 
-/// The L2 projection onto [P_k]^d of kappa^-1 q_h, `[r * n + i]`: what the postprocessing's
-/// right-hand side -(kappa^-1 q_h, grad w) needs (grad w of w in P_{k+1} lies in [P_k]^d).
+/// The L2 projection onto \[P_k\]^d of kappa^-1 q_h, `[r * n + i]`: what the postprocessing's
+/// right-hand side -(kappa^-1 q_h, grad w) needs (grad w of w in P_{k+1} lies in \[P_k\]^d).
 /// The reference mass matrix is the identity, so the projection is sum_q w_q phi_i(q)
 /// (kappa^-1 q_h)(q).
 pub fn projected_inverse_kappa_flux<T: Real>(

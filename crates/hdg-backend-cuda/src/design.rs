@@ -85,7 +85,7 @@ pub fn kernels_exist(n_f: usize, slots: usize) -> bool {
 }
 
 /// Most threads per block of a block-design kernel, its `__launch_bounds__`: the bordered
-/// condensation's own ([`BorderedTuning::max_threads`]), else [`MAX_BLOCK_THREADS`]. The
+/// condensation's own (`BorderedTuning::max_threads`), else [`MAX_BLOCK_THREADS`]. The
 /// launch checks the loaded kernel's own bound as well.
 pub fn max_threads(
     stage: ElementStage,

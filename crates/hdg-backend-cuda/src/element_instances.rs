@@ -15,7 +15,7 @@ pub const MAX_ELEMENT_ORDER: usize = 8;
 pub const MAX_THREAD_ORDER_TETRAHEDRON: usize = 4;
 
 /// Most threads per block (`__launch_bounds__`) of the element kernels, but for the bordered
-/// condensation's own bounds ([`BorderedTuning::max_threads`]).
+/// condensation's own bounds (`BorderedTuning::max_threads`; [`crate::design::max_threads`]).
 pub const MAX_BLOCK_THREADS: u32 = 256;
 
 /// Values of slack at the end of the bordered condensation's shared memory: its tensor-core
@@ -96,7 +96,7 @@ pub const fn postprocess_block_shared_values(dim: usize, n: usize, n_post: usize
 }
 
 /// Where the bordered condensation keeps the outputs of a group of elements until it writes
-/// them ([`BorderedTuning::output_group`]).
+/// them (`BorderedTuning::output_group`; [`crate::design::bordered_output_group`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputStaging {
     /// No staging (groups of one element): every value goes straight to its place in the

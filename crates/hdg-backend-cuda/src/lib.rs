@@ -4,38 +4,40 @@
 //! request for a device with a clear "unavailable" error ([`availability`]).
 //!
 //! With `--features cuda` (build: nvcc, see `scripts/cuda-toolchain.sh`; run: an NVIDIA driver)
-//! it runs every stage of the pipeline on the GPU:
+//! it runs every stage of the pipeline on the GPU (the backend's own types named below exist
+//! only in that build, so they are plain names here, not links):
 //!
-//! - [`CudaBackend`]: context, stream and kernels (`build.rs` compiles every `kernels/*.cu` to
+//! - `CudaBackend`: context, stream and kernels (`build.rs` compiles every `kernels/*.cu` to
 //!   sm_90 SASS and portable compute_75 PTX and embeds both), with [`hdg_core::VectorOps`] for
-//!   f32 and f64 on [`DeviceVector`]s (fused operations, deterministic one-launch reductions
+//!   f32 and f64 on `DeviceVector`s (fused operations, deterministic one-launch reductions
 //!   whose last block writes the result to page-locked host memory, batched block Cholesky for
 //!   block Jacobi) and [`hdg_core::MixedPrecisionOps`];
-//! - [`DeviceDbf`]: the assembled DBF trace matrix on the device (row-fastest planes, one per
+//! - `DeviceDbf`: the assembled DBF trace matrix on the device (row-fastest planes, one per
 //!   slot and block entry) as a [`hdg_core::TraceOperator`], so every solver of `hdg-linalg`
 //!   runs on it unchanged, and as a [`hdg_core::DemoteOperator`] for mixed-precision
 //!   refinement; block sizes 1..=11 (triangles) and the tetrahedron face blocks up to 45;
-//! - the element stages ([`elements`]): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
+//! - the element stages (module `stages`): [`hdg_core::LocalSolver`], [`hdg_core::Assembler`],
 //!   [`hdg_core::Postprocessor`] and [`hdg_core::Backend`] for f32 and f64 (triangles and
 //!   tetrahedra, k = 1..=8; kernels in `kernels/condense.cu`, `condense_bordered.cu`,
 //!   `assemble.cu`, `recover.cu` and `postprocess.cu`),
 //!   so `hdg_core::pipeline::solve` runs the whole pipeline on the device: geometry factors,
-//!   condensation, assembly straight into a [`DeviceDbf`], the trace solve, recovery,
+//!   condensation, assembly straight into a `DeviceDbf`, the trace solve, recovery,
 //!   postprocessing, and for the built-in manufactured problems the element loads and the
 //!   error norms (other problems give closures, evaluated on the host). Condensation, recovery and postprocessing come in two
 //!   kernel designs, thread per element and block per element, chosen per cell type, order and
 //!   precision by measurement ([`design`]: the designs, the dispatch, the launch sizes);
-//! - the matrix-free trace operator ([`matrix_free`]): [`MatrixFreeOperator`] applies the trace
-//!   operator from the element trace matrices (packed symmetric, element-fastest) with a
-//!   per-element product and a deterministic per-face gather, never assembling the global
-//!   matrix. [`CudaBackend::with_trace_operator`] chooses what [`hdg_core::Assembler::assemble`]
-//!   builds ([`TraceOperatorKind`]); the assembled operator is a [`DeviceTraceOperator`], either
-//!   kind, so the pipeline and every solver run unchanged on both;
-//! - device memory: [`CudaBackend::watch_memory`] samples the memory in use from a background
-//!   thread and reports the peak of a stretch of work ([`MemoryWatch`], [`MemoryPeak`]); an
+//! - the matrix-free trace operator (`src/operator/matrix_free.rs`): `MatrixFreeOperator`
+//!   applies the trace operator from the element trace matrices (packed symmetric,
+//!   element-fastest) with a per-element product and a deterministic per-face gather, never
+//!   assembling the global matrix. `CudaBackend::with_trace_operator` chooses what
+//!   [`hdg_core::Assembler::assemble`] builds ([`TraceOperatorKind`]); the assembled operator
+//!   is a `DeviceTraceOperator`, either kind, so the pipeline and every solver run unchanged on
+//!   both;
+//! - device memory: `CudaBackend::watch_memory` samples the memory in use from a background
+//!   thread and reports the peak of a stretch of work (`MemoryWatch`, `MemoryPeak`); an
 //!   allocation the device cannot satisfy is [`hdg_core::CoreError::OutOfDeviceMemory`].
 //!
-//! A CPU-assembled matrix can still be uploaded with [`DeviceDbf::upload`].
+//! A CPU-assembled matrix can still be uploaded with `DeviceDbf::upload`.
 use std::fmt;
 use std::str::FromStr;
 
@@ -103,7 +105,7 @@ pub use vector::DeviceVector;
 /// that programs can parse the choice without the `cuda` feature).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TraceOperatorKind {
-    /// The assembled trace matrix in the dense block format ([`DeviceDbf`] with `cuda`).
+    /// The assembled trace matrix in the dense block format (`DeviceDbf` with `cuda`).
     #[default]
     Dbf,
     /// The matrix-free operator: element trace matrices, per-element products and a per-face

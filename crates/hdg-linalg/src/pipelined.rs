@@ -6,7 +6,7 @@
 //! synchronisation of the device or of the ranks. The pipelined variant carries the extra
 //! recurrences w = A u, s = A p, q = M^-1 s, z = A q so that all the dots an iteration needs
 //! (gamma = r.u, delta = w.u, and r.r for the stopping test) are taken at one point, through
-//! one [`VectorOps::dot_many`] call, independent of the operator and preconditioner
+//! one [`FusedOps::dot_many`] call, independent of the operator and preconditioner
 //! application that follow; with an asynchronous reduction the two would overlap. The price is
 //! four more vectors, more vector updates, and a larger gap between the recurrence and the
 //! true residual (rounding errors in the extra recurrences), which this implementation
@@ -27,7 +27,7 @@ const MAX_GAP_RESTARTS: usize = 3;
 ///
 /// Stops when the recurrence's ||r|| / ||b|| <= `tolerance`; the reported
 /// `relative_residual` is the true one, recomputed at the end. The report's `reductions`
-/// counts each fused [`VectorOps::dot_many`] once, so a solve of k iterations costs k + O(1)
+/// counts each fused [`FusedOps::dot_many`] once, so a solve of k iterations costs k + O(1)
 /// reduction phases (plain CG needs two phases per iteration, p.Ap and
 /// r.z; [`crate::run_cg`] counts three: p.Ap, r.r fused in the update, r.z).
 ///

@@ -33,7 +33,7 @@ pub(crate) fn condensed_block<T>() -> usize {
 }
 
 /// Cells the sector-blocked arrays of the condensation hold (module documentation): `n_cells`
-/// rounded up to whole blocks ([`condensed_block`]).
+/// rounded up to whole blocks of one 32-byte sector's worth of T (`condensed_block`).
 pub fn condensed_cells<T>(n_cells: usize) -> usize {
     n_cells.div_ceil(condensed_block::<T>()) * condensed_block::<T>()
 }

@@ -4,7 +4,7 @@
 //! [`Postprocessor`] and [`Backend`] for [`CudaBackend`] (f32 and f64), so that
 //! `hdg_core::pipeline::solve` runs the whole HDG pipeline on the GPU.
 //!
-//! Triangles and tetrahedra, orders k = 1..=[`MAX_ELEMENT_ORDER`] (8), f32 and f64. The
+//! Triangles and tetrahedra, orders k = 1..=[`crate::MAX_ELEMENT_ORDER`] (8), f32 and f64. The
 //! kernels are templates on a cell-traits struct (`kernels/element_common.cuh`: dimension,
 //! faces, face orientations, geometry record) instantiated per (cell type, order, precision).
 //!
@@ -33,7 +33,7 @@
 //!
 //! | array | index |
 //! | --- | --- |
-//! | geometry (record of [`GeometryLayout`]: 14 fields for a triangle, 26 for a tetrahedron) | `[g * n_cells + e]` |
+//! | geometry (record of [`hdg_core::geometry::GeometryLayout`]: 14 fields for a triangle, 26 for a tetrahedron) | `[g * n_cells + e]` |
 //! | orientations (u8), global faces (u32), tau | `[f * n_cells + e]`, local face f |
 //! | kappa, reaction | `[e]` |
 //! | element load F_K | `[i * n_cells + e]` |
@@ -48,7 +48,7 @@
 //! The condensation's outputs are *sector-blocked* (`kernels/condensed_layout.cuh`): the cells
 //! come in blocks of one 32-byte sector's worth, `SB` = 4 in f64 and 8 in f32, and value `v`
 //! (of `planes` per cell) of cell `e` is at `[((e / SB) * planes + v) * SB + e % SB]`, in
-//! arrays of [`condensed_cells`] cells. A warp of consecutive cells still reads and writes
+//! arrays of [`layout::condensed_cells`] cells. A warp of consecutive cells still reads and writes
 //! whole sectors, and a thread block writing one element's values (the block designs of the
 //! condensation) touches a quarter of the cache lines that element-fastest planes cost it:
 //! 1.24x for the bordered condensation of tetrahedra at k = 6 in f64 (BENCHMARKS.md).
@@ -58,17 +58,17 @@
 //! (one buffer per array, with 2 face orientations for triangles and 6 for tetrahedra): in
 //! the thread design every thread of a warp reads the same entry (a broadcast), in the block
 //! design the threads of a block read consecutive entries. The assembly writes the
-//! [`DeviceDbf`] layout directly (its module documentation) and the right-hand side.
+//! [`crate::DeviceDbf`] layout directly (its module documentation) and the right-hand side.
 //!
 //! # Setup, and what stays on the host
 //!
 //! [`LocalSolver::prepare`] uploads the mesh (vertices and the cell-vertex table) and computes
-//! the geometric factors on the device ([`crate::geometry`]: `hdg_core::geometry::cell_geometry`
+//! the geometric factors on the device (`crate::geometry`: `hdg_core::geometry::cell_geometry`
 //! to the bit); the face tables and the assembly's topology go up in their host layout and are
 //! transposed into planes on the device. Two steps evaluate the problem's functions: the
 //! element loads F_K (`(f, phi_i)_K`) and the error norms. For a manufactured source and exact
 //! solution (`hdg_core::Source::Manufactured`, `hdg_core::ExactSolution::Manufactured`) both
-//! run on the device ([`crate::manufactured`]: device code generated from the solutions'
+//! run on the device (`crate::manufactured`: device code generated from the solutions'
 //! description). For closures they run on the host (Rayon over cells): the loads in
 //! [`LocalSolver::prepare`] by `hdg_core::load`, as the CPU's condensation computes them, then
 //! uploaded, and [`Postprocessor::error_norms`] downloads u_h, q_h and u* and calls

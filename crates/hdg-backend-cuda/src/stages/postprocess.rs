@@ -34,7 +34,7 @@ impl<T: DeviceReal> DevicePostprocessed<T> {
 }
 
 impl<T: DeviceReal> DevicePostprocessed<T> {
-    /// Fills u* with NaN (see [`DeviceCondensed::poison`]).
+    /// Fills u* with NaN (see [`crate::DeviceCondensed::poison`]).
     pub fn poison(&mut self) -> Result<()> {
         let backend = self.backend.clone();
         poison(&backend, [&mut self.u_star])

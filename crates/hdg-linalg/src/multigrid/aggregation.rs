@@ -10,7 +10,8 @@
 //!    `T[i][agg(i)] = 1 / sqrt(|agg(i)|)` (orthonormal columns).
 //! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
-//!    is the Galerkin product P^T A P ([`super::sparse`]).
+//!    is the Galerkin product P^T A P ([`galerkin_products`], through the sparse products of
+//!    `multigrid/sparse.rs`).
 use hdg_core::sparse_rows::{assemble_rows, for_each_group};
 use hdg_core::{Coarsening, HostCsr};
 use rayon::prelude::*;
@@ -127,9 +128,9 @@ pub(crate) fn smooth_prolongator(
     })
 }
 
-/// The products of one coarsening on the host: P ([`smooth_prolongator`] of `tentative`), P^T
-/// and P^T (A P). What [`hdg_core::MultigridOps::coarsen`] computes where a backend does it
-/// itself, to the bit.
+/// The products of one coarsening on the host: P (`smooth_prolongator` of `tentative`, step 4
+/// of the [module docs](self)), P^T and P^T (A P). What [`hdg_core::MultigridOps::coarsen`]
+/// computes where a backend does it itself, to the bit.
 pub fn galerkin_products(
     a: &HostCsr,
     tentative: &HostCsr,

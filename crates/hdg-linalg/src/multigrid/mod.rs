@@ -21,19 +21,19 @@
 //! z = S_l r;   z += P_l cycle_{l+1}(P_l^T (r - A_l z));   z += S_l (r - A_l z)
 //! ```
 //!
-//! with S_l a Chebyshev polynomial in M_l^-1 A_l ([`crate::chebyshev`]'s recurrence, no inner
-//! products), M_0 the block diagonal of the trace matrix (one n_f x n_f block per face, what
-//! [`crate::BlockJacobi`] inverts) and M_l (l >= 1) the diagonal. The polynomial targets
-//! [lambda_max / range, lambda_max]: the smoother damps the upper part of the spectrum, the
-//! coarse level the rest. lambda_max must not be under-estimated (a Chebyshev smoother
-//! amplifies what lies above its interval): on the trace level it is at most faces_per_cell
-//! (proof at [`Multigrid::new`]), used as it is in 2D and as the cap of a Lanczos estimate in
-//! 3D; on the vertex levels a Lanczos estimate capped by the Gershgorin bound. Pre- and
-//! post-smoothing are the same symmetric polynomial and every transfer pair is (P, P^T), so
-//! the cycle is a symmetric positive definite operator, fixed from call to call: a valid CG
-//! preconditioner. It uses only backend vector operations, the trace operator's product and
-//! [`MultigridOps`]: the CUDA backend runs this very code. In an f64 solve the whole cycle runs
-//! in f32 on a rounded copy of the trace matrix (`SinglePrecision`, chosen by
+//! with S_l a Chebyshev polynomial in M_l^-1 A_l ([`crate::ChebyshevPreconditioner`]'s
+//! recurrence, no inner products), M_0 the block diagonal of the trace matrix (one n_f x n_f
+//! block per face, what [`crate::BlockJacobi`] inverts) and M_l (l >= 1) the diagonal. The
+//! polynomial targets [lambda_max / range, lambda_max]: the smoother damps the upper part of
+//! the spectrum, the coarse level the rest. lambda_max must not be under-estimated (a Chebyshev
+//! smoother amplifies what lies above its interval): on the trace level it is at most
+//! faces_per_cell (proof at [`Multigrid::new`]), used as it is in 2D and as the cap of a
+//! Lanczos estimate in 3D; on the vertex levels a Lanczos estimate capped by the Gershgorin
+//! bound. Pre- and post-smoothing are the same symmetric polynomial and every transfer pair is
+//! (P, P^T), so the cycle is a symmetric positive definite operator, fixed from call to call: a
+//! valid CG preconditioner. It uses only backend vector operations, the trace operator's
+//! product and [`MultigridOps`]: the CUDA backend runs this very code. In an f64 solve the
+//! whole cycle runs in f32 on a rounded copy of the trace matrix (`SinglePrecision`, chosen by
 //! [`MultigridSettings::single_precision`]).
 //!
 //! **Why this design** (measurements in BENCHMARKS.md): the trace space's smooth error is the
