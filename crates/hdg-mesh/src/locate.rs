@@ -66,8 +66,14 @@ impl PointLocator {
             bins[r] = ((extent[r] / side).ceil() as usize).clamp(1, 1 << 12);
             bin_size[r] = extent[r] / bins[r] as f64;
         }
-        let mut locator =
-            PointLocator { dim: d, low, bin_size, bins, bin_start: Vec::new(), bin_cells: Vec::new() };
+        let mut locator = PointLocator {
+            dim: d,
+            low,
+            bin_size,
+            bins,
+            bin_start: Vec::new(),
+            bin_cells: Vec::new(),
+        };
         let n_bins = bins[0] * bins[1] * bins[2];
         let mut counts = vec![0usize; n_bins + 1];
         let mut ranges = Vec::with_capacity(mesh.n_cells());
@@ -75,9 +81,8 @@ impl PointLocator {
             let (mut lo, mut hi) = ([0usize; 3], [0usize; 3]);
             for r in 0..d {
                 let coords = mesh.cell_vertices(c).iter().map(|&v| mesh.vertex(v)[r]);
-                let (a, b) = coords.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-                    (a.min(x), b.max(x))
-                });
+                let (a, b) = coords
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
                 lo[r] = locator.bin_of(r, a);
                 hi[r] = locator.bin_of(r, b);
             }
@@ -202,8 +207,8 @@ mod tests {
     /// the point; points outside the domain are not found.
     #[test]
     fn centroids_are_found_in_their_cells() {
-        let square = generate::perturb(&generate::unit_square(7, Diagonal::Right).unwrap(), 0.3, 3)
-            .unwrap();
+        let square =
+            generate::perturb(&generate::unit_square(7, Diagonal::Right).unwrap(), 0.3, 3).unwrap();
         for mesh in [square, generate::unit_cube(3).unwrap()] {
             let d = mesh.dim();
             let locator = PointLocator::new(&mesh);
