@@ -1,0 +1,615 @@
+//! Generated CUDA kernels for constant operators (issue 21, after seed 004: GiMMiK).
+//!
+//! A constant operator `A` (m x k, row-major, computed in f64 by the reference element) is
+//! applied to a panel of `n` elements: `C = A B` ([`Beta::Zero`]) or `C = A B + C`
+//! ([`Beta::One`]). `B` holds k rows of n values with leading dimension `ldb` (the element index
+//! is fastest, so the threads of a warp read consecutive elements: coalesced), `C` holds m rows
+//! of n values with leading dimension `ldc`. Every kernel has the signature
+//!
+//! ```text
+//! extern "C" __global__ void NAME(int n, const T* __restrict__ b, int ldb,
+//!                                 T* __restrict__ c, int ldc)
+//! ```
+//!
+//! and one thread computes one element column (of all rows of `C`, or of one chunk of rows).
+//! The generated source is host-independent text: this module has no CUDA types and is built
+//! with and without the `cuda` feature. Nothing here is wired into the pipeline yet.
+//!
+//! What the generator does (GiMMiK's design, and its answer to register pressure):
+//!
+//! - the entries of `A` are embedded as exact hexadecimal float literals ([`hex_f64`],
+//!   [`hex_f32`]; an f32 kernel rounds each entry to f32 first);
+//! - entries equal to zero (after that rounding; -0.0 included) are skipped, and rows of `B` that
+//!   no nonzero uses are never loaded; each used row of `B` is loaded once (per row chunk) into a
+//!   register before its products;
+//! - rows of `A` that are all zero write 0 ([`Beta::Zero`]) or leave `C` as it is
+//!   ([`Beta::One`]);
+//! - [`Variant::Unrolled`]: one thread per column, fully unrolled, every used row of `B` live;
+//! - [`Variant::RowSplit`]: the rows of `A` split into chunks of `rows_per_thread`; a 2D launch
+//!   whose `blockIdx.y` picks the chunk; the thread walks the chunk's used columns in order, loads
+//!   the value of `B` and updates the chunk's accumulators, so that only `rows_per_thread`
+//!   accumulators and one value of `B` are live whatever k is.
+//!
+//! **Summation order (what makes results bit-stable).** Every output is computed by the same
+//! sequence of operations in both variants: with [`Beta::Zero`] it starts from the product with
+//! the row's first nonzero, with [`Beta::One`] from the old value of `C`, and it adds the row's
+//! remaining nonzero products in increasing column order of `A`, each with an explicit fused
+//! multiply-add (`fma`/`fmaf`, so the compiler's contraction choices cannot change it). The
+//! result is therefore the same bits from run to run, from one variant to the other, and on any
+//! host that implements `fma` correctly (the host emulation in the tests included).
+//!
+//! The choice of variant ([`choose`]) is a cost model that must be checked against measurement
+//! (`scripts/operator_bench.py`).
+use std::fmt::Write as _;
+
+pub use hdg_core::Precision;
+
+/// Threads per block along the element index (both variants).
+pub const BLOCK_X: u32 = 128;
+
+/// Rows of `A` per chunk in the [`Variant::RowSplit`] kernels that [`choose`] picks.
+pub const DEFAULT_ROWS_PER_THREAD: usize = 16;
+
+/// Whether the kernel adds the old value of `C`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Beta {
+    /// `C = A B`: `C` is only written.
+    Zero,
+    /// `C = A B + C`.
+    One,
+}
+
+impl Beta {
+    /// Both, `Zero` first.
+    pub const ALL: [Beta; 2] = [Beta::Zero, Beta::One];
+
+    /// "b0" or "b1" (kernel names, file names).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Beta::Zero => "b0",
+            Beta::One => "b1",
+        }
+    }
+}
+
+/// The form of the generated kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// One thread per element column, all rows, fully unrolled (GiMMiK's basic form).
+    Unrolled,
+    /// Rows split into chunks of `rows_per_thread`; `blockIdx.y` picks the chunk.
+    RowSplit {
+        /// Rows of `A` per thread (at least 1).
+        rows_per_thread: usize,
+    },
+}
+
+impl Variant {
+    /// "u" or "rsR" (kernel names, file names).
+    pub fn tag(self) -> String {
+        match self {
+            Variant::Unrolled => "u".to_string(),
+            Variant::RowSplit { rows_per_thread } => format!("rs{rows_per_thread}"),
+        }
+    }
+}
+
+/// Why no kernel could be generated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CodegenError {
+    /// m or k is zero.
+    #[error("operator '{name}' is empty ({m} x {k})")]
+    Empty {
+        /// Operator name.
+        name: String,
+        /// Rows.
+        m: usize,
+        /// Columns.
+        k: usize,
+    },
+    /// The values do not hold m x k entries.
+    #[error("operator '{name}' is {m} x {k} but has {len} values")]
+    Shape {
+        /// Operator name.
+        name: String,
+        /// Rows.
+        m: usize,
+        /// Columns.
+        k: usize,
+        /// Number of values given.
+        len: usize,
+    },
+    /// An entry is NaN or infinite (or overflows f32 for an f32 kernel).
+    #[error("operator '{name}': entry ({row}, {col}) = {value} is not finite in {precision:?}")]
+    NotFinite {
+        /// Operator name.
+        name: String,
+        /// Row of the entry.
+        row: usize,
+        /// Column of the entry.
+        col: usize,
+        /// The f64 value.
+        value: f64,
+        /// The precision it was converted to.
+        precision: Precision,
+    },
+    /// The name has no character usable in a C identifier.
+    #[error("operator name '{0}' has no letter or digit")]
+    Name(String),
+    /// `rows_per_thread` is zero.
+    #[error("rows_per_thread must be at least 1")]
+    RowsPerThread,
+    /// The operator is too large for the kernel's `int` arguments or launch grid.
+    #[error("operator '{name}' ({m} x {k}) is too large for a generated kernel")]
+    TooLarge {
+        /// Operator name.
+        name: String,
+        /// Rows.
+        m: usize,
+        /// Columns.
+        k: usize,
+    },
+}
+
+/// A constant operator: name, shape and row-major f64 values, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConstOperator {
+    name: String,
+    m: usize,
+    k: usize,
+    values: Vec<f64>,
+}
+
+impl ConstOperator {
+    /// Checks the shape (m, k >= 1, m * k values), that every value is finite and that the name
+    /// has a letter or digit (it becomes part of the kernel's name).
+    pub fn new(
+        name: &str,
+        m: usize,
+        k: usize,
+        values: Vec<f64>,
+    ) -> Result<ConstOperator, CodegenError> {
+        if m == 0 || k == 0 {
+            return Err(CodegenError::Empty { name: name.into(), m, k });
+        }
+        if m.checked_mul(k) != Some(values.len()) {
+            return Err(CodegenError::Shape { name: name.into(), m, k, len: values.len() });
+        }
+        // Row indices times ldb must fit the kernel's 64-bit offsets and the grid's y extent.
+        if m > 1 << 20 || k > 1 << 20 {
+            return Err(CodegenError::TooLarge { name: name.into(), m, k });
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(CodegenError::NotFinite {
+                name: name.into(),
+                row: i / k,
+                col: i % k,
+                value: values[i],
+                precision: Precision::F64,
+            });
+        }
+        if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
+            return Err(CodegenError::Name(name.into()));
+        }
+        Ok(ConstOperator { name: name.into(), m, k, values })
+    }
+
+    /// The name given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Rows of `A` (rows of `C`).
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// Columns of `A` (rows of `B`).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The row-major values.
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// Entries different from zero in f64 (-0.0 counts as zero).
+    pub fn nnz(&self) -> usize {
+        self.values.iter().filter(|&&v| v != 0.0).count()
+    }
+
+    /// The entries as the kernel of `precision` embeds them: f64 as they are, f32 rounded to
+    /// nearest (an error if one overflows).
+    fn entries(&self, precision: Precision) -> Result<Vec<f64>, CodegenError> {
+        match precision {
+            Precision::F64 => Ok(self.values.clone()),
+            Precision::F32 => self
+                .values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let r = v as f32;
+                    if r.is_finite() {
+                        Ok(f64::from(r))
+                    } else {
+                        Err(CodegenError::NotFinite {
+                            name: self.name.clone(),
+                            row: i / self.k,
+                            col: i % self.k,
+                            value: v,
+                            precision,
+                        })
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A generated kernel and how to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratedKernel {
+    /// The kernel's (extern "C") name: `hdg_op_<operator>_<f32|f64>_<b0|b1>_<u|rsR>`.
+    pub name: String,
+    /// CUDA C source of the one kernel (no includes; compiles with NVRTC and nvcc).
+    pub source: String,
+    /// Precision of `B`, `C` and the embedded constants.
+    pub precision: Precision,
+    /// Whether the old `C` is added.
+    pub beta: Beta,
+    /// The kernel's form.
+    pub variant: Variant,
+    /// Rows of `A`.
+    pub m: usize,
+    /// Columns of `A`.
+    pub k: usize,
+    /// Threads per block (x, y).
+    pub block: (u32, u32),
+    /// The grid's y extent (row chunks; 1 for [`Variant::Unrolled`]); x is `ceil(n / block.0)`.
+    pub grid_y: u32,
+    /// Rows of `A` per thread (m for [`Variant::Unrolled`]).
+    pub rows_per_thread: usize,
+    /// Nonzero entries embedded (in this precision).
+    pub nnz: usize,
+    /// Useful floating-point operations per element column: 2 nnz.
+    pub flops_per_column: usize,
+    /// Loads of `B` per element column, over all row chunks.
+    pub b_rows_loaded: usize,
+    /// Distinct rows of `B` used (columns of `A` with a nonzero).
+    pub b_rows_used: usize,
+}
+
+impl GeneratedKernel {
+    /// The launch grid for a panel of `n` elements: `(ceil(n / block.0), grid_y)`, or `None` if
+    /// it exceeds CUDA's limits (x < 2^31, y < 2^16) or `n` exceeds an `int`.
+    pub fn grid(&self, n: usize) -> Option<(u32, u32)> {
+        if n > i32::MAX as usize || self.grid_y > 65_535 {
+            return None;
+        }
+        let x = n.div_ceil(self.block.0 as usize);
+        Some((u32::try_from(x).ok()?.max(1), self.grid_y))
+    }
+}
+
+/// Chooses the variant for an operator of m rows, k used columns (rows of `B` loaded) and nnz
+/// nonzeros in `precision`.
+///
+/// The rule (a cost model, to be checked against measurement with `scripts/operator_bench.py`):
+/// the unrolled kernel keeps every used row of `B` in registers, `w k` 32-bit registers (w = 1
+/// for f32, 2 for f64), and its code grows with nnz. It is chosen while `w k <= 96` (so the
+/// values of `B`, an accumulator and the addresses stay well under the 255 registers of a
+/// thread, which is where seed 004's kernels spilled) and `nnz <= 4096` (instruction-cache
+/// size); otherwise [`Variant::RowSplit`] with [`DEFAULT_ROWS_PER_THREAD`] rows per thread,
+/// whose live set is `w (rows_per_thread + 1)` registers whatever k is, at the price of
+/// loading `B` once per row chunk (from L2 when the chunks of one column block run together).
+pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
+    let w = match precision {
+        Precision::F32 => 1,
+        Precision::F64 => 2,
+    };
+    if w * k <= 96 && nnz <= 4096 || m <= DEFAULT_ROWS_PER_THREAD {
+        Variant::Unrolled
+    } else {
+        Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }
+    }
+}
+
+/// The kernel name for an operator, precision, beta and variant.
+pub fn kernel_name(
+    op: &ConstOperator,
+    precision: Precision,
+    beta: Beta,
+    variant: Variant,
+) -> String {
+    let mut ident: String =
+        op.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    while ident.contains("__") {
+        ident = ident.replace("__", "_");
+    }
+    let p = match precision {
+        Precision::F32 => "f32",
+        Precision::F64 => "f64",
+    };
+    format!("hdg_op_{}_{p}_{}_{}", ident.trim_matches('_'), beta.tag(), variant.tag())
+}
+
+/// Generates the kernel of `variant` for `op`.
+pub fn generate(
+    op: &ConstOperator,
+    precision: Precision,
+    beta: Beta,
+    variant: Variant,
+) -> Result<GeneratedKernel, CodegenError> {
+    let entries = op.entries(precision)?;
+    let (m, k) = (op.m, op.k);
+    let rows_per_thread = match variant {
+        Variant::Unrolled => m,
+        Variant::RowSplit { rows_per_thread: 0 } => return Err(CodegenError::RowsPerThread),
+        Variant::RowSplit { rows_per_thread } => rows_per_thread.min(m),
+    };
+    let chunks = m.div_ceil(rows_per_thread);
+    let grid_y = u32::try_from(chunks).map_err(|_| CodegenError::TooLarge {
+        name: op.name.clone(),
+        m,
+        k,
+    })?;
+    let (t, fma, lit): (&str, &str, fn(f64) -> String) = match precision {
+        Precision::F64 => ("double", "fma", hex_f64),
+        Precision::F32 => ("float", "fmaf", |v| hex_f32(v as f32)),
+    };
+    let name = kernel_name(op, precision, beta, variant);
+    let nnz = entries.iter().filter(|&&v| v != 0.0).count();
+    let used = |rows: std::ops::Range<usize>| -> Vec<usize> {
+        (0..k).filter(|&j| rows.clone().any(|i| entries[i * k + j] != 0.0)).collect()
+    };
+    let b_rows_used = used(0..m).len();
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// {} x {} constant operator '{}', {} nonzeros; C = A B{} over a panel of n elements.\n\
+         // {}: generated by hdg_backend_cuda::codegen. Each output starts from {} and adds\n\
+         // the products of its row's nonzeros in increasing column order with fma.",
+        m,
+        k,
+        op.name.replace('\n', " "),
+        nnz,
+        if beta == Beta::One { " + C" } else { "" },
+        match variant {
+            Variant::Unrolled => "one thread per element, all rows".to_string(),
+            Variant::RowSplit { .. } =>
+                format!("one thread per element and chunk of {rows_per_thread} rows (blockIdx.y)"),
+        },
+        if beta == Beta::One { "the old C" } else { "its first product" },
+    );
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void __launch_bounds__({BLOCK_X}) {name}(int n, const {t}* \
+         __restrict__ b, int ldb, {t}* __restrict__ c, int ldc)\n{{"
+    );
+    s.push_str(
+        "    const int j = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n    if (j >= n) return;\n    \
+         const long long sb = ldb, sc = ldc;\n    b += j;\n    c += j;\n",
+    );
+    let mut b_rows_loaded = 0;
+    match variant {
+        Variant::Unrolled => {
+            let cols = used(0..m);
+            b_rows_loaded += cols.len();
+            for &col in &cols {
+                let _ = writeln!(s, "    const {t} b{col} = b[{col} * sb];");
+            }
+            for i in 0..m {
+                let row = &entries[i * k..(i + 1) * k];
+                let nz: Vec<usize> = (0..k).filter(|&j| row[j] != 0.0).collect();
+                match (nz.first(), beta) {
+                    (None, Beta::Zero) => {
+                        let _ = writeln!(s, "    c[{i} * sc] = 0;");
+                    }
+                    (None, Beta::One) => {}
+                    (Some(&first), _) => {
+                        let rest = match beta {
+                            Beta::Zero => {
+                                let _ = write!(s, "    {{ {t} s = b{first} * {};", lit(row[first]));
+                                &nz[1..]
+                            }
+                            Beta::One => {
+                                let _ = write!(s, "    {{ {t} s = c[{i} * sc];");
+                                &nz[..]
+                            }
+                        };
+                        for &col in rest {
+                            let _ = write!(s, " s = {fma}(b{col}, {}, s);", lit(row[col]));
+                        }
+                        let _ = writeln!(s, " c[{i} * sc] = s; }}");
+                    }
+                }
+            }
+        }
+        Variant::RowSplit { .. } => {
+            s.push_str("    switch (blockIdx.y) {\n");
+            for chunk in 0..chunks {
+                let rows = chunk * rows_per_thread..((chunk + 1) * rows_per_thread).min(m);
+                let _ = writeln!(s, "    case {chunk}: {{");
+                let mut started = vec![beta == Beta::One; rows.len()];
+                for (r, i) in rows.clone().enumerate() {
+                    match beta {
+                        Beta::Zero => {
+                            let _ = writeln!(s, "        {t} s{r} = 0;");
+                        }
+                        // A zero row with beta = 1 leaves C alone: not even loaded.
+                        Beta::One if row_has_nonzero(&entries, k, i) => {
+                            let _ = writeln!(s, "        {t} s{r} = c[{i} * sc];");
+                        }
+                        Beta::One => {}
+                    }
+                }
+                let cols = used(rows.clone());
+                b_rows_loaded += cols.len();
+                for &col in &cols {
+                    let _ = write!(s, "        {{ const {t} v = b[{col} * sb];");
+                    for (r, i) in rows.clone().enumerate() {
+                        let a = entries[i * k + col];
+                        if a == 0.0 {
+                            continue;
+                        }
+                        if started[r] {
+                            let _ = write!(s, " s{r} = {fma}(v, {}, s{r});", lit(a));
+                        } else {
+                            let _ = write!(s, " s{r} = v * {};", lit(a));
+                            started[r] = true;
+                        }
+                    }
+                    s.push_str(" }\n");
+                }
+                for (r, i) in rows.clone().enumerate() {
+                    // A zero row writes s = 0 with beta = 0 and leaves C alone with beta = 1.
+                    if beta == Beta::Zero || row_has_nonzero(&entries, k, i) {
+                        let _ = writeln!(s, "        c[{i} * sc] = s{r};");
+                    }
+                }
+                s.push_str("        break;\n    }\n");
+            }
+            s.push_str("    default:\n        break;\n    }\n");
+        }
+    }
+    s.push_str("}\n");
+    Ok(GeneratedKernel {
+        name,
+        source: s,
+        precision,
+        beta,
+        variant,
+        m,
+        k,
+        block: (BLOCK_X, 1),
+        grid_y,
+        rows_per_thread,
+        nnz,
+        flops_per_column: 2 * nnz,
+        b_rows_loaded,
+        b_rows_used,
+    })
+}
+
+fn row_has_nonzero(entries: &[f64], k: usize, i: usize) -> bool {
+    entries[i * k..(i + 1) * k].iter().any(|&v| v != 0.0)
+}
+
+/// The exact C99 hexadecimal literal of `v`: `0x1.921fb54442d18p+1` for pi, `0x1p-1` for 0.5,
+/// `0x0.0000000000001p-1022` for the smallest subnormal, `0x0p+0` and `-0x0p+0` for the zeros,
+/// `-` before negative values. Trailing zero digits are dropped. Infinities and NaN have no
+/// literal: they are written `INFINITY`/`-INFINITY`/`NAN` (never produced by [`generate`],
+/// which refuses them).
+pub fn hex_f64(v: f64) -> String {
+    if v.is_nan() {
+        return "NAN".into();
+    }
+    let sign = if v.is_sign_negative() { "-" } else { "" };
+    if v.is_infinite() {
+        return format!("{sign}INFINITY");
+    }
+    let bits = v.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let mant = bits & ((1 << 52) - 1);
+    hex_literal(sign, exp, mant, 52, 1023, "")
+}
+
+/// The exact C99 hexadecimal literal of an f32, with the `f` suffix: `0x1.921fb6p+1f` for
+/// pi rounded to f32 (see [`hex_f64`] for the form).
+pub fn hex_f32(v: f32) -> String {
+    if v.is_nan() {
+        return "NAN".into();
+    }
+    let sign = if v.is_sign_negative() { "-" } else { "" };
+    if v.is_infinite() {
+        return format!("{sign}INFINITY");
+    }
+    let bits = v.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i32;
+    // 23 fraction bits, shifted left by one to fill 6 hex digits.
+    let mant = u64::from(bits & ((1 << 23) - 1)) << 1;
+    hex_literal(sign, exp, mant, 24, 127, "f")
+}
+
+/// `mant` holds `digits_bits` (a multiple of 4) fraction bits; `exp` is the biased exponent.
+fn hex_literal(
+    sign: &str,
+    exp: i32,
+    mant: u64,
+    digits_bits: u32,
+    bias: i32,
+    suffix: &str,
+) -> String {
+    let (lead, e) = if exp == 0 {
+        if mant == 0 {
+            return format!("{sign}0x0p+0{suffix}");
+        }
+        (0, 1 - bias)
+    } else {
+        (1, exp - bias)
+    };
+    let mut frac = format!("{:0width$x}", mant, width = (digits_bits / 4) as usize);
+    while frac.ends_with('0') {
+        frac.pop();
+    }
+    let dot = if frac.is_empty() { String::new() } else { format!(".{frac}") };
+    let esign = if e >= 0 { "+" } else { "-" };
+    format!("{sign}0x{lead}{dot}p{esign}{}{suffix}", e.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_literals_of_known_values() {
+        assert_eq!(hex_f64(std::f64::consts::PI), "0x1.921fb54442d18p+1");
+        assert_eq!(hex_f64(0.5), "0x1p-1");
+        assert_eq!(hex_f64(-3.0), "-0x1.8p+1");
+        assert_eq!(hex_f64(0.0), "0x0p+0");
+        assert_eq!(hex_f64(-0.0), "-0x0p+0");
+        assert_eq!(hex_f64(f64::from_bits(1)), "0x0.0000000000001p-1022");
+        assert_eq!(hex_f64(f64::MAX), "0x1.fffffffffffffp+1023");
+        assert_eq!(hex_f32(std::f32::consts::PI), "0x1.921fb6p+1f");
+        assert_eq!(hex_f32(f32::from_bits(1)), "0x0.000002p-126f");
+        assert_eq!(hex_f32(1.0), "0x1p+0f");
+    }
+
+    #[test]
+    fn bad_operators_are_refused() {
+        assert!(matches!(ConstOperator::new("a", 0, 3, vec![]), Err(CodegenError::Empty { .. })));
+        assert!(matches!(
+            ConstOperator::new("a", 2, 2, vec![1.0; 3]),
+            Err(CodegenError::Shape { len: 3, .. })
+        ));
+        assert!(matches!(
+            ConstOperator::new("a", 1, 2, vec![1.0, f64::NAN]),
+            Err(CodegenError::NotFinite { row: 0, col: 1, .. })
+        ));
+        assert!(matches!(ConstOperator::new("--", 1, 1, vec![1.0]), Err(CodegenError::Name(_))));
+        let big = ConstOperator::new("big", 1, 1, vec![1e300]).unwrap();
+        assert!(matches!(
+            generate(&big, Precision::F32, Beta::Zero, Variant::Unrolled),
+            Err(CodegenError::NotFinite { precision: Precision::F32, .. })
+        ));
+        let one = ConstOperator::new("one", 1, 1, vec![1.0]).unwrap();
+        assert_eq!(
+            generate(&one, Precision::F64, Beta::Zero, Variant::RowSplit { rows_per_thread: 0 }),
+            Err(CodegenError::RowsPerThread)
+        );
+    }
+
+    #[test]
+    fn choice_follows_the_documented_rule() {
+        assert_eq!(choose(4, 3, 12, Precision::F64), Variant::Unrolled);
+        assert_eq!(
+            choose(200, 48, 9600, Precision::F64),
+            Variant::RowSplit { rows_per_thread: 16 }
+        );
+        assert_eq!(choose(40, 60, 2400, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(40, 60, 2400, Precision::F64), Variant::RowSplit { rows_per_thread: 16 });
+        assert_eq!(choose(16, 500, 8000, Precision::F64), Variant::Unrolled);
+    }
+}
