@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Device benchmark of the generated constant-operator kernels (issue 21).
+
+Reads the manifest written by `operator-kernels --out DIR` (hdg-examples) and, for each
+operator, precision (f32, f64) and panel width n, times with CUDA events (warm-up, then the
+median of --reps launches):
+
+  (a) our generated kernels (hdg_backend_cuda::codegen), every variant, the automatic choice
+      (codegen::choose) marked;
+  (b) cuBLAS through cupy.matmul(A, B) (A on the device in the same precision, TF32 off);
+  (c) GiMMiK 4.0's CUDA kernels for the same matrix: gimmik.CUDAMatMul(A, beta=0, n=n,
+      ldb=n, ldc=n).kernels(dtype) yields every variant it offers (cstream, bstream,
+      bstream-msplit, cstream-ksplit, and float2 forms in f32); each is timed, the best kept.
+      GiMMiK 4.0 declines dense operators with many distinct values (its _unrolled_viable:
+      more than 28 distinct |a| and density above 0.15): such cases are recorded as declined
+      and, so that the comparison exists, its kernels are generated anyway ("forced").
+
+Every result is checked against a NumPy f64 product on a sample of columns (relative to
+|A| |B|: 1e-12 in f64, 1e-5 in f32). Reported per case: time, useful GFLOP/s (2 nnz n / t),
+effective bandwidth ((k_used + m) n bytes / t) as a fraction of the device-to-device copy
+bandwidth measured in the same run (a copy moving the same number of bytes, read plus
+written), and the winner. Prints a Markdown table and writes the results as JSON (rewritten
+after every case, so a run cut short keeps what it measured).
+
+    python3 operator_bench.py MANIFEST_DIR --out results.json [--n 100000 1000000]
+        [--only SUBSTRING ...] [--precisions f64 f32] [--reps 20] [--warmup 5]
+    python3 operator_bench.py MANIFEST_DIR --out results.json --fake   # no GPU: NumPy stands in
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault('CUPY_TF32', '0')
+
+DTYPES = {'f32': np.float32, 'f64': np.float64}
+TOL = {'f32': 1e-5, 'f64': 1e-12}
+
+
+class CupyDevice:
+    """CuPy: kernels through RawKernel, timing with CUDA events."""
+
+    def __init__(self):
+        import cupy
+        self.cp = cupy
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        self.name = props['name'].decode() if isinstance(props['name'], bytes) else props['name']
+
+    def asarray(self, a):
+        return self.cp.asarray(a)
+
+    def empty(self, shape, dtype):
+        return self.cp.empty(shape, dtype=dtype)
+
+    def random(self, shape, dtype, seed):
+        rng = self.cp.random.default_rng(seed)
+        return (rng.random(shape, dtype=np.float64) * 2 - 1).astype(dtype)
+
+    def host(self, a):
+        return self.cp.asnumpy(a)
+
+    def matmul(self, a, b, out):
+        return self.cp.matmul(a, b, out=out)
+
+    def copy(self, src, dst):
+        self.cp.copyto(dst, src)
+
+    def compile(self, source, name):
+        kernel = self.cp.RawKernel(source, name, options=('--std=c++17',))
+        kernel.compile()
+        return lambda grid, block, args, _k=kernel: _k(tuple(grid), tuple(block), args)
+
+    def time_ms(self, fn, warmup, reps):
+        cp = self.cp
+        for _ in range(warmup):
+            fn()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        times = []
+        for _ in range(reps):
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end))
+        return statistics.median(times)
+
+
+class FakeDevice:
+    """NumPy in place of CuPy, to check the script's logic without a GPU: a "kernel" computes
+    A B with NumPy (so the checks pass); times are host times and mean nothing."""
+
+    name = 'fake (NumPy, no GPU)'
+
+    def __init__(self):
+        self.ops = {}
+
+    def asarray(self, a):
+        return np.array(a)
+
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype=dtype)
+
+    def random(self, shape, dtype, seed):
+        return (np.random.default_rng(seed).random(shape) * 2 - 1).astype(dtype)
+
+    def host(self, a):
+        return np.asarray(a)
+
+    def matmul(self, a, b, out):
+        np.matmul(a, b, out=out)
+
+    def copy(self, src, dst):
+        np.copyto(dst, src)
+
+    def compile(self, source, name):
+        if name not in source or '__global__' not in source:
+            raise RuntimeError(f'kernel {name} not in its source')
+        a = self.current_a
+
+        def launch(grid, block, args):
+            b, c = [x for x in args if isinstance(x, np.ndarray)]
+            np.matmul(a.astype(c.dtype), b, out=c)
+        return launch
+
+    def time_ms(self, fn, warmup, reps):
+        fn()
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+
+
+def gimmik_kernels(a, dtype, n):
+    """(declined, [(variant name, source, meta)]) from GiMMiK 4.0 for n baked in."""
+    import gimmik
+
+    class Forced(gimmik.CUDAMatMul):
+        def _unrolled_viable(self):
+            return True
+
+    aligne = 2 if dtype == np.float32 and n % 2 == 0 else None
+    declined = not gimmik.CUDAMatMul(a, beta=0.0, aligne=aligne, n=n, ldb=n, ldc=n
+                                     )._unrolled_viable()
+    mm = Forced(a, beta=0.0, aligne=aligne, n=n, ldb=n, ldc=n)
+    out = []
+    for src, meta in mm.kernels(dtype, kname='gimmik_mm'):
+        # GiMMiK's kernels are C++ (mangled) functions: give RawKernel an extern "C" name.
+        src = src.replace('__global__ void', 'extern "C" __global__ void', 1)
+        variant = meta['tplname'] + (f"-w{meta['width']}" if meta.get('width', 1) > 1 else '')
+        out.append((variant, src, meta))
+    return declined, out
+
+
+def check(c_dev, dev, a64, b_host64, cols, tol):
+    """Max error over the sampled columns relative to |A| |B|; and whether it is within tol."""
+    c = dev.host(c_dev)[:, cols].astype(np.float64)
+    ref = a64 @ b_host64
+    scale = np.abs(a64) @ np.abs(b_host64)
+    err = float(np.max(np.abs(c - ref) / np.maximum(scale, np.finfo(np.float64).tiny)))
+    return err, err <= tol
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('manifest_dir', type=Path)
+    ap.add_argument('--out', type=Path, required=True, help='results JSON')
+    ap.add_argument('--n', type=int, nargs='+', default=[100_000, 1_000_000])
+    ap.add_argument('--precisions', nargs='+', default=['f64', 'f32'], choices=list(DTYPES))
+    ap.add_argument('--only', nargs='+', default=None, help='operator name substrings')
+    ap.add_argument('--reps', type=int, default=20)
+    ap.add_argument('--warmup', type=int, default=5)
+    ap.add_argument('--no-gimmik', action='store_true')
+    ap.add_argument('--fake', action='store_true', help='NumPy in place of CuPy (no GPU)')
+    args = ap.parse_args()
+
+    manifest = json.loads((args.manifest_dir / 'manifest.json').read_text())
+    dev = FakeDevice() if args.fake else CupyDevice()
+    results = {'device': dev.name, 'n': args.n, 'reps': args.reps, 'warmup': args.warmup,
+               'cases': []}
+    copy_cache = {}
+    rows = []
+
+    def copy_bandwidth(nbytes):
+        # A copy of nbytes / 2 bytes moves nbytes (read + written), like the kernel.
+        if nbytes not in copy_cache:
+            half = max(nbytes // 16, 1)
+            src = dev.empty((half,), np.float64)
+            dst = dev.empty((half,), np.float64)
+            t = dev.time_ms(lambda: dev.copy(src, dst), args.warmup, args.reps)
+            copy_cache[nbytes] = 2 * half * 8 / (t * 1e-3)
+            del src, dst
+        return copy_cache[nbytes]
+
+    ops = manifest['operators']
+    if args.only:
+        ops = [o for o in ops if any(s in o['name'] for s in args.only)]
+    for op in ops:
+        data = json.loads((args.manifest_dir / op['file']).read_text())
+        m, k = data['m'], data['k']
+        a64 = np.array(data['values'], dtype=np.float64).reshape(m, k)
+        for prec in args.precisions:
+            dtype = DTYPES[prec]
+            a = a64.astype(dtype)
+            nnz = int(np.count_nonzero(a))
+            k_used = int(np.count_nonzero(np.any(a != 0, axis=0)))
+            dev.current_a = a
+            ours = []
+            for kern in op['kernels']:
+                if kern['precision'] != prec:
+                    continue
+                src = (args.manifest_dir / kern['file']).read_text()
+                ours.append((kern, dev.compile(src, kern['name'])))
+            a_dev = dev.asarray(a)
+            for n in args.n:
+                case = {'operator': op['name'], 'precision': prec, 'n': n, 'm': m, 'k': k,
+                        'nnz': nnz, 'k_used': k_used, 'timings': []}
+                b = dev.random((k, n), dtype, seed=n + k)
+                c = dev.empty((m, n), dtype)
+                cols = np.random.default_rng(0).choice(n, size=min(n, 64), replace=False)
+                b_host64 = dev.host(b)[:, cols].astype(np.float64)
+                bytes_moved = (k_used + m) * n * np.dtype(dtype).itemsize
+                bw_copy = copy_bandwidth(bytes_moved)
+                case['copy_bandwidth_gbs'] = bw_copy / 1e9
+
+                def record(kind, variant, t_ms, err, ok, **extra):
+                    t = t_ms * 1e-3
+                    case['timings'].append({
+                        'kind': kind, 'variant': variant, 'ms': t_ms,
+                        'gflops': 2 * nnz * n / t / 1e9,
+                        'bandwidth_fraction': bytes_moved / t / bw_copy,
+                        'max_rel_error': err, 'ok': ok, **extra})
+
+                for kern, launch in ours:
+                    grid = (-(-n // kern['block'][0]), kern['grid_y'])
+                    block = (kern['block'][0], kern['block'][1])
+                    kargs = (np.int32(n), b, np.int32(n), c, np.int32(n))
+
+                    def fn(launch=launch, grid=grid, block=block, kargs=kargs):
+                        launch(grid, block, kargs)
+                    c.fill(np.nan)
+                    t_ms = dev.time_ms(fn, args.warmup, args.reps)
+                    err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
+                    record('ours', kern['variant'], t_ms, err, ok, chosen=kern['chosen'])
+
+                c.fill(np.nan)
+                t_ms = dev.time_ms(lambda: dev.matmul(a_dev, b, c), args.warmup, args.reps)
+                err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
+                record('cublas', 'cupy.matmul', t_ms, err, ok)
+
+                if not args.no_gimmik:
+                    declined, kernels = gimmik_kernels(a, dtype, n)
+                    case['gimmik_declined'] = declined
+                    for variant, src, meta in kernels:
+                        try:
+                            launch = dev.compile(src, 'gimmik_mm')
+                        except Exception as e:  # a variant NVRTC refuses is reported, not fatal
+                            case['timings'].append({'kind': 'gimmik', 'variant': variant,
+                                                    'error': str(e)[:500]})
+                            continue
+                        grid, block = meta['grid'], meta['block']
+                        c.fill(np.nan)
+                        t_ms = dev.time_ms(lambda: launch(grid, block, (b, c)),
+                                           args.warmup, args.reps)
+                        err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
+                        record('gimmik', variant, t_ms, err, ok, forced=declined)
+
+                del b, c
+                summarize(case)
+                results['cases'].append(case)
+                rows.append(case)
+                args.out.write_text(json.dumps(results, indent=1))
+                print(row_line(case), flush=True)
+    print()
+    print(table(rows))
+
+
+def summarize(case):
+    valid = [t for t in case['timings'] if 'ms' in t and t['ok']]
+    best = {}
+    for t in valid:
+        if t['kind'] not in best or t['ms'] < best[t['kind']]['ms']:
+            best[t['kind']] = t
+    chosen = [t for t in valid if t.get('chosen')]
+    case['auto'] = chosen[0] if chosen else None
+    case['best'] = best
+    case['winner'] = min(best.values(), key=lambda t: t['ms'])['kind'] if best else None
+    others = [best[k]['ms'] for k in ('cublas', 'gimmik') if k in best]
+    case['auto_vs_best_other'] = (case['auto']['ms'] / min(others)
+                                  if case['auto'] and others else None)
+    case['failed'] = [f"{t['kind']}:{t['variant']}" for t in case['timings']
+                      if 'ms' in t and not t['ok']]
+
+
+HEADER = ('| operator | prec | n | m x k | nnz | auto (variant) ms | GFLOP/s | BW/copy | '
+          'best ours ms | cuBLAS ms | GiMMiK best ms | winner | auto / best other |')
+
+
+def fmt(t):
+    return f"{t['ms']:.4f}" if t else '-'
+
+
+def row_line(case):
+    auto, best = case['auto'], case['best']
+    head = (f"| {case['operator']} | {case['precision']} | {case['n']} | "
+            f"{case['m']} x {case['k']} | {case['nnz']} | ")
+    if not auto:
+        return head + 'failed: ' + ', '.join(case['failed']) + ' |' + ' |' * 8
+    g = best.get('gimmik')
+    declined = ', declined' if case.get('gimmik_declined') else ''
+    gtxt = f"{g['ms']:.4f} ({g['variant']}{declined})" if g else (declined[2:] or '-')
+    ratio = case['auto_vs_best_other']
+    rtxt = f'{ratio:.2f}' if ratio is not None else '-'
+    return head + (f"{fmt(auto)} ({auto['variant']}) | {auto['gflops']:.1f} | "
+                   f"{auto['bandwidth_fraction']:.2f} | {fmt(best.get('ours'))} | "
+                   f"{fmt(best.get('cublas'))} | {gtxt} | {case['winner']} | {rtxt} |")
+
+
+def table(rows):
+    sep = '|' + '---|' * (HEADER.count('|') - 1)
+    return '\n'.join([HEADER, sep] + [row_line(r) for r in rows])
+
+
+if __name__ == '__main__':
+    sys.exit(main())

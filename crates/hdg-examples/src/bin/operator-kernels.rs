@@ -1,0 +1,152 @@
+//! Writes the pipeline's constant operators and their generated CUDA kernels for the device
+//! benchmark (`crates/hdg-backend-cuda/scripts/operator_bench.py`, issue 21).
+//!
+//!     cargo run --release -p hdg-examples --bin operator-kernels -- --out target/operator-kernels
+//!
+//! For triangles and tetrahedra at k = 1..=8: the volume basis at the error quadrature points
+//! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference
+//! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
+//! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
+//! beta = 0 kernels, f32 and f64, unrolled and row-split, in `kernels/KERNEL.cu`, and
+//! `manifest.json` lists them with their launch geometry and the automatic choice
+//! (`codegen::choose`). Operators with more than `--max-entries` entries (default 20000: the
+//! tetrahedron error bases from k = 5, whose unrolled kernels would be megabytes of source)
+//! are listed under `skipped` and not written: the output is then about 21 MB.
+use std::error::Error;
+use std::path::{Path, PathBuf};
+
+use hdg_backend_cuda::codegen::{
+    choose, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
+};
+use hdg_core::{ElementTables, ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
+use serde_json::{json, Value};
+
+const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N]";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("operator-kernels: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
+    let mut out: Option<PathBuf> = None;
+    let mut max_entries = 20_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--out" => out = Some(args.next().ok_or(USAGE)?.into()),
+            "--max-entries" => {
+                max_entries = args.next().ok_or(USAGE)?.parse().map_err(|_| USAGE)?;
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument '{other}'\n{USAGE}").into()),
+        }
+    }
+    let out = out.ok_or(USAGE)?;
+    std::fs::create_dir_all(out.join("ops"))?;
+    std::fs::create_dir_all(out.join("kernels"))?;
+
+    let mut operators = Vec::new();
+    let mut skipped = Vec::new();
+    for k in 1..=8 {
+        let tri = tables(&ReferenceTriangle::new(k)?, &ReferenceTriangle::new(k + 1)?, k);
+        let tet = tables(&ReferenceTetrahedron::new(k)?, &ReferenceTetrahedron::new(k + 1)?, k);
+        for (cell, t) in [("tri", tri), ("tet", tet)] {
+            let mut ops = vec![ConstOperator::new(
+                &format!("{cell}-k{k}-error-basis"),
+                t.error_rule.n_points(),
+                t.n,
+                t.error_basis.clone(),
+            )?];
+            for f in 0..t.n_faces {
+                ops.push(ConstOperator::new(
+                    &format!("{cell}-k{k}-face-trace-f{f}"),
+                    t.n,
+                    t.n_f,
+                    t.face_trace(f, 0).to_vec(),
+                )?);
+            }
+            for op in ops {
+                if op.m() * op.k() > max_entries {
+                    skipped.push(json!({
+                        "name": op.name(), "m": op.m(), "k": op.k(),
+                        "reason": format!("more than {max_entries} entries (--max-entries)"),
+                    }));
+                } else {
+                    operators.push(export(&out, &op)?);
+                }
+            }
+        }
+    }
+    let manifest = json!({
+        "generator": "hdg_backend_cuda::codegen",
+        "beta": 0,
+        "block_x": BLOCK_X,
+        "layout": "B: k rows of n values (ldb), C: m rows of n values (ldc), element index fastest",
+        "signature": "extern \"C\" __global__ void NAME(int n, const T* b, int ldb, T* c, int ldc)",
+        "grid": "(ceil(n / block[0]), grid_y)",
+        "operators": operators,
+        "skipped": skipped,
+    });
+    std::fs::write(out.join("manifest.json"), serde_json::to_string_pretty(&manifest)?)?;
+    println!(
+        "wrote {} operators ({} skipped) to {}",
+        manifest["operators"].as_array().map_or(0, Vec::len),
+        manifest["skipped"].as_array().map_or(0, Vec::len),
+        out.display()
+    );
+    Ok(())
+}
+
+fn tables(
+    element: &dyn ReferenceElement,
+    post: &dyn ReferenceElement,
+    k: usize,
+) -> ElementTables<f64> {
+    ElementTables::new(element, post, 2 * k + 4)
+}
+
+/// Writes the operator's values and its kernels; returns its manifest entry.
+fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
+    let file = format!("ops/{}.json", op.name());
+    let values = json!({
+        "name": op.name(), "m": op.m(), "k": op.k(), "values": op.values(), "nnz": op.nnz(),
+    });
+    std::fs::write(out.join(&file), serde_json::to_string(&values)?)?;
+    let mut kernels = Vec::new();
+    for precision in [Precision::F64, Precision::F32] {
+        let variants =
+            [Variant::Unrolled, Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }];
+        let mut chosen = None;
+        for variant in variants {
+            let kernel = generate(op, precision, Beta::Zero, variant)?;
+            let choice = *chosen
+                .get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, kernel.nnz, precision));
+            let cu = format!("kernels/{}.cu", kernel.name);
+            std::fs::write(out.join(&cu), &kernel.source)?;
+            kernels.push(json!({
+                "name": kernel.name,
+                "file": cu,
+                "precision": match precision { Precision::F32 => "f32", Precision::F64 => "f64" },
+                "variant": variant.tag(),
+                "chosen": variant == choice,
+                "block": [kernel.block.0, kernel.block.1],
+                "grid_y": kernel.grid_y,
+                "rows_per_thread": kernel.rows_per_thread,
+                "nnz": kernel.nnz,
+                "flops_per_column": kernel.flops_per_column,
+                "b_rows_loaded": kernel.b_rows_loaded,
+                "b_rows_used": kernel.b_rows_used,
+            }));
+        }
+    }
+    Ok(json!({
+        "name": op.name(), "m": op.m(), "k": op.k(), "nnz": op.nnz(), "file": file,
+        "kernels": kernels,
+    }))
+}
