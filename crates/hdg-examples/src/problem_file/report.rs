@@ -1,0 +1,72 @@
+//! The summary and the outputs of a solved problem file.
+use super::*;
+
+impl Solved {
+    /// Writes the JSON report where the file asks for it, and prints the summary (or, with
+    /// `json`, the JSON report on standard output); whether the trace solve converged within
+    /// the tolerance.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] if the JSON report cannot be written.
+    pub fn finish(self, json: bool) -> Result<bool, CoreError> {
+        let report = self.json();
+        if let Some(path) = &self.outputs.json {
+            let text = serde_json::to_string_pretty(&report)
+                .map_err(|e| CoreError::Io(format!("JSON report: {e}")))?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| CoreError::Io(format!("cannot write {}: {e}", path.display())))?;
+        }
+        let files =
+            crate::SolutionOutputs { vtu: self.outputs.vtu.clone(), png: self.outputs.png.clone() };
+        let pending = match &self.measured.solution {
+            Some(solution) => files.write(solution, self.regions.as_deref())?,
+            None => Vec::new(),
+        };
+        let r = &self.measured.report;
+        if json {
+            println!("{report}");
+            for line in &pending {
+                eprintln!("hdg: {line}");
+            }
+        } else {
+            let title = self.title.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
+            println!(
+                "hdg run: {}{title}, mesh {}, order {}",
+                self.path.display(),
+                self.mesh,
+                r.order
+            );
+            print_report(r, self.operator, &self.lines);
+            print_memory(&self.measured);
+            if let Some(path) = &self.outputs.json {
+                println!("  output         {} (JSON report)", path.display());
+            }
+            for line in &pending {
+                println!("  {line}");
+            }
+        }
+        let floor = 1e-6;
+        if self.precision == Precision::F32 && self.tolerance < floor {
+            eprintln!(
+                "hdg: warning: tolerance {:e} is below what f32 reaches (about {floor:e}); the \
+                 solve stopped at relative residual {:.3e} (use precision = \"f64\")",
+                self.tolerance, r.solve.relative_residual
+            );
+            return Ok(false);
+        }
+        Ok(r.solve.converged)
+    }
+
+    /// The JSON report: that of `hdg solve --json` ([`measured_json`]) with `operator`,
+    /// `mesh_notes` (the summary's lines about the mesh and the problem), `problem_file`,
+    /// `title` and `mesh`.
+    pub fn json(&self) -> serde_json::Value {
+        let mut json = measured_json(&self.measured);
+        json["operator"] = self.operator.name().into();
+        json["mesh_notes"] = serde_json::json!(self.lines);
+        json["problem_file"] = self.path.display().to_string().into();
+        json["title"] = serde_json::json!(self.title);
+        json["mesh"] = self.mesh.clone().into();
+        json
+    }
+}
