@@ -404,7 +404,7 @@ fn generation_is_deterministic() {
             let y = generate(b, Precision::F64, Beta::One, variant).unwrap();
             assert_eq!(x, y);
         }
-        let chosen = choose(a.m(), a.k(), a.nnz(), Precision::F64);
+        let chosen = choose(a.m(), a.k(), Precision::F64);
         assert!(generate(a, Precision::F64, Beta::Zero, chosen).is_ok());
     }
 }

@@ -125,8 +125,8 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
         let mut chosen = None;
         for variant in variants {
             let kernel = generate(op, precision, Beta::Zero, variant)?;
-            let choice = *chosen
-                .get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, kernel.nnz, precision));
+            let choice =
+                *chosen.get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, precision));
             let cu = format!("kernels/{}.cu", kernel.name);
             std::fs::write(out.join(&cu), &kernel.source)?;
             kernels.push(json!({
