@@ -49,7 +49,6 @@ use hdg_core::manufactured::Arithmetic;
 use hdg_core::Manufactured;
 
 mod block_sizes;
-/// Generated CUDA kernels for constant operators (host code, every build; issue 21).
 pub mod codegen;
 pub mod design;
 #[cfg(feature = "cuda")]
