@@ -131,6 +131,25 @@ impl Solution {
         })
     }
 
+    /// The solution a pipeline run left on `backend`, copied to the host; `None` unless the
+    /// run kept the full trace ([`crate::PipelineOptions::full_trace`]).
+    ///
+    /// # Errors
+    /// Those of the backend's copies and of [`Solution::from_parts`].
+    pub fn from_output<T: crate::Real, B: crate::Backend<T>>(
+        backend: &B,
+        mesh: Arc<Mesh>,
+        problem: Problem,
+        out: &crate::PipelineOutput<T, B>,
+    ) -> Result<Option<Solution>> {
+        let Some(trace) = &out.full_trace else { return Ok(None) };
+        let fields = backend.fields_to_host(&out.fields)?;
+        let u_star = backend.postprocessed_to_host(&out.postprocessed)?;
+        let order = out.report.order;
+        Solution::from_parts(mesh, problem, order, &fields, &u_star, trace, out.report.clone())
+            .map(Some)
+    }
+
     /// The mesh.
     pub fn mesh(&self) -> &Mesh {
         &self.mesh

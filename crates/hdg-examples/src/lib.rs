@@ -8,6 +8,7 @@ pub mod problem_file;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use hdg_backend_cpu::CpuBackend;
 pub use hdg_backend_cuda::{CudaSettings, TraceOperatorKind};
@@ -473,16 +474,11 @@ fn finish<T: Real, B: Backend<T>>(
     if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
         write_matrix_market(&matrix.to_host_csr()?, path)?;
     }
-    let solution = match &out.full_trace {
-        Some(trace) => Some(hdg::Solution::from_parts(
-            std::sync::Arc::new(mesh.clone()),
-            problem.clone(),
-            out.report.order,
-            &backend.fields_to_host(&out.fields)?,
-            &backend.postprocessed_to_host(&out.postprocessed)?,
-            trace,
-            out.report.clone(),
-        )?),
+    // The solution owns its mesh: copied only when the run kept the solution.
+    let solution = match out.full_trace {
+        Some(_) => {
+            hdg::Solution::from_output(backend, Arc::new(mesh.clone()), problem.clone(), &out)?
+        }
         None => None,
     };
     Ok((out.report, solution))

@@ -284,17 +284,8 @@ impl Solver {
             options,
             progress,
         )?;
-        let fields = backend.fields_to_host(&out.fields)?;
-        let u_star = backend.postprocessed_to_host(&out.postprocessed)?;
-        let trace = out.full_trace.expect("the pipeline was asked for the full trace");
-        Ok(Solution::from_parts(
-            self.mesh.clone(),
-            self.problem.clone(),
-            self.order,
-            &fields,
-            &u_star,
-            &trace,
-            out.report,
-        )?)
+        let solution =
+            Solution::from_output(backend, self.mesh.clone(), self.problem.clone(), &out)?;
+        Ok(solution.expect("the pipeline was asked for the full trace"))
     }
 }
