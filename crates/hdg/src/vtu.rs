@@ -392,16 +392,13 @@ fn build(solution: &Solution, options: &Options) -> Result<Grid, Error> {
     let mut q = Vec::with_capacity(3 * n_points);
     let mut u_star = Vec::with_capacity(n_points);
     for c in 0..n_cells {
-        let vertices: Vec<&[f64]> = mesh.cell_vertices(c).iter().map(|&v| mesh.vertex(v)).collect();
+        let vertices: Vec<f64> =
+            mesh.cell_vertices(c).iter().flat_map(|&v| mesh.vertex(v).iter().copied()).collect();
         let cell = solution.cell(c);
         for (j, lambda) in fractions.iter().enumerate() {
             let mut x = [0.0; 3];
-            for (r, x) in x.iter_mut().enumerate().take(d) {
-                *x = vertices[0][r]
-                    + (0..d)
-                        .map(|s| (vertices[s + 1][r] - vertices[0][r]) * lambda[s])
-                        .sum::<f64>();
-            }
+            let xi = lambda.map(|l| 2.0 * l - 1.0);
+            hdg_core::geometry::map_point(d, &vertices, &xi[..d], &mut x[..d]);
             points.extend(x);
             let phi = &phi[j * n..(j + 1) * n];
             u.push(dot(phi, cell.u));
