@@ -53,6 +53,11 @@ pub fn assemble<T: Real>(
         .enumerate()
         .with_min_len(64)
         .for_each(|(row, (row_blocks, row_rhs))| {
+            // The zeroed allocation is not touched yet: writing before the first `+=` takes one
+            // page fault per page instead of a read fault on the shared zero page followed by a
+            // copy-on-write fault (with a TLB shootdown on every other core).
+            row_blocks.fill(T::zero());
+            row_rhs.fill(T::zero());
             for side in 0..2 {
                 let cell = topology.row_cells[row][side];
                 if cell == NONE {
