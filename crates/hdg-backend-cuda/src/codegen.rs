@@ -30,18 +30,20 @@
 //!   the value of `B` and updates the chunk's accumulators, so that only `rows_per_thread`
 //!   accumulators and one value of `B` are live whatever k is.
 //!
-//! **Summation order (what makes results bit-stable).** Every output is computed by the same
-//! sequence of operations in both variants: with [`Beta::Zero`] it starts from the product with
-//! the row's first nonzero, with [`Beta::One`] from the old value of `C`, and it adds the row's
-//! remaining nonzero products in increasing column order of `A`, each with an explicit fused
-//! multiply-add (`fma`/`fmaf`, so the compiler's contraction choices cannot change it). The
-//! result is therefore the same bits from run to run, from one variant to the other, and on any
-//! host that implements `fma` correctly (the host emulation in the tests included).
+//! **Summation order (what makes results bit-stable).** Every output is computed by the
+//! operation sequence of [`hdg_core::constant_operator`] in both variants: with [`Beta::Zero`]
+//! it starts from the product with the row's first nonzero, with [`Beta::One`] from the old
+//! value of `C`, and it adds the row's remaining nonzero products in increasing column order of
+//! `A`, each with an explicit fused multiply-add (`fma`/`fmaf`, so the compiler's contraction
+//! choices cannot change it). The result is therefore the same bits from run to run, from one
+//! variant to the other, on any host that implements `fma` correctly (the host emulation in the
+//! tests included), and as the CPU backend's panel loop (`hdg_backend_cpu::constant_operator`).
 //!
 //! The choice of variant ([`choose`]) is a cost model that must be checked against measurement
 //! (`scripts/operator_bench.py`).
 use std::fmt::Write as _;
 
+pub use hdg_core::constant_operator::{Beta, ConstOperator, OperatorError};
 pub use hdg_core::Precision;
 
 /// Threads per block along the element index (both variants).
@@ -49,28 +51,6 @@ pub const BLOCK_X: u32 = 128;
 
 /// Rows of `A` per chunk in the [`Variant::RowSplit`] kernels that [`choose`] picks.
 pub const DEFAULT_ROWS_PER_THREAD: usize = 16;
-
-/// Whether the kernel adds the old value of `C`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Beta {
-    /// `C = A B`: `C` is only written.
-    Zero,
-    /// `C = A B + C`.
-    One,
-}
-
-impl Beta {
-    /// Both, `Zero` first.
-    pub const ALL: [Beta; 2] = [Beta::Zero, Beta::One];
-
-    /// "b0" or "b1" (kernel names, file names).
-    pub fn tag(self) -> &'static str {
-        match self {
-            Beta::Zero => "b0",
-            Beta::One => "b1",
-        }
-    }
-}
 
 /// The form of the generated kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,49 +77,13 @@ impl Variant {
 /// Why no kernel could be generated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CodegenError {
-    /// m or k is zero.
-    #[error("operator '{name}' is empty ({m} x {k})")]
-    Empty {
-        /// Operator name.
-        name: String,
-        /// Rows.
-        m: usize,
-        /// Columns.
-        k: usize,
-    },
-    /// The values do not hold m x k entries.
-    #[error("operator '{name}' is {m} x {k} but has {len} values")]
-    Shape {
-        /// Operator name.
-        name: String,
-        /// Rows.
-        m: usize,
-        /// Columns.
-        k: usize,
-        /// Number of values given.
-        len: usize,
-    },
-    /// An entry is NaN or infinite (or overflows f32 for an f32 kernel).
-    #[error("operator '{name}': entry ({row}, {col}) = {value} is not finite in {precision:?}")]
-    NotFinite {
-        /// Operator name.
-        name: String,
-        /// Row of the entry.
-        row: usize,
-        /// Column of the entry.
-        col: usize,
-        /// The f64 value.
-        value: f64,
-        /// The precision it was converted to.
-        precision: Precision,
-    },
-    /// The name has no character usable in a C identifier.
-    #[error("operator name '{0}' has no letter or digit")]
-    Name(String),
+    /// The operator itself was refused.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
     /// `rows_per_thread` is zero.
     #[error("rows_per_thread must be at least 1")]
     RowsPerThread,
-    /// The operator is too large for the kernel's `int` arguments or launch grid.
+    /// The row chunks do not fit the launch grid's y extent.
     #[error("operator '{name}' ({m} x {k}) is too large for a generated kernel")]
     TooLarge {
         /// Operator name.
@@ -149,102 +93,6 @@ pub enum CodegenError {
         /// Columns.
         k: usize,
     },
-}
-
-/// A constant operator: name, shape and row-major f64 values, checked.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConstOperator {
-    name: String,
-    m: usize,
-    k: usize,
-    values: Vec<f64>,
-}
-
-impl ConstOperator {
-    /// Checks the shape (m, k >= 1, m * k values), that every value is finite and that the name
-    /// has a letter or digit (it becomes part of the kernel's name).
-    pub fn new(
-        name: &str,
-        m: usize,
-        k: usize,
-        values: Vec<f64>,
-    ) -> Result<ConstOperator, CodegenError> {
-        if m == 0 || k == 0 {
-            return Err(CodegenError::Empty { name: name.into(), m, k });
-        }
-        if m.checked_mul(k) != Some(values.len()) {
-            return Err(CodegenError::Shape { name: name.into(), m, k, len: values.len() });
-        }
-        // Row indices times ldb must fit the kernel's 64-bit offsets and the grid's y extent.
-        if m > 1 << 20 || k > 1 << 20 {
-            return Err(CodegenError::TooLarge { name: name.into(), m, k });
-        }
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(CodegenError::NotFinite {
-                name: name.into(),
-                row: i / k,
-                col: i % k,
-                value: values[i],
-                precision: Precision::F64,
-            });
-        }
-        if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
-            return Err(CodegenError::Name(name.into()));
-        }
-        Ok(ConstOperator { name: name.into(), m, k, values })
-    }
-
-    /// The name given.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Rows of `A` (rows of `C`).
-    pub fn m(&self) -> usize {
-        self.m
-    }
-
-    /// Columns of `A` (rows of `B`).
-    pub fn k(&self) -> usize {
-        self.k
-    }
-
-    /// The row-major values.
-    pub fn values(&self) -> &[f64] {
-        &self.values
-    }
-
-    /// Entries different from zero in f64 (-0.0 counts as zero).
-    pub fn nnz(&self) -> usize {
-        self.values.iter().filter(|&&v| v != 0.0).count()
-    }
-
-    /// The entries as the kernel of `precision` embeds them: f64 as they are, f32 rounded to
-    /// nearest (an error if one overflows).
-    fn entries(&self, precision: Precision) -> Result<Vec<f64>, CodegenError> {
-        match precision {
-            Precision::F64 => Ok(self.values.clone()),
-            Precision::F32 => self
-                .values
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let r = v as f32;
-                    if r.is_finite() {
-                        Ok(f64::from(r))
-                    } else {
-                        Err(CodegenError::NotFinite {
-                            name: self.name.clone(),
-                            row: i / self.k,
-                            col: i % self.k,
-                            value: v,
-                            precision,
-                        })
-                    }
-                })
-                .collect(),
-        }
-    }
 }
 
 /// A generated kernel and how to launch it.
@@ -323,7 +171,7 @@ pub fn kernel_name(
     variant: Variant,
 ) -> String {
     let mut ident: String =
-        op.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        op.name().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     while ident.contains("__") {
         ident = ident.replace("__", "_");
     }
@@ -342,7 +190,7 @@ pub fn generate(
     variant: Variant,
 ) -> Result<GeneratedKernel, CodegenError> {
     let entries = op.entries(precision)?;
-    let (m, k) = (op.m, op.k);
+    let (m, k) = (op.m(), op.k());
     let rows_per_thread = match variant {
         Variant::Unrolled => m,
         Variant::RowSplit { rows_per_thread: 0 } => return Err(CodegenError::RowsPerThread),
@@ -350,7 +198,7 @@ pub fn generate(
     };
     let chunks = m.div_ceil(rows_per_thread);
     let grid_y = u32::try_from(chunks).map_err(|_| CodegenError::TooLarge {
-        name: op.name.clone(),
+        name: op.name().to_string(),
         m,
         k,
     })?;
@@ -373,7 +221,7 @@ pub fn generate(
          // the products of its row's nonzeros in increasing column order with fma.",
         m,
         k,
-        op.name.replace('\n', " "),
+        op.name().replace('\n', " "),
         nnz,
         if beta == Beta::One { " + C" } else { "" },
         match variant {
@@ -579,20 +427,12 @@ mod tests {
 
     #[test]
     fn bad_operators_are_refused() {
-        assert!(matches!(ConstOperator::new("a", 0, 3, vec![]), Err(CodegenError::Empty { .. })));
-        assert!(matches!(
-            ConstOperator::new("a", 2, 2, vec![1.0; 3]),
-            Err(CodegenError::Shape { len: 3, .. })
-        ));
-        assert!(matches!(
-            ConstOperator::new("a", 1, 2, vec![1.0, f64::NAN]),
-            Err(CodegenError::NotFinite { row: 0, col: 1, .. })
-        ));
-        assert!(matches!(ConstOperator::new("--", 1, 1, vec![1.0]), Err(CodegenError::Name(_))));
+        // The operator's own checks are hdg_core::constant_operator's (tested there); what the
+        // generator adds: an f32 overflow, and zero rows per thread.
         let big = ConstOperator::new("big", 1, 1, vec![1e300]).unwrap();
         assert!(matches!(
             generate(&big, Precision::F32, Beta::Zero, Variant::Unrolled),
-            Err(CodegenError::NotFinite { precision: Precision::F32, .. })
+            Err(CodegenError::Operator(OperatorError::NotFinite { precision: Precision::F32, .. }))
         ));
         let one = ConstOperator::new("one", 1, 1, vec![1.0]).unwrap();
         assert_eq!(

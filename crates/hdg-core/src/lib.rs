@@ -22,6 +22,7 @@ pub mod auxiliary;
 pub mod backend;
 pub mod boundary;
 pub mod coefficients;
+pub mod constant_operator;
 pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;

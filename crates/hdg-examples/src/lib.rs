@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod huge_pages;
+pub mod operators;
 pub mod plot;
 pub mod problem_file;
 

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use hdg_backend_cuda::codegen::{
     choose, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
 };
-use hdg_core::{ElementTables, ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N]";
@@ -53,34 +52,14 @@ fn run() -> Result<(), Box<dyn Error>> {
 
     let mut operators = Vec::new();
     let mut skipped = Vec::new();
-    for k in 1..=8 {
-        let tri = tables(&ReferenceTriangle::new(k)?, &ReferenceTriangle::new(k + 1)?, k);
-        let tet = tables(&ReferenceTetrahedron::new(k)?, &ReferenceTetrahedron::new(k + 1)?, k);
-        for (cell, t) in [("tri", tri), ("tet", tet)] {
-            let mut ops = vec![ConstOperator::new(
-                &format!("{cell}-k{k}-error-basis"),
-                t.error_rule.n_points(),
-                t.n,
-                t.error_basis.clone(),
-            )?];
-            for f in 0..t.n_faces {
-                ops.push(ConstOperator::new(
-                    &format!("{cell}-k{k}-face-trace-f{f}"),
-                    t.n,
-                    t.n_f,
-                    t.face_trace(f, 0).to_vec(),
-                )?);
-            }
-            for op in ops {
-                if op.m() * op.k() > max_entries {
-                    skipped.push(json!({
-                        "name": op.name(), "m": op.m(), "k": op.k(),
-                        "reason": format!("more than {max_entries} entries (--max-entries)"),
-                    }));
-                } else {
-                    operators.push(export(&out, &op)?);
-                }
-            }
+    for op in hdg_examples::operators::pipeline_operators(true)? {
+        if op.m() * op.k() > max_entries {
+            skipped.push(json!({
+                "name": op.name(), "m": op.m(), "k": op.k(),
+                "reason": format!("more than {max_entries} entries (--max-entries)"),
+            }));
+        } else {
+            operators.push(export(&out, &op)?);
         }
     }
     let manifest = json!({
@@ -101,14 +80,6 @@ fn run() -> Result<(), Box<dyn Error>> {
         out.display()
     );
     Ok(())
-}
-
-fn tables(
-    element: &dyn ReferenceElement,
-    post: &dyn ReferenceElement,
-    k: usize,
-) -> ElementTables<f64> {
-    ElementTables::new(element, post, 2 * k + 4)
 }
 
 /// Writes the operator's values and its kernels; returns its manifest entry.
