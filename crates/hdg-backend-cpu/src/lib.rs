@@ -4,6 +4,7 @@
 //! task processes whole elements, and a block per element is what the cache wants here. The
 //! kernels themselves are in [`condense`], [`local`] and [`dbf`]; this file only batches them.
 pub mod condense;
+pub mod constant_operator;
 pub mod dbf;
 pub mod dense;
 pub mod local;

@@ -11,12 +11,15 @@
 //!   past n and rows past k of B are left alone, zero rows write exactly 0 or leave C;
 //! - the structure of the source: loads of B = used rows (per chunk), one literal per nonzero;
 //! - the hexadecimal literals: parsed back here and by g++ to the exact bits;
-//! - determinism: the same matrix gives the same source, two runs the same bits.
+//! - determinism: the same matrix gives the same source, two runs the same bits;
+//! - the CPU backend's panel loop (`hdg_backend_cpu::constant_operator`) gives the same bits as
+//!   every generated kernel on every panel above.
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
     choose, generate, hex_f32, hex_f64, Beta, ConstOperator, GeneratedKernel, Precision, Variant,
     BLOCK_X,
@@ -247,6 +250,32 @@ fn sequence(row: &[f64], col: &[f64], old: f64, beta: Beta, precision: Precision
     }
 }
 
+/// `hdg_backend_cpu::constant_operator` on the same panel, in the kernel's precision.
+fn cpu_apply(
+    op: &ConstOperator,
+    kernel: &GeneratedKernel,
+    n: usize,
+    (b, ldb): (&[f64], usize),
+    (c, ldc): (&[f64], usize),
+) -> Vec<f64> {
+    fn apply<T: PanelReal>(
+        op: &ConstOperator,
+        beta: Beta,
+        n: usize,
+        (b, ldb): (&[f64], usize),
+        (c, ldc): (&[f64], usize),
+    ) -> Vec<f64> {
+        let b: Vec<T> = b.iter().map(|&v| T::from_f64_lossy(v)).collect();
+        let mut c: Vec<T> = c.iter().map(|&v| T::from_f64_lossy(v)).collect();
+        PanelOperator::<T>::new(op).unwrap().apply(beta, n, &b, ldb, &mut c, ldc).unwrap();
+        c.iter().map(|v| v.as_f64()).collect()
+    }
+    match kernel.precision {
+        Precision::F64 => apply::<f64>(op, kernel.beta, n, (b, ldb), (c, ldc)),
+        Precision::F32 => apply::<f32>(op, kernel.beta, n, (b, ldb), (c, ldc)),
+    }
+}
+
 #[test]
 fn emulated_kernels_match_reference_products() {
     let ops = operators();
@@ -276,6 +305,14 @@ fn emulated_kernels_match_reference_products() {
                 (0..m * ldc).map(|_| rounded(rng.gen_range(-1.0..1.0), kernel.precision)).collect();
             let c = run(&exe, index, kernel, n, (&b, ldb), (&c0, ldc));
             assert_eq!(c.len(), m * ldc);
+            // The CPU backend's loop gives the same bits as the generated kernel, padding
+            // included.
+            let cpu = cpu_apply(op, kernel, n, (&b, ldb), (&c0, ldc));
+            assert!(
+                cpu.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{} n={n}: the CPU panel loop differs from the generated kernel",
+                kernel.name
+            );
             let tol = if kernel.precision == Precision::F64 { 1e-13 } else { 1e-5 };
             for i in 0..m {
                 let row = &a[i * k..(i + 1) * k];
