@@ -6,7 +6,9 @@
 //! A block of [`VECTORS`] SIMD vectors of consecutive elements keeps its accumulators in
 //! registers while the row's nonzeros stream past (each entry broadcast once per block, each
 //! value of `B` loaded from L1), so the work is the operator's nonzeros times the elements, and
-//! zero entries and unused rows of `B` cost nothing. The SIMD width and FMA are chosen at run
+//! zero entries and unused rows of `B` cost nothing. Two consecutive rows with the same nonzero
+//! columns (all rows of a dense operator) are computed together on half blocks, so that each
+//! value of `B` loaded feeds two fused multiply-adds. The SIMD width and FMA are chosen at run
 //! time by `pulp` (faer's SIMD layer): AVX-512, AVX2 + FMA, or scalar.
 //!
 //! **Same bits as the CUDA kernels.** Each output is the documented sequence: the first product,
@@ -60,24 +62,47 @@ pub struct PanelOperator<T> {
     m: usize,
     k: usize,
     rows: Vec<Vec<(usize, T)>>,
+    /// `paired[i]`: rows i and i + 1 have the same nonzero columns and are computed together.
+    paired: Vec<bool>,
 }
 
 /// f32 and f64, with their SIMD loop.
 pub trait PanelReal: Real {
-    /// One block row: see [`PanelOperator::apply`].
+    /// One task: see [`PanelOperator::apply`].
     #[doc(hidden)]
-    fn apply_task(rows: &[Vec<(usize, Self)>], beta: Beta, b: &[&[Self]], c: &mut [&mut [Self]]);
+    fn apply_task(
+        rows: &[Vec<(usize, Self)>],
+        paired: &[bool],
+        beta: Beta,
+        b: &[&[Self]],
+        c: &mut [&mut [Self]],
+    );
 }
 
 impl<T: PanelReal> PanelOperator<T> {
     /// The operator's nonzeros in `T` (f32: rounded to nearest; an error if one overflows).
     pub fn new(op: &ConstOperator) -> Result<Self, OperatorError> {
         let rows: Vec<OperatorRow> = op.rows(Precision::of::<T>())?;
-        let rows = rows
+        let rows: Vec<Vec<(usize, T)>> = rows
             .into_iter()
             .map(|row| row.into_iter().map(|(j, a)| (j, T::from_f64_lossy(a))).collect())
             .collect();
-        Ok(PanelOperator { m: op.m(), k: op.k(), rows })
+        // Consecutive rows with the same columns share each value of B loaded (dense operators:
+        // every row), which halves the loads per fused multiply-add.
+        let same_columns = |a: &Vec<(usize, T)>, b: &Vec<(usize, T)>| {
+            !a.is_empty() && a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.0 == y.0)
+        };
+        let mut paired = vec![false; rows.len()];
+        let mut i = 0;
+        while i + 1 < rows.len() {
+            if same_columns(&rows[i], &rows[i + 1]) {
+                paired[i] = true;
+                i += 2;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(PanelOperator { m: op.m(), k: op.k(), rows, paired })
     }
 
     /// Rows of `A`.
@@ -130,7 +155,7 @@ impl<T: PanelReal> PanelOperator<T> {
         tasks.par_iter_mut().enumerate().for_each(|(t, c_task)| {
             let range = t * ELEMENTS_PER_TASK..(t * ELEMENTS_PER_TASK + ELEMENTS_PER_TASK).min(n);
             let b_task: Vec<&[T]> = b_rows.iter().map(|row| &row[range.clone()]).collect();
-            T::apply_task(&self.rows, beta, &b_task, c_task);
+            T::apply_task(&self.rows, &self.paired, beta, &b_task, c_task);
         });
         Ok(())
     }
@@ -141,9 +166,16 @@ impl<T: PanelReal> PanelOperator<T> {
 macro_rules! panel_real {
     ($t:ty, $lanes:ident, $splat:ident, $fma:ident, $as_simd:ident, $as_mut_simd:ident) => {
         impl PanelReal for $t {
-            fn apply_task(rows: &[Vec<(usize, $t)>], beta: Beta, b: &[&[$t]], c: &mut [&mut [$t]]) {
+            fn apply_task(
+                rows: &[Vec<(usize, $t)>],
+                paired: &[bool],
+                beta: Beta,
+                b: &[&[$t]],
+                c: &mut [&mut [$t]],
+            ) {
                 struct Task<'a, 'b> {
                     rows: &'a [Vec<(usize, $t)>],
+                    paired: &'a [bool],
                     beta: Beta,
                     b: &'a [&'a [$t]],
                     c: &'a mut [&'b mut [$t]],
@@ -151,19 +183,55 @@ macro_rules! panel_real {
                 impl WithSimd for Task<'_, '_> {
                     type Output = ();
                     #[inline(always)]
-                    fn with_simd<S: Simd>(self, simd: S) -> () {
-                        let Task { rows, beta, b, c } = self;
+                    fn with_simd<S: Simd>(self, simd: S) {
+                        let Task { rows, paired, beta, b, c } = self;
                         let len = c.first().map_or(0, |row| row.len());
                         let block = VECTORS * S::$lanes;
                         let full = len / block * block;
                         // Blocks outermost: the block's values of B (k x block) stay in L1
                         // while every row of A passes over them.
                         for e0 in (0..full).step_by(block) {
-                            for (c_row, row) in c.iter_mut().zip(rows) {
+                            let mut i = 0;
+                            while i < rows.len() {
+                                let row = &rows[i];
+                                if paired[i] {
+                                    // Two rows, half a block at a time: 2 x VECTORS / 2
+                                    // accumulators, two broadcasts and one value of B live.
+                                    let (lo, hi) = c.split_at_mut(i + 1);
+                                    let (c0, c1) = (&mut *lo[i], &mut *hi[0]);
+                                    let half = block / 2;
+                                    for o in [e0, e0 + half] {
+                                        let (v0, _) = S::$as_mut_simd(&mut c0[o..o + half]);
+                                        let (v1, _) = S::$as_mut_simd(&mut c1[o..o + half]);
+                                        let mut acc0 = [simd.$splat(-0.0); VECTORS / 2];
+                                        let mut acc1 = [simd.$splat(-0.0); VECTORS / 2];
+                                        if beta == Beta::One {
+                                            acc0.copy_from_slice(&v0[..VECTORS / 2]);
+                                            acc1.copy_from_slice(&v1[..VECTORS / 2]);
+                                        }
+                                        for (&(j, a0), &(_, a1)) in row.iter().zip(&rows[i + 1]) {
+                                            let (a0, a1) = (simd.$splat(a0), simd.$splat(a1));
+                                            let (b_vec, _) = S::$as_simd(&b[j][o..o + half]);
+                                            for ((x0, x1), &bv) in acc0
+                                                .iter_mut()
+                                                .zip(&mut acc1)
+                                                .zip(&b_vec[..VECTORS / 2])
+                                            {
+                                                *x0 = simd.$fma(bv, a0, *x0);
+                                                *x1 = simd.$fma(bv, a1, *x1);
+                                            }
+                                        }
+                                        v0[..VECTORS / 2].copy_from_slice(&acc0);
+                                        v1[..VECTORS / 2].copy_from_slice(&acc1);
+                                    }
+                                    i += 2;
+                                    continue;
+                                }
+                                i += 1;
                                 if row.is_empty() {
                                     continue;
                                 }
-                                let (c_vec, _) = S::$as_mut_simd(&mut c_row[e0..e0 + block]);
+                                let (c_vec, _) = S::$as_mut_simd(&mut c[i - 1][e0..e0 + block]);
                                 let mut acc = [simd.$splat(-0.0); VECTORS];
                                 if beta == Beta::One {
                                     acc.copy_from_slice(&c_vec[..VECTORS]);
@@ -198,7 +266,7 @@ macro_rules! panel_real {
                         }
                     }
                 }
-                Arch::new().dispatch(Task { rows, beta, b, c });
+                Arch::new().dispatch(Task { rows, paired, beta, b, c });
             }
         }
     };
