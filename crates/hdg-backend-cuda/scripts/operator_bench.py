@@ -25,6 +25,7 @@ after every case, so a run cut short keeps what it measured).
     python3 operator_bench.py MANIFEST_DIR --out results.json [--n 100000 1000000]
         [--only SUBSTRING ...] [--precisions f64 f32] [--reps 20] [--warmup 5]
     python3 operator_bench.py MANIFEST_DIR --out results.json --fake   # no GPU: NumPy stands in
+    python3 operator_bench.py MANIFEST_DIR --out bits.json --bitwise   # device bits = CPU bits
 """
 import argparse
 import json
@@ -175,7 +176,12 @@ def main():
     ap.add_argument('--warmup', type=int, default=5)
     ap.add_argument('--no-gimmik', action='store_true')
     ap.add_argument('--fake', action='store_true', help='NumPy in place of CuPy (no GPU)')
+    ap.add_argument('--bitwise', action='store_true',
+                    help='only run every kernel on its checks/ panel and compare the bits with '
+                         'the CPU result stored there (no timing)')
     args = ap.parse_args()
+    if args.bitwise:
+        return bitwise(args)
 
     manifest = json.loads((args.manifest_dir / 'manifest.json').read_text())
     dev = FakeDevice() if args.fake else CupyDevice()
@@ -235,7 +241,7 @@ def main():
                         'max_rel_error': err, 'ok': ok, **extra})
 
                 for kern, launch in ours:
-                    grid = (-(-n // kern['block'][0]), kern['grid_y'])
+                    grid = (-(-n // (kern['block'][0] * kern.get('columns_per_thread', 1))), kern['grid_y'])
                     block = (kern['block'][0], kern['block'][1])
                     kargs = (np.int32(n), b, np.int32(n), c, np.int32(n))
 
@@ -276,6 +282,48 @@ def main():
                 print(row_line(case), flush=True)
     print()
     print(table(rows))
+
+
+def bitwise(args):
+    """Every kernel of the manifest on its operator's check panel (written by operator-kernels
+    with the CPU panel loop's result): the device's C must equal the CPU's to the bit."""
+    import cupy as cp
+    manifest = json.loads((args.manifest_dir / 'manifest.json').read_text())
+    ops = manifest['operators']
+    if args.only:
+        ops = [o for o in ops if any(s in o['name'] for s in args.only)]
+    report = {'kernels': 0, 'mismatched': []}
+    for op in ops:
+        m, k = op['m'], op['k']
+        for check in op['checks']:
+            dtype = DTYPES[check['precision']]
+            n, ld = check['n'], check['ld']
+            raw = np.fromfile(args.manifest_dir / check['file'], dtype=dtype)
+            b_host, c_want = raw[:k * ld], raw[k * ld:]
+            assert c_want.size == m * ld, check['file']
+            b = cp.asarray(b_host)
+            for kern in op['kernels']:
+                if kern['precision'] != check['precision']:
+                    continue
+                src = (args.manifest_dir / kern['file']).read_text()
+                fn = cp.RawKernel(src, kern['name'], options=('--std=c++17',))
+                c = cp.zeros(m * ld, dtype=dtype)
+                grid = (-(-n // (kern['block'][0] * kern.get('columns_per_thread', 1))),
+                        kern['grid_y'])
+                fn(grid, tuple(kern['block']), (np.int32(n), b, np.int32(ld), c, np.int32(ld)))
+                got = cp.asnumpy(c)
+                bits = np.uint64 if dtype == np.float64 else np.uint32
+                bad = int(np.count_nonzero(got.view(bits) != c_want.view(bits)))
+                report['kernels'] += 1
+                if bad:
+                    report['mismatched'].append({'kernel': kern['name'], 'values': bad})
+        # Rewritten after every operator: a run cut short keeps what it checked.
+        args.out.write_text(json.dumps(report, indent=1))
+        print(f"{op['name']}: {report['kernels']} kernels so far, "
+              f"{len(report['mismatched'])} differ", flush=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(f"bitwise: {report['kernels']} kernels, {len(report['mismatched'])} differ from the "
+          f"CPU: {report['mismatched'][:10]}")
 
 
 def summarize(case):

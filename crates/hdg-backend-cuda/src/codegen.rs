@@ -25,6 +25,8 @@
 //! - rows of `A` that are all zero write 0 ([`Beta::Zero`]) or leave `C` as it is
 //!   ([`Beta::One`]);
 //! - [`Variant::Unrolled`]: one thread per column, fully unrolled, every used row of `B` live;
+//! - [`Variant::UnrolledPairs`]: the same for two adjacent columns per thread, read and written
+//!   as `float2`/`double2` (the last column of an odd n alone, in the scalar form);
 //! - [`Variant::RowSplit`]: the rows of `A` split into chunks of `rows_per_thread`; a 2D launch
 //!   whose `blockIdx.y` picks the chunk; the thread walks the chunk's used columns in order, loads
 //!   the value of `B` and updates the chunk's accumulators, so that only `rows_per_thread`
@@ -57,6 +59,10 @@ pub const DEFAULT_ROWS_PER_THREAD: usize = 16;
 pub enum Variant {
     /// One thread per element column, all rows, fully unrolled (GiMMiK's basic form).
     Unrolled,
+    /// As [`Variant::Unrolled`] for two adjacent element columns per thread, read and written
+    /// as `float2`/`double2` (GiMMiK's width-2 forms): half the memory instructions. Needs even
+    /// `ldb` and `ldc` and `B`, `C` aligned to two values ([`GeneratedKernel::launchable`]).
+    UnrolledPairs,
     /// Rows split into chunks of `rows_per_thread`; `blockIdx.y` picks the chunk.
     RowSplit {
         /// Rows of `A` per thread (at least 1).
@@ -69,6 +75,7 @@ impl Variant {
     pub fn tag(self) -> String {
         match self {
             Variant::Unrolled => "u".to_string(),
+            Variant::UnrolledPairs => "u2".to_string(),
             Variant::RowSplit { rows_per_thread } => format!("rs{rows_per_thread}"),
         }
     }
@@ -114,7 +121,10 @@ pub struct GeneratedKernel {
     pub k: usize,
     /// Threads per block (x, y).
     pub block: (u32, u32),
-    /// The grid's y extent (row chunks; 1 for [`Variant::Unrolled`]); x is `ceil(n / block.0)`.
+    /// Element columns per thread (2 for [`Variant::UnrolledPairs`], else 1).
+    pub columns_per_thread: u32,
+    /// The grid's y extent (row chunks; 1 for the unrolled forms); x is
+    /// `ceil(n / (columns_per_thread block.0))`.
     pub grid_y: u32,
     /// Rows of `A` per thread (m for [`Variant::Unrolled`]).
     pub rows_per_thread: usize,
@@ -129,34 +139,62 @@ pub struct GeneratedKernel {
 }
 
 impl GeneratedKernel {
-    /// The launch grid for a panel of `n` elements: `(ceil(n / block.0), grid_y)`, or `None` if
-    /// it exceeds CUDA's limits (x < 2^31, y < 2^16) or `n` exceeds an `int`.
+    /// The launch grid for a panel of `n` elements: `(ceil(n / (columns_per_thread block.0)),
+    /// grid_y)`, or `None` if it exceeds CUDA's limits (x < 2^31, y < 2^16) or `n` exceeds an
+    /// `int`.
     pub fn grid(&self, n: usize) -> Option<(u32, u32)> {
         if n > i32::MAX as usize || self.grid_y > 65_535 {
             return None;
         }
-        let x = n.div_ceil(self.block.0 as usize);
+        let x = n.div_ceil(self.columns_per_thread as usize * self.block.0 as usize);
         Some((u32::try_from(x).ok()?.max(1), self.grid_y))
+    }
+
+    /// Whether the kernel may run on `B`, `C` at these byte addresses with these leading
+    /// dimensions: [`Variant::UnrolledPairs`] reads and writes pairs of values, which must be
+    /// aligned to twice the value's size (even leading dimensions, aligned bases).
+    pub fn launchable(&self, b_address: u64, ldb: usize, c_address: u64, ldc: usize) -> bool {
+        if self.columns_per_thread == 1 {
+            return true;
+        }
+        let pair = 2 * match self.precision {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        };
+        ldb.is_multiple_of(2)
+            && ldc.is_multiple_of(2)
+            && b_address.is_multiple_of(pair)
+            && c_address.is_multiple_of(pair)
     }
 }
 
-/// Chooses the variant for an operator of m rows and k used columns (rows of `B` loaded) in
-/// `precision`.
+/// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32.
+pub const PAIRS_MAX_NNZ: usize = 2500;
+
+/// Chooses the variant for an operator of m rows, k used columns (rows of `B` loaded) and
+/// `nnz` nonzeros in `precision`.
 ///
 /// The rule, a cost model fitted to the measurements of `scripts/operator_bench.py`
-/// (BENCHMARKS.md, issue 21): the unrolled kernel keeps every used row of `B` in registers,
-/// `w k` 32-bit registers (w = 1 for f32, 2 for f64). It is chosen while `w k <= 64`, or for
-/// at most [`DEFAULT_ROWS_PER_THREAD`] rows; otherwise [`Variant::RowSplit`] with
-/// [`DEFAULT_ROWS_PER_THREAD`] rows per thread, whose live set is `w (rows_per_thread + 1)`
-/// registers whatever k is, at the price of loading `B` once per row chunk. The number of
-/// nonzeros does not enter: the measured unrolled kernels stayed faster up to thousands of
-/// them.
-pub fn choose(m: usize, k: usize, precision: Precision) -> Variant {
+/// (BENCHMARKS.md, issue 21):
+/// - f32 with at most [`PAIRS_MAX_NNZ`] nonzeros and `2 k <= 64`: [`Variant::UnrolledPairs`]
+///   (measured 5-20% faster than [`Variant::Unrolled`] at 1e6 elements; above about 2800
+///   nonzeros its doubled code is slower, up to 2.4x). The caller falls back to
+///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] says no. In f64 the pair form
+///   measured within 5% of the plain one either way and is not chosen.
+/// - otherwise the unrolled kernel, which keeps every used row of `B` in registers (`w k`
+///   32-bit registers, w = 1 for f32, 2 for f64), while `w k <= 64`, or for at most
+///   [`DEFAULT_ROWS_PER_THREAD`] rows;
+/// - otherwise [`Variant::RowSplit`] with [`DEFAULT_ROWS_PER_THREAD`] rows per thread, whose
+///   live set is `w (rows_per_thread + 1)` registers whatever k is, at the price of loading `B`
+///   once per row chunk.
+pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     let w = match precision {
         Precision::F32 => 1,
         Precision::F64 => 2,
     };
-    if w * k <= 64 || m <= DEFAULT_ROWS_PER_THREAD {
+    if precision == Precision::F32 && nnz <= PAIRS_MAX_NNZ && 2 * k <= 64 {
+        Variant::UnrolledPairs
+    } else if w * k <= 64 || m <= DEFAULT_ROWS_PER_THREAD {
         Variant::Unrolled
     } else {
         Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }
@@ -192,7 +230,7 @@ pub fn generate(
     let entries = op.entries(precision)?;
     let (m, k) = (op.m(), op.k());
     let rows_per_thread = match variant {
-        Variant::Unrolled => m,
+        Variant::Unrolled | Variant::UnrolledPairs => m,
         Variant::RowSplit { rows_per_thread: 0 } => return Err(CodegenError::RowsPerThread),
         Variant::RowSplit { rows_per_thread } => rows_per_thread.min(m),
     };
@@ -226,6 +264,8 @@ pub fn generate(
         if beta == Beta::One { " + C" } else { "" },
         match variant {
             Variant::Unrolled => "one thread per element, all rows".to_string(),
+            Variant::UnrolledPairs =>
+                "one thread per two adjacent elements (vector loads), all rows".to_string(),
             Variant::RowSplit { .. } =>
                 format!("one thread per element and chunk of {rows_per_thread} rows (blockIdx.y)"),
         },
@@ -236,44 +276,26 @@ pub fn generate(
         "extern \"C\" __global__ void __launch_bounds__({BLOCK_X}) {name}(int n, const {t}* \
          __restrict__ b, int ldb, {t}* __restrict__ c, int ldc)\n{{"
     );
-    s.push_str(
-        "    const int j = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n    if (j >= n) return;\n    \
-         const long long sb = ldb, sc = ldc;\n    b += j;\n    c += j;\n",
+    let first_column = match variant {
+        Variant::UnrolledPairs => "2 * (int)(blockIdx.x * blockDim.x + threadIdx.x)",
+        _ => "(int)(blockIdx.x * blockDim.x + threadIdx.x)",
+    };
+    let _ = writeln!(
+        s,
+        "    const int j = {first_column};\n    if (j >= n) return;\n    \
+         const long long sb = ldb, sc = ldc;\n    b += j;\n    c += j;"
     );
     let mut b_rows_loaded = 0;
+    let body = Unrolled { entries: &entries, m, k, beta, t, fma, lit };
     match variant {
-        Variant::Unrolled => {
-            let cols = used(0..m);
-            b_rows_loaded += cols.len();
-            for &col in &cols {
-                let _ = writeln!(s, "    const {t} b{col} = b[{col} * sb];");
-            }
-            for i in 0..m {
-                let row = &entries[i * k..(i + 1) * k];
-                let nz: Vec<usize> = (0..k).filter(|&j| row[j] != 0.0).collect();
-                match (nz.first(), beta) {
-                    (None, Beta::Zero) => {
-                        let _ = writeln!(s, "    c[{i} * sc] = 0;");
-                    }
-                    (None, Beta::One) => {}
-                    (Some(&first), _) => {
-                        let rest = match beta {
-                            Beta::Zero => {
-                                let _ = write!(s, "    {{ {t} s = b{first} * {};", lit(row[first]));
-                                &nz[1..]
-                            }
-                            Beta::One => {
-                                let _ = write!(s, "    {{ {t} s = c[{i} * sc];");
-                                &nz[..]
-                            }
-                        };
-                        for &col in rest {
-                            let _ = write!(s, " s = {fma}(b{col}, {}, s);", lit(row[col]));
-                        }
-                        let _ = writeln!(s, " c[{i} * sc] = s; }}");
-                    }
-                }
-            }
+        Variant::Unrolled => b_rows_loaded += body.write(&mut s, None, "    "),
+        Variant::UnrolledPairs => {
+            // Two columns per thread; the last one of an odd n alone, with the scalar form.
+            s.push_str("    if (j + 1 < n) {\n");
+            b_rows_loaded += body.write(&mut s, Some(&format!("{t}2")), "        ");
+            s.push_str("    } else {\n");
+            body.write(&mut s, None, "        ");
+            s.push_str("    }\n");
         }
         Variant::RowSplit { .. } => {
             s.push_str("    switch (blockIdx.y) {\n");
@@ -332,6 +354,7 @@ pub fn generate(
         m,
         k,
         block: (BLOCK_X, 1),
+        columns_per_thread: if variant == Variant::UnrolledPairs { 2 } else { 1 },
         grid_y,
         rows_per_thread,
         nnz,
@@ -339,6 +362,78 @@ pub fn generate(
         b_rows_loaded,
         b_rows_used,
     })
+}
+
+/// The body of the unrolled forms: the used rows of `B` loaded once, then each row of `C` by
+/// the operation sequence.
+struct Unrolled<'a> {
+    entries: &'a [f64],
+    m: usize,
+    k: usize,
+    beta: Beta,
+    t: &'a str,
+    fma: &'a str,
+    lit: fn(f64) -> String,
+}
+
+impl Unrolled<'_> {
+    /// Writes the body for one column, or for two adjacent columns as the pair type `pair`
+    /// (every statement once per lane, `.x` then `.y`). Returns the rows of `B` loaded.
+    fn write(&self, s: &mut String, pair: Option<&str>, indent: &str) -> usize {
+        let Unrolled { entries, m, k, beta, t, fma, lit } = *self;
+        let lanes: &[&str] = if pair.is_some() { &[".x", ".y"] } else { &[""] };
+        let cols: Vec<usize> =
+            (0..k).filter(|&j| (0..m).any(|i| entries[i * k + j] != 0.0)).collect();
+        for &col in &cols {
+            let _ = match pair {
+                Some(p) => writeln!(s, "{indent}const {p} b{col} = *(const {p}*)(b + {col} * sb);"),
+                None => writeln!(s, "{indent}const {t} b{col} = b[{col} * sb];"),
+            };
+        }
+        for i in 0..m {
+            let row = &entries[i * k..(i + 1) * k];
+            let nz: Vec<usize> = (0..k).filter(|&j| row[j] != 0.0).collect();
+            if nz.is_empty() && beta == Beta::One {
+                continue;
+            }
+            let (decl, store) = match pair {
+                Some(p) => (
+                    match beta {
+                        Beta::One => format!("{p} s = *({p}*)(c + {i} * sc);"),
+                        Beta::Zero => format!("{p} s;"),
+                    },
+                    format!("*({p}*)(c + {i} * sc) = s;"),
+                ),
+                None => (
+                    match beta {
+                        Beta::One => format!("{t} s = c[{i} * sc];"),
+                        Beta::Zero => format!("{t} s;"),
+                    },
+                    format!("c[{i} * sc] = s;"),
+                ),
+            };
+            let _ = write!(s, "{indent}{{ {decl}");
+            for lane in lanes {
+                let rest = match (beta, nz.first()) {
+                    (Beta::One, _) => &nz[..],
+                    (Beta::Zero, None) => {
+                        let _ = write!(s, " s{lane} = 0;");
+                        &nz[..]
+                    }
+                    (Beta::Zero, Some(&first)) => {
+                        let _ = write!(s, " s{lane} = b{first}{lane} * {};", lit(row[first]));
+                        &nz[1..]
+                    }
+                };
+                for &col in rest {
+                    let _ =
+                        write!(s, " s{lane} = {fma}(b{col}{lane}, {}, s{lane});", lit(row[col]));
+                }
+            }
+            let _ = writeln!(s, " {store} }}");
+        }
+        cols.len()
+    }
 }
 
 fn row_has_nonzero(entries: &[f64], k: usize, i: usize) -> bool {
@@ -444,14 +539,23 @@ mod tests {
     #[test]
     fn choice_follows_the_documented_rule() {
         let split = Variant::RowSplit { rows_per_thread: 16 };
-        assert_eq!(choose(4, 3, Precision::F64), Variant::Unrolled);
+        let pairs = Variant::UnrolledPairs;
+        assert_eq!(choose(4, 3, 12, Precision::F64), Variant::Unrolled);
+        assert_eq!(choose(4, 3, 12, Precision::F32), pairs);
         // The measured cases: tetrahedron error basis k = 3, triangle error basis k = 7, 8.
-        assert_eq!(choose(343, 20, Precision::F64), Variant::Unrolled);
-        assert_eq!(choose(121, 36, Precision::F32), Variant::Unrolled);
-        assert_eq!(choose(121, 36, Precision::F64), split);
-        assert_eq!(choose(144, 45, Precision::F64), split);
-        assert_eq!(choose(40, 60, Precision::F32), Variant::Unrolled);
-        assert_eq!(choose(40, 65, Precision::F32), split);
-        assert_eq!(choose(16, 500, Precision::F64), Variant::Unrolled);
+        assert_eq!(choose(343, 20, 6692, Precision::F64), Variant::Unrolled);
+        assert_eq!(choose(343, 20, 6692, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(121, 36, 4212, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(121, 36, 4212, Precision::F64), split);
+        assert_eq!(choose(144, 45, 6480, Precision::F64), split);
+        // Tetrahedron face trace k = 6 (84 x 28) and k = 7 (120 x 36) in f32.
+        assert_eq!(choose(84, 28, 2352, Precision::F32), pairs);
+        assert_eq!(choose(120, 36, 4320, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(40, 32, 1280, Precision::F32), pairs);
+        assert_eq!(choose(40, 33, 1320, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(40, 60, 2400, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose(40, 60, 2401, Precision::F64), split);
+        assert_eq!(choose(40, 65, 2600, Precision::F32), split);
+        assert_eq!(choose(16, 500, 8000, Precision::F64), Variant::Unrolled);
     }
 }

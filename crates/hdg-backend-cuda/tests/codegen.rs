@@ -55,6 +55,8 @@ static Dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __launch_bounds__(x)
 using std::fma;
 using std::fmaf;
+struct float2 { float x, y; };
+struct double2 { double x, y; };
 "#;
 
 /// Compiles all kernels into one emulator. Protocol on stdin: i32 kernel index, n, ldb, ldc,
@@ -71,13 +73,14 @@ fn build_emulator(kernels: &[GeneratedKernel], tag: &str) -> PathBuf {
         let _ = writeln!(
             src,
             "static void run{i}(int n, const void* b, int ldb, void* c, int ldc) {{\n\
-             blockDim = Dim3{{{bx}, {by}, 1}}; gridDim = Dim3{{(unsigned)((n + {bx} - 1) / {bx}), {gy}, 1}};\n\
+             blockDim = Dim3{{{bx}, {by}, 1}}; gridDim = Dim3{{(unsigned)((n + {w} - 1) / {w}), {gy}, 1}};\n\
              for (unsigned y = 0; y < gridDim.y; ++y) for (unsigned x = 0; x < gridDim.x; ++x)\n\
              for (unsigned ty = 0; ty < blockDim.y; ++ty) for (unsigned tx = 0; tx < blockDim.x; ++tx) {{\n\
              blockIdx = Dim3{{x, y, 0}}; threadIdx = Dim3{{tx, ty, 0}};\n\
              {name}(n, (const {t}*)b, ldb, ({t}*)c, ldc); }} }}",
             bx = kernel.block.0,
             by = kernel.block.1,
+            w = kernel.block.0 * kernel.columns_per_thread,
             gy = kernel.grid_y,
             name = kernel.name,
         );
@@ -111,7 +114,18 @@ int main() {
 "#,
     );
     std::fs::write(dir.join("emulate.cpp"), src).unwrap();
-    gxx(&["-std=c++17", "-O1", "-ffp-contract=off", "emulate.cpp", "-o", "emulate"], &dir);
+    gxx(
+        &[
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-fno-strict-aliasing",
+            "emulate.cpp",
+            "-o",
+            "emulate",
+        ],
+        &dir,
+    );
     dir.join("emulate")
 }
 
@@ -205,8 +219,9 @@ fn face_trace(t: &ElementTables<f64>, f: usize, name: &str) -> ConstOperator {
     ConstOperator::new(name, t.n, t.n_f, t.face_trace(f, 0).to_vec()).unwrap()
 }
 
-const VARIANTS: [Variant; 3] = [
+const VARIANTS: [Variant; 4] = [
     Variant::Unrolled,
+    Variant::UnrolledPairs,
     Variant::RowSplit { rows_per_thread: 4 },
     Variant::RowSplit { rows_per_thread: 16 },
 ];
@@ -297,8 +312,10 @@ fn emulated_kernels_match_reference_products() {
         let op = &ops[o];
         let (m, k, a) = (op.m(), op.k(), op.values());
         for n in [1000, 37] {
-            // Padding columns (ldb > n, ldc > n) must be neither read into C nor written.
-            let (ldb, ldc) = (n + 3, n + 5);
+            // Padding columns (ldb > n, ldc > n) must be neither read into C nor written; the
+            // leading dimensions are even, as the pair kernels need.
+            let (ldb, ldc) = ((n + 4) & !1, (n + 6) & !1);
+            assert!(kernel.launchable(0, ldb, 16, ldc));
             let b: Vec<f64> = (0..k * ldb).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let b = b.iter().map(|&v| rounded(v, kernel.precision)).collect::<Vec<_>>();
             let c0: Vec<f64> =
@@ -391,9 +408,13 @@ fn zeros_are_skipped_in_the_source() {
                         .collect::<Vec<_>>()
                         .join("\n");
                     let r = match variant {
-                        Variant::Unrolled => m,
+                        Variant::Unrolled | Variant::UnrolledPairs => m,
                         Variant::RowSplit { rows_per_thread } => rows_per_thread,
                     };
+                    // The pair form has its body twice: for two columns (every statement once
+                    // per lane) and for the last column of an odd n.
+                    let pairs = variant == Variant::UnrolledPairs;
+                    let (bodies, lanes) = if pairs { (2, 3) } else { (1, 1) };
                     // Loads of B: the columns a chunk of rows uses, once per chunk.
                     let loads: usize = (0..m)
                         .step_by(r)
@@ -401,19 +422,21 @@ fn zeros_are_skipped_in_the_source() {
                             (0..k).filter(|&j| (i0..(i0 + r).min(m)).any(|i| nz(i, j))).count()
                         })
                         .sum();
-                    assert_eq!(code.matches("b[").count(), loads, "{}", kernel.name);
+                    let b_loads = code.matches("b[").count() + code.matches("*)(b + ").count();
+                    assert_eq!(b_loads, bodies * loads, "{}", kernel.name);
                     assert_eq!(kernel.b_rows_loaded, loads, "{}", kernel.name);
-                    assert_eq!(code.matches("0x").count(), nnz, "{}", kernel.name);
+                    assert_eq!(code.matches("0x").count(), lanes * nnz, "{}", kernel.name);
                     assert_eq!((kernel.nnz, kernel.flops_per_column), (nnz, 2 * nnz));
                     assert_eq!(kernel.grid_y as usize, m.div_ceil(r));
                     assert_eq!(kernel.block, (BLOCK_X, 1));
                     // Reads of C only with beta = 1 and only for rows with a nonzero.
                     let nonzero_rows = (0..m).filter(|&i| (0..k).any(|j| nz(i, j))).count();
-                    let c_reads = code.matches("= c[").count();
-                    let want = if beta == Beta::One { nonzero_rows } else { 0 };
+                    let c_reads = code.matches("= c[").count() + code.matches("s = *(").count();
+                    let want = if beta == Beta::One { bodies * nonzero_rows } else { 0 };
                     assert_eq!(c_reads, want, "{}", kernel.name);
                     let grid = kernel.grid(1000).unwrap();
-                    assert_eq!(grid, (1000u32.div_ceil(BLOCK_X), kernel.grid_y));
+                    let per_block = BLOCK_X * kernel.columns_per_thread;
+                    assert_eq!(grid, (1000u32.div_ceil(per_block), kernel.grid_y));
                 }
             }
         }
@@ -426,6 +449,7 @@ fn zero_column_is_never_loaded() {
     for variant in VARIANTS {
         let kernel = generate(&op, Precision::F64, Beta::Zero, variant).unwrap();
         assert!(!kernel.source.contains("b[3 * sb]"), "{}", kernel.source);
+        assert!(!kernel.source.contains("(b + 3 * sb)"), "{}", kernel.source);
         assert!(kernel.source.contains("c[2 * sc]"));
         assert_eq!(kernel.b_rows_used, 4);
         let kernel = generate(&op, Precision::F64, Beta::One, variant).unwrap();
@@ -441,8 +465,10 @@ fn generation_is_deterministic() {
             let y = generate(b, Precision::F64, Beta::One, variant).unwrap();
             assert_eq!(x, y);
         }
-        let chosen = choose(a.m(), a.k(), Precision::F64);
-        assert!(generate(a, Precision::F64, Beta::Zero, chosen).is_ok());
+        for precision in [Precision::F64, Precision::F32] {
+            let chosen = choose(a.m(), a.k(), a.nnz(), precision);
+            assert!(generate(a, precision, Beta::Zero, chosen).is_ok());
+        }
     }
 }
 

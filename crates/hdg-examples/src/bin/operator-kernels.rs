@@ -7,14 +7,16 @@
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference
 //! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
 //! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
-//! beta = 0 kernels, f32 and f64, unrolled and row-split, in `kernels/KERNEL.cu`, and
+//! beta = 0 kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split, in `kernels/KERNEL.cu`, and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
-//! (`codegen::choose`). Operators with more than `--max-entries` entries (default 20000: the
+//! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
+//! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`). Operators with more than `--max-entries` entries (default 20000: the
 //! tetrahedron error bases from k = 5, whose unrolled kernels would be megabytes of source)
 //! are listed under `skipped` and not written: the output is then about 21 MB.
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
+use hdg_backend_cpu::constant_operator::PanelOperator;
 use hdg_backend_cuda::codegen::{
     choose, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
 };
@@ -49,6 +51,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let out = out.ok_or(USAGE)?;
     std::fs::create_dir_all(out.join("ops"))?;
     std::fs::create_dir_all(out.join("kernels"))?;
+    std::fs::create_dir_all(out.join("checks"))?;
 
     let mut operators = Vec::new();
     let mut skipped = Vec::new();
@@ -90,14 +93,19 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
     });
     std::fs::write(out.join(&file), serde_json::to_string(&values)?)?;
     let mut kernels = Vec::new();
+    let mut checks = Vec::new();
     for precision in [Precision::F64, Precision::F32] {
-        let variants =
-            [Variant::Unrolled, Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }];
+        checks.push(write_check(out, op, precision)?);
+        let variants = [
+            Variant::Unrolled,
+            Variant::UnrolledPairs,
+            Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD },
+        ];
         let mut chosen = None;
         for variant in variants {
             let kernel = generate(op, precision, Beta::Zero, variant)?;
-            let choice =
-                *chosen.get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, precision));
+            let choice = *chosen
+                .get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, kernel.nnz, precision));
             let cu = format!("kernels/{}.cu", kernel.name);
             std::fs::write(out.join(&cu), &kernel.source)?;
             kernels.push(json!({
@@ -107,6 +115,7 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
                 "variant": variant.tag(),
                 "chosen": variant == choice,
                 "block": [kernel.block.0, kernel.block.1],
+                "columns_per_thread": kernel.columns_per_thread,
                 "grid_y": kernel.grid_y,
                 "rows_per_thread": kernel.rows_per_thread,
                 "nnz": kernel.nnz,
@@ -118,6 +127,52 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
     }
     Ok(json!({
         "name": op.name(), "m": op.m(), "k": op.k(), "nnz": op.nnz(), "file": file,
-        "kernels": kernels,
+        "kernels": kernels, "checks": checks,
     }))
+}
+
+/// Elements of the bitwise check panel: odd, so that the pair kernels' last column is alone.
+const CHECK_N: usize = 129;
+
+/// Writes `checks/NAME_PREC.bin`: B (k x CHECK_N, leading dimension CHECK_N + 1, even as the
+/// pair kernels need) and then the C = A B (m x CHECK_N, same leading dimension, padding 0) that
+/// the CPU panel loop computes, raw little-endian in the precision. Every generated kernel of
+/// that precision must reproduce C to the bit on the device (`operator_bench.py --bitwise`).
+fn write_check(
+    out: &Path,
+    op: &ConstOperator,
+    precision: Precision,
+) -> Result<Value, Box<dyn Error>> {
+    let (n, ld) = (CHECK_N, CHECK_N + 1);
+    // Deterministic values in [-1, 1) with all mantissa bits used.
+    let b: Vec<f64> = (0..op.k() * ld)
+        .map(|i| {
+            if i % ld < n {
+                ((i as f64 + 0.5) * 0.618_033_988_749_895).fract() * 2.0 - 1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    match precision {
+        Precision::F64 => {
+            let mut c = vec![0.0f64; op.m() * ld];
+            PanelOperator::<f64>::new(op)?.apply(Beta::Zero, n, &b, ld, &mut c, ld)?;
+            b.iter().chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+        }
+        Precision::F32 => {
+            let b: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+            let mut c = vec![0.0f32; op.m() * ld];
+            PanelOperator::<f32>::new(op)?.apply(Beta::Zero, n, &b, ld, &mut c, ld)?;
+            b.iter().chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+        }
+    }
+    let p = match precision {
+        Precision::F32 => "f32",
+        Precision::F64 => "f64",
+    };
+    let file = format!("checks/{}_{p}.bin", op.name());
+    std::fs::write(out.join(&file), bytes)?;
+    Ok(json!({ "precision": p, "file": file, "n": n, "ld": ld }))
 }
