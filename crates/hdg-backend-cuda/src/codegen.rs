@@ -249,7 +249,8 @@ pub fn generate(
     let used = |rows: std::ops::Range<usize>| -> Vec<usize> {
         (0..k).filter(|&j| rows.clone().any(|i| entries[i * k + j] != 0.0)).collect()
     };
-    let b_rows_used = used(0..m).len();
+    let cols = used(0..m);
+    let b_rows_used = cols.len();
 
     let mut s = String::new();
     let _ = writeln!(
@@ -286,7 +287,7 @@ pub fn generate(
          const long long sb = ldb, sc = ldc;\n    b += j;\n    c += j;"
     );
     let mut b_rows_loaded = 0;
-    let body = Unrolled { entries: &entries, m, k, beta, t, fma, lit };
+    let body = Unrolled { entries: &entries, cols: &cols, m, k, beta, t, fma, lit };
     match variant {
         Variant::Unrolled => b_rows_loaded += body.write(&mut s, None, "    "),
         Variant::UnrolledPairs => {
@@ -368,6 +369,8 @@ pub fn generate(
 /// the operation sequence.
 struct Unrolled<'a> {
     entries: &'a [f64],
+    /// The used columns of `A` (rows of `B` loaded).
+    cols: &'a [usize],
     m: usize,
     k: usize,
     beta: Beta,
@@ -380,11 +383,9 @@ impl Unrolled<'_> {
     /// Writes the body for one column, or for two adjacent columns as the pair type `pair`
     /// (every statement once per lane, `.x` then `.y`). Returns the rows of `B` loaded.
     fn write(&self, s: &mut String, pair: Option<&str>, indent: &str) -> usize {
-        let Unrolled { entries, m, k, beta, t, fma, lit } = *self;
+        let Unrolled { entries, cols, m, k, beta, t, fma, lit } = *self;
         let lanes: &[&str] = if pair.is_some() { &[".x", ".y"] } else { &[""] };
-        let cols: Vec<usize> =
-            (0..k).filter(|&j| (0..m).any(|i| entries[i * k + j] != 0.0)).collect();
-        for &col in &cols {
+        for &col in cols {
             let _ = match pair {
                 Some(p) => writeln!(s, "{indent}const {p} b{col} = *(const {p}*)(b + {col} * sb);"),
                 None => writeln!(s, "{indent}const {t} b{col} = b[{col} * sb];"),
@@ -446,13 +447,10 @@ fn row_has_nonzero(entries: &[f64], k: usize, i: usize) -> bool {
 /// literal: they are written `INFINITY`/`-INFINITY`/`NAN` (never produced by [`generate`],
 /// which refuses them).
 pub fn hex_f64(v: f64) -> String {
-    if v.is_nan() {
-        return "NAN".into();
-    }
-    let sign = if v.is_sign_negative() { "-" } else { "" };
-    if v.is_infinite() {
-        return format!("{sign}INFINITY");
-    }
+    let sign = match non_finite_or_sign(v) {
+        Ok(sign) => sign,
+        Err(literal) => return literal,
+    };
     let bits = v.to_bits();
     let exp = ((bits >> 52) & 0x7ff) as i32;
     let mant = bits & ((1 << 52) - 1);
@@ -462,18 +460,28 @@ pub fn hex_f64(v: f64) -> String {
 /// The exact C99 hexadecimal literal of an f32, with the `f` suffix: `0x1.921fb6p+1f` for
 /// pi rounded to f32 (see [`hex_f64`] for the form).
 pub fn hex_f32(v: f32) -> String {
-    if v.is_nan() {
-        return "NAN".into();
-    }
-    let sign = if v.is_sign_negative() { "-" } else { "" };
-    if v.is_infinite() {
-        return format!("{sign}INFINITY");
-    }
+    // f32 -> f64 keeps NaN, the infinities and the sign.
+    let sign = match non_finite_or_sign(f64::from(v)) {
+        Ok(sign) => sign,
+        Err(literal) => return literal,
+    };
     let bits = v.to_bits();
     let exp = ((bits >> 23) & 0xff) as i32;
     // 23 fraction bits, shifted left by one to fill 6 hex digits.
     let mant = u64::from(bits & ((1 << 23) - 1)) << 1;
     hex_literal(sign, exp, mant, 24, 127, "f")
+}
+
+/// The sign prefix of a finite `v`, or the whole spelling of a NaN or an infinity.
+fn non_finite_or_sign(v: f64) -> Result<&'static str, String> {
+    let sign = if v.is_sign_negative() { "-" } else { "" };
+    if v.is_nan() {
+        Err("NAN".into())
+    } else if v.is_infinite() {
+        Err(format!("{sign}INFINITY"))
+    } else {
+        Ok(sign)
+    }
 }
 
 /// `mant` holds `digits_bits` (a multiple of 4) fraction bits; `exp` is the biased exponent.
