@@ -9,7 +9,9 @@
 //! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
 
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
-use hdg_core::{DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE};
+use hdg_core::{
+    check_lengths, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE,
+};
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
@@ -166,19 +168,36 @@ impl<T: Real> DbfMatrix<T> {
 
     /// y = A x.
     pub fn spmv(&self, x: &[T], y: &mut [T]) {
+        self.product(x, y, Store::Set);
+    }
+
+    /// y = A x, y += alpha A x or y = b + alpha A x, by `store`: each kind compiled on its own
+    /// (a branch on it inside the row loop costs the plain product its speed).
+    fn product(&self, x: &[T], y: &mut [T], store: Store<'_, T>) {
+        match store {
+            Store::Set => self.product_with(x, y, |_, yi: &mut T, v| *yi = v),
+            Store::Add(alpha) => self.product_with(x, y, move |_, yi: &mut T, v| *yi += alpha * v),
+            Store::Update(alpha, b) => {
+                self.product_with(x, y, move |i, yi: &mut T, v| *yi = b[i] + alpha * v)
+            }
+        }
+    }
+
+    fn product_with<S: Fn(usize, &mut T, T) + Sync + Copy>(&self, x: &[T], y: &mut [T], store: S) {
+        let (slots, blocks, columns) = (self.slots, &self.blocks[..], &self.columns[..]);
         match self.n_f {
-            1 => spmv_fixed::<T, 1>(self.slots, &self.blocks, &self.columns, x, y),
-            2 => spmv_fixed::<T, 2>(self.slots, &self.blocks, &self.columns, x, y),
-            3 => spmv_fixed::<T, 3>(self.slots, &self.blocks, &self.columns, x, y),
-            4 => spmv_fixed::<T, 4>(self.slots, &self.blocks, &self.columns, x, y),
-            5 => spmv_fixed::<T, 5>(self.slots, &self.blocks, &self.columns, x, y),
-            6 => spmv_fixed::<T, 6>(self.slots, &self.blocks, &self.columns, x, y),
-            7 => spmv_fixed::<T, 7>(self.slots, &self.blocks, &self.columns, x, y),
-            8 => spmv_fixed::<T, 8>(self.slots, &self.blocks, &self.columns, x, y),
-            9 => spmv_fixed::<T, 9>(self.slots, &self.blocks, &self.columns, x, y),
-            10 => spmv_fixed::<T, 10>(self.slots, &self.blocks, &self.columns, x, y),
-            11 => spmv_fixed::<T, 11>(self.slots, &self.blocks, &self.columns, x, y),
-            _ => spmv_dynamic(self.n_f, self.slots, &self.blocks, &self.columns, x, y),
+            1 => spmv_fixed::<T, S, 1>(slots, blocks, columns, x, y, store),
+            2 => spmv_fixed::<T, S, 2>(slots, blocks, columns, x, y, store),
+            3 => spmv_fixed::<T, S, 3>(slots, blocks, columns, x, y, store),
+            4 => spmv_fixed::<T, S, 4>(slots, blocks, columns, x, y, store),
+            5 => spmv_fixed::<T, S, 5>(slots, blocks, columns, x, y, store),
+            6 => spmv_fixed::<T, S, 6>(slots, blocks, columns, x, y, store),
+            7 => spmv_fixed::<T, S, 7>(slots, blocks, columns, x, y, store),
+            8 => spmv_fixed::<T, S, 8>(slots, blocks, columns, x, y, store),
+            9 => spmv_fixed::<T, S, 9>(slots, blocks, columns, x, y, store),
+            10 => spmv_fixed::<T, S, 10>(slots, blocks, columns, x, y, store),
+            11 => spmv_fixed::<T, S, 11>(slots, blocks, columns, x, y, store),
+            _ => spmv_dynamic(self.n_f, slots, blocks, columns, x, y, store),
         }
     }
 
@@ -194,28 +213,45 @@ impl<T: Real> DbfMatrix<T> {
     }
 }
 
-fn spmv_fixed<T: Real, const NF: usize>(
+/// What the product does with row i's value v: y_i = v, y_i += alpha v, or y_i = b_i + alpha v
+/// (the expressions of `axpy` after a product, and of `copy` + `axpy` or `xpby`: the fused
+/// product rounds as the unfused sequence does).
+#[derive(Clone, Copy)]
+enum Store<'a, T> {
+    Set,
+    Add(T),
+    Update(T, &'a [T]),
+}
+
+fn spmv_fixed<T: Real, S: Fn(usize, &mut T, T) + Sync + Copy, const NF: usize>(
     slots: usize,
     blocks: &[T],
     columns: &[u32],
     x: &[T],
     y: &mut [T],
+    store: S,
 ) {
     match slots {
-        5 => spmv_rows::<T, NF, 5>(blocks, columns, x, y),
-        7 => spmv_rows::<T, NF, 7>(blocks, columns, x, y),
-        _ => spmv_dynamic(NF, slots, blocks, columns, x, y),
+        5 => spmv_rows::<T, S, NF, 5>(blocks, columns, x, y, store),
+        7 => spmv_rows::<T, S, NF, 7>(blocks, columns, x, y, store),
+        _ => spmv_dynamic(NF, slots, blocks, columns, x, y, store),
     }
 }
 
 /// The SpMV with the block size and the slots per row known at compile time: the loops unroll
 /// and every bounds check folds away. Each slot's product goes to its own partial sum, so the
 /// slots' gathers and FMAs overlap instead of waiting on one accumulator.
-fn spmv_rows<T: Real, const NF: usize, const SLOTS: usize>(
+fn spmv_rows<
+    T: Real,
+    S: Fn(usize, &mut T, T) + Sync + Copy,
+    const NF: usize,
+    const SLOTS: usize,
+>(
     blocks: &[T],
     columns: &[u32],
     x: &[T],
     y: &mut [T],
+    store: S,
 ) {
     y.par_chunks_mut(NF * ROWS_PER_TASK).enumerate().for_each(|(task, y_task)| {
         let first_row = task * ROWS_PER_TASK;
@@ -236,36 +272,46 @@ fn spmv_rows<T: Real, const NF: usize, const SLOTS: usize>(
                 }
             }
             for i in 0..NF {
-                y_row[i] = (0..SLOTS).map(|a| partial[a][i]).sum();
+                store(row * NF + i, &mut y_row[i], (0..SLOTS).map(|a| partial[a][i]).sum());
             }
         }
     });
 }
 
-fn spmv_dynamic<T: Real>(
+fn spmv_dynamic<T: Real, S: Fn(usize, &mut T, T) + Sync + Copy>(
     nf: usize,
     slots: usize,
     blocks: &[T],
     columns: &[u32],
     x: &[T],
     y: &mut [T],
+    store: S,
 ) {
-    y.par_chunks_mut(nf * ROWS_PER_TASK).enumerate().for_each(|(task, y_task)| {
-        let first_row = task * ROWS_PER_TASK;
-        for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
-            let row = first_row + r;
-            y_row.iter_mut().for_each(|v| *v = T::zero());
-            for a in 0..slots {
-                let c = columns[row * slots + a];
-                let block = &blocks[(row * slots + a) * nf * nf..][..nf * nf];
-                let xc = &x[c as usize * nf..][..nf];
-                for (i, yi) in y_row.iter_mut().enumerate() {
-                    *yi +=
-                        block[i * nf..(i + 1) * nf].iter().zip(xc).map(|(&b, &v)| b * v).sum::<T>();
+    y.par_chunks_mut(nf * ROWS_PER_TASK).enumerate().for_each_init(
+        || vec![T::zero(); nf],
+        |sums, (task, y_task)| {
+            let first_row = task * ROWS_PER_TASK;
+            for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
+                let row = first_row + r;
+                sums.fill(T::zero());
+                for a in 0..slots {
+                    let c = columns[row * slots + a];
+                    let block = &blocks[(row * slots + a) * nf * nf..][..nf * nf];
+                    let xc = &x[c as usize * nf..][..nf];
+                    for (i, si) in sums.iter_mut().enumerate() {
+                        *si += block[i * nf..(i + 1) * nf]
+                            .iter()
+                            .zip(xc)
+                            .map(|(&b, &v)| b * v)
+                            .sum::<T>();
+                    }
+                }
+                for (i, (yi, &si)) in y_row.iter_mut().zip(sums.iter()).enumerate() {
+                    store(row * nf + i, yi, si);
                 }
             }
-        }
-    });
+        },
+    );
 }
 
 impl<T: Real> DbfEntries for DbfMatrix<T> {
@@ -287,6 +333,20 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
     }
     fn apply(&self, x: &Vec<T>, y: &mut Vec<T>) -> Result<()> {
         self.spmv(x, y);
+        Ok(())
+    }
+    fn fuses_update(&self) -> bool {
+        true
+    }
+    fn apply_update(&self, alpha: T, x: &Vec<T>, b: Option<&Vec<T>>, y: &mut Vec<T>) -> Result<()> {
+        let n = self.dim();
+        let b_len = b.map_or(n, |b| b.len());
+        check_lengths("DBF product and update (x, y, b)", &[n, n, n], &[x.len(), y.len(), b_len])?;
+        let store = match b {
+            Some(b) => Store::Update(alpha, b),
+            None => Store::Add(alpha),
+        };
+        self.product(x, y, store);
         Ok(())
     }
     fn diagonal(&self) -> Result<Vec<T>> {

@@ -3,6 +3,7 @@
 //! Per-element data is stored element-contiguous (one element's matrices in one block): each
 //! task processes whole elements, and a block per element is what the cache wants here. The
 //! kernels themselves are in [`condense`], [`local`] and [`dbf`]; this file only batches them.
+mod blocks;
 pub mod condense;
 pub mod constant_operator;
 pub mod dbf;

@@ -1,12 +1,9 @@
 //! Vector operations on host vectors, parallel over large vectors: level 1, the solvers'
-//! fusions (one pass, one reduction), batched block Jacobi, and the precision conversions.
-use hdg_core::{
-    check_lengths, whole_blocks, BlockOps, CoreError, FusedOps, MixedPrecisionOps, Real, Result,
-    VectorOps,
-};
+//! fusions (one pass, one reduction) and the precision conversions (block Jacobi: `blocks.rs`).
+use hdg_core::{check_lengths, FusedOps, MixedPrecisionOps, Real, Result, VectorOps};
 use rayon::prelude::*;
 
-use crate::{dense, CpuBackend};
+use crate::CpuBackend;
 
 /// Below this length the work is too small to split across threads.
 const MIN_PARALLEL_CHUNK: usize = 1 << 14;
@@ -138,44 +135,6 @@ impl<T: Real> FusedOps<T> for CpuBackend {
     }
 }
 
-impl<T: Real> BlockOps<T> for CpuBackend {
-    fn factor_blocks(&self, blocks: &mut Vec<T>, block_size: usize) -> Result<()> {
-        let bsz = block_size * block_size;
-        whole_blocks("factor_blocks", blocks.len(), bsz)?;
-        blocks.par_chunks_mut(bsz).enumerate().try_for_each(|(b, block)| {
-            dense::cholesky(block_size, block).map_err(|(pivot, value)| {
-                CoreError::Solver(format!(
-                    "block Jacobi: diagonal block {b} is not positive definite (pivot {pivot} = {:e})",
-                    value.as_f64()
-                ))
-            })?;
-            dense::invert_from_cholesky(block_size, block);
-            Ok(())
-        })
-    }
-    fn solve_blocks(
-        &self,
-        factors: &Vec<T>,
-        block_size: usize,
-        r: &Vec<T>,
-        z: &mut Vec<T>,
-    ) -> Result<()> {
-        let bsz = block_size * block_size;
-        let n_blocks = whole_blocks("solve_blocks", r.len(), block_size)?;
-        check_lengths("solve_blocks", &[r.len(), n_blocks * bsz], &[z.len(), factors.len()])?;
-        z.par_chunks_mut(block_size)
-            .zip(r.par_chunks(block_size))
-            .zip(factors.par_chunks(bsz))
-            .with_min_len(256)
-            .for_each(|((zb, rb), inverse)| {
-                for (zi, row) in zb.iter_mut().zip(inverse.chunks_exact(block_size)) {
-                    *zi = row.iter().zip(rb).map(|(&a, &b)| a * b).sum();
-                }
-            });
-        Ok(())
-    }
-}
-
 impl MixedPrecisionOps for CpuBackend {
     fn demote(&self, x: &Vec<f64>, y: &mut Vec<f32>) -> Result<()> {
         check_lengths("demote", &[y.len()], &[x.len()])?;
@@ -198,6 +157,7 @@ impl MixedPrecisionOps for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hdg_core::BlockOps;
 
     fn v(n: usize, f: impl Fn(usize) -> f64) -> Vec<f64> {
         (0..n).map(f).collect()
@@ -229,22 +189,6 @@ mod tests {
         let mut s = x.clone();
         b.scale(-2.0, &mut s).unwrap();
         assert_eq!(s[7], -2.0 * x[7]);
-    }
-
-    #[test]
-    fn block_solves_invert_spd_blocks_and_reject_others() {
-        let b = CpuBackend;
-        // Two 2x2 blocks: [[4, 1], [1, 3]] and [[2, 0], [0, 5]].
-        let blocks: Vec<f64> = vec![4.0, 1.0, 1.0, 3.0, 2.0, 0.0, 0.0, 5.0];
-        let mut factors = blocks.clone();
-        b.factor_blocks(&mut factors, 2).unwrap();
-        let r: Vec<f64> = vec![1.0, 2.0, 3.0, 4.0];
-        let mut z: Vec<f64> = vec![0.0; 4];
-        b.solve_blocks(&factors, 2, &r, &mut z).unwrap();
-        assert!((4.0 * z[0] + z[1] - 1.0).abs() < 1e-14 && (z[0] + 3.0 * z[1] - 2.0).abs() < 1e-14);
-        assert!((z[2] - 1.5).abs() < 1e-15 && (z[3] - 0.8).abs() < 1e-15);
-        let mut bad: Vec<f64> = vec![1.0, 2.0, 2.0, 1.0];
-        assert!(b.factor_blocks(&mut bad, 2).is_err());
     }
 
     /// Vectors of the wrong lengths and blocks that do not tile a vector are errors, never a

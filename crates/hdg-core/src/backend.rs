@@ -88,6 +88,65 @@ pub trait BlockOps<T: Real>: VectorOps<T> {
         r: &Self::Vector,
         z: &mut Self::Vector,
     ) -> Result<()>;
+    /// w = blockdiag(B)^-1 r followed by one step of a polynomial recurrence on (p, x)
+    /// ([`RecurrenceStep::update`]). The default composes [`BlockOps::solve_blocks`] and the
+    /// step's vector operations (w is written); a backend may fuse them into one pass that
+    /// never stores w, with the same bits.
+    fn solve_blocks_step(
+        &self,
+        factors: &Self::Vector,
+        block_size: usize,
+        r: &Self::Vector,
+        w: &mut Self::Vector,
+        step: RecurrenceStep<T>,
+        p: &mut Self::Vector,
+        x: &mut Self::Vector,
+    ) -> Result<()> {
+        self.solve_blocks(factors, block_size, r, w)?;
+        step.update(self, w, p, x)
+    }
+}
+
+/// One step of a polynomial recurrence (Chebyshev's) after w = M^-1 r: a search direction p
+/// and an iterate x, both starting at zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RecurrenceStep<T> {
+    /// p = w, x = alpha w (p and x are overwritten, whatever they held).
+    First {
+        /// Step length.
+        alpha: T,
+    },
+    /// p = w + beta p, x += alpha p.
+    Next {
+        /// Step length.
+        alpha: T,
+        /// Weight of the previous direction.
+        beta: T,
+    },
+}
+
+impl<T: Real> RecurrenceStep<T> {
+    /// The step through level-1 operations: `copy`, `copy`, `scale` for the first, `xpby`,
+    /// `axpy` for the others (a fused version must round as these do).
+    pub fn update<B: VectorOps<T> + ?Sized>(
+        self,
+        backend: &B,
+        w: &B::Vector,
+        p: &mut B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<()> {
+        match self {
+            RecurrenceStep::First { alpha } => {
+                backend.copy(w, p)?;
+                backend.copy(p, x)?;
+                backend.scale(alpha, x)
+            }
+            RecurrenceStep::Next { alpha, beta } => {
+                backend.xpby(w, beta, p)?;
+                backend.axpy(alpha, p, x)
+            }
+        }
+    }
 }
 
 /// Conversions between the two precisions of one backend, for mixed-precision solvers.
@@ -189,6 +248,28 @@ pub trait TraceOperator<T: Real>: Sync {
     fn dim(&self) -> usize;
     /// y = A x.
     fn apply(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()>;
+    /// Whether [`TraceOperator::apply_update`] is implemented (one pass instead of a product
+    /// and a vector update); false by default.
+    fn fuses_update(&self) -> bool {
+        false
+    }
+    /// y = b + alpha A x, or y += alpha A x without `b`, in one pass, with the bits of
+    /// [`TraceOperator::apply`] into a scratch vector s followed by y = b + alpha s (resp.
+    /// y += alpha s). Only where [`TraceOperator::fuses_update`] says so: the default is an
+    /// error, and callers that cannot know compose `apply` with vector operations instead.
+    fn apply_update(
+        &self,
+        alpha: T,
+        x: &Self::Vector,
+        b: Option<&Self::Vector>,
+        y: &mut Self::Vector,
+    ) -> Result<()> {
+        let _ = (alpha, x, b, y);
+        Err(CoreError::InvalidParameter {
+            name: "trace operator",
+            reason: "this operator has no fused product and update (fuses_update is false)".into(),
+        })
+    }
     /// The diagonal of A (for Jacobi preconditioning).
     fn diagonal(&self) -> Result<Self::Vector>;
     /// Size of the natural diagonal blocks (n_f: one face's unknowns).
@@ -323,6 +404,22 @@ pub trait Preconditioner<T: Real, B: VectorOps<T>> {
     fn name(&self) -> String;
     /// z = M^-1 r.
     fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()>;
+    /// w = M^-1 r, then one step of a polynomial recurrence on (p, x) (what a polynomial
+    /// smoother does with each preconditioned residual). The default applies and then updates
+    /// ([`RecurrenceStep::update`]); a preconditioner whose backend fuses the two overrides it
+    /// (w is then scratch that may stay unwritten).
+    fn apply_step(
+        &self,
+        backend: &B,
+        r: &B::Vector,
+        w: &mut B::Vector,
+        step: RecurrenceStep<T>,
+        p: &mut B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<()> {
+        self.apply(backend, r, w)?;
+        step.update(backend, w, p, x)
+    }
     /// Operator applications one call costs (polynomial preconditioners), for statistics.
     fn operator_applications(&self) -> usize {
         0
@@ -426,6 +523,17 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B> + ?Sized> Preconditioner<
     fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
         (**self).apply(backend, r, z)
     }
+    fn apply_step(
+        &self,
+        backend: &B,
+        r: &B::Vector,
+        w: &mut B::Vector,
+        step: RecurrenceStep<T>,
+        p: &mut B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<()> {
+        (**self).apply_step(backend, r, w, step, p, x)
+    }
     fn operator_applications(&self) -> usize {
         (**self).operator_applications()
     }
@@ -440,6 +548,17 @@ impl<T: Real, B: VectorOps<T>, P: Preconditioner<T, B> + ?Sized> Preconditioner<
     }
     fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
         (**self).apply(backend, r, z)
+    }
+    fn apply_step(
+        &self,
+        backend: &B,
+        r: &B::Vector,
+        w: &mut B::Vector,
+        step: RecurrenceStep<T>,
+        p: &mut B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<()> {
+        (**self).apply_step(backend, r, w, step, p, x)
     }
     fn operator_applications(&self) -> usize {
         (**self).operator_applications()

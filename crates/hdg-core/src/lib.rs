@@ -46,8 +46,8 @@ pub use auxiliary::VertexSpace;
 pub use backend::{
     check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
     ErrorNorms, FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
-    MixedPrecisionOps, MultigridOps, PlanWork, Postprocessor, Preconditioner, SolveReport,
-    SolverPlan, TraceOperator, TraceSolver, VectorOps,
+    MixedPrecisionOps, MultigridOps, PlanWork, Postprocessor, Preconditioner, RecurrenceStep,
+    SolveReport, SolverPlan, TraceOperator, TraceSolver, VectorOps,
 };
 pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};

@@ -20,7 +20,8 @@
 use std::sync::Mutex;
 
 use hdg_core::{
-    CoreError, KrylovSolver, Preconditioner, Real, Result, SolveReport, TraceOperator, VectorOps,
+    CoreError, KrylovSolver, Preconditioner, Real, RecurrenceStep, Result, SolveReport,
+    TraceOperator, VectorOps,
 };
 
 use crate::cg::{check_tolerance, rhs_norm, true_residual};
@@ -383,7 +384,10 @@ pub(crate) struct SmoothingPolynomial {
 
 impl SmoothingPolynomial {
     /// z = s(M^-1 A) M^-1 r, with `work` four vectors of r's length (overwritten). Costs
-    /// `degree` applications of `inner` and `degree - 1` of `operator`.
+    /// `degree` applications of `inner` and `degree - 1` of `operator`. Each step's
+    /// preconditioning and recurrence update go through [`Preconditioner::apply_step`], and
+    /// the residual update r -= alpha A p through [`product_update`]: one pass each where the
+    /// backend fuses them, the same bits either way.
     pub(crate) fn apply<T: Real, B: VectorOps<T>>(
         &self,
         backend: &B,
@@ -396,26 +400,53 @@ impl SmoothingPolynomial {
         let [res, w, p, ap] = work;
         let mut coefficients = Coefficients::new(self.lambda_min, self.lambda_max);
         for k in 1..=self.degree {
-            // The first step's residual is r itself: no copy.
-            inner.apply(backend, if k == 1 { r } else { res }, w)?;
             let (alpha, beta) = coefficients.next();
-            if k == 1 {
-                // z = alpha_1 p (z starts at 0), p = w.
-                backend.copy(w, p)?;
-                backend.copy(p, z)?;
-                backend.scale(T::from_f64_lossy(alpha), z)?;
-            } else {
-                backend.xpby(w, T::from_f64_lossy(beta), p)?;
-                backend.axpy(T::from_f64_lossy(alpha), p, z)?;
-            }
+            let alpha = T::from_f64_lossy(alpha);
+            // The first step's residual is r itself, and p and z start at 0.
+            let (residual, step) = match k {
+                1 => (r, RecurrenceStep::First { alpha }),
+                _ => (&*res, RecurrenceStep::Next { alpha, beta: T::from_f64_lossy(beta) }),
+            };
+            inner.apply_step(backend, residual, w, step, p, z)?;
             if k < self.degree {
-                operator.apply(p, ap)?;
-                if k == 1 {
-                    backend.copy(r, res)?;
-                }
-                backend.axpy(T::from_f64_lossy(-alpha), ap, res)?;
+                // res = r - alpha A p on the first step, res -= alpha A p after.
+                let b = if k == 1 { Some(r) } else { None };
+                product_update(backend, operator, -alpha, p, b, res, ap)?;
             }
         }
         Ok(())
+    }
+}
+
+/// y = b + alpha A x (y += alpha A x without `b`): the operator's fused product where it has
+/// one ([`TraceOperator::apply_update`]), else the product into `scratch` and a vector update
+/// (`copy` and `axpy`, or `xpby` when alpha = -1, which needs no copy), with the same bits.
+pub(crate) fn product_update<T: Real, B: VectorOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    alpha: T,
+    x: &B::Vector,
+    b: Option<&B::Vector>,
+    y: &mut B::Vector,
+    scratch: &mut B::Vector,
+) -> Result<()> {
+    if operator.fuses_update() {
+        return operator.apply_update(alpha, x, b, y);
+    }
+    match b {
+        // b - A x: the product straight into y, then y = b + (-1) y.
+        Some(b) if alpha == -T::one() => {
+            operator.apply(x, y)?;
+            backend.xpby(b, alpha, y)
+        }
+        Some(b) => {
+            operator.apply(x, scratch)?;
+            backend.copy(b, y)?;
+            backend.axpy(alpha, scratch, y)
+        }
+        None => {
+            operator.apply(x, scratch)?;
+            backend.axpy(alpha, scratch, y)
+        }
     }
 }

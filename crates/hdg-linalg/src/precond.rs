@@ -3,7 +3,8 @@
 use std::sync::Mutex;
 
 use hdg_core::{
-    BlockOps, CoreError, MixedPrecisionOps, Preconditioner, Real, Result, TraceOperator, VectorOps,
+    BlockOps, CoreError, MixedPrecisionOps, Preconditioner, Real, RecurrenceStep, Result,
+    TraceOperator, VectorOps,
 };
 
 /// No preconditioning: z = r.
@@ -70,6 +71,17 @@ impl<T: Real, B: BlockOps<T>> Preconditioner<T, B> for BlockJacobi<B::Vector> {
     }
     fn apply(&self, backend: &B, r: &B::Vector, z: &mut B::Vector) -> Result<()> {
         backend.solve_blocks(&self.factors, self.block_size, r, z)
+    }
+    fn apply_step(
+        &self,
+        backend: &B,
+        r: &B::Vector,
+        w: &mut B::Vector,
+        step: RecurrenceStep<T>,
+        p: &mut B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<()> {
+        backend.solve_blocks_step(&self.factors, self.block_size, r, w, step, p, x)
     }
 }
 

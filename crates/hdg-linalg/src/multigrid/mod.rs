@@ -65,7 +65,7 @@ use hdg_core::{
     TraceOperator, TraceTopology, VertexSpace,
 };
 
-use crate::chebyshev::SmoothingPolynomial;
+use crate::chebyshev::{product_update, SmoothingPolynomial};
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
 use aggregation::{aggregate, galerkin_products, strong_neighbours, tentative_prolongator};
 use level::CsrOperator;
@@ -579,14 +579,12 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             self.cycle(level + 1, coarse_rhs, coarse_solution)?;
             return self.prolong_add(level, coarse_solution, z, correction);
         }
-        // residual = r - A z
-        operator.apply(z, residual)?;
-        backend.xpby(r, -T::one(), residual)?;
+        // residual = r - A z (`correction` is scratch until the post-smoothing writes it)
+        product_update(backend, operator, -T::one(), z, Some(r), residual, correction)?;
         self.restrict(level, residual, coarse_rhs)?;
         self.cycle(level + 1, coarse_rhs, coarse_solution)?;
         self.prolong_add(level, coarse_solution, z, correction)?;
-        operator.apply(z, residual)?;
-        backend.xpby(r, -T::one(), residual)?;
+        product_update(backend, operator, -T::one(), z, Some(r), residual, correction)?;
         polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], residual, correction)?;
         backend.axpy(T::one(), correction, z)
     }

@@ -1,0 +1,145 @@
+//! The fused operations of the multigrid smoother on the CPU: block Jacobi fused with the
+//! Chebyshev recurrence step, and the DBF product fused with the residual update. Each must
+//! give the bits of the unfused sequence it replaces (the solver's results do not depend on
+//! the fusion), and the column-by-column block product the bits of a row-by-row one.
+use hdg_backend_cpu::CpuBackend;
+use hdg_core::{
+    Assembler, BlockOps, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem, Real,
+    RecurrenceStep, TraceOperator, VectorOps,
+};
+use hdg_mesh::{generate, Diagonal, Mesh};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn bits<T: Real>(v: &[T]) -> Vec<u64> {
+    v.iter().map(|x| x.as_f64().to_bits()).collect()
+}
+
+fn random<T: Real>(rng: &mut StdRng, n: usize) -> Vec<T> {
+    (0..n).map(|_| T::from_f64_lossy(rng.gen_range(-1.0..1.0))).collect()
+}
+
+/// `n_blocks` random SPD blocks of size `b`: M M^T + b I.
+fn spd_blocks<T: Real>(rng: &mut StdRng, b: usize, n_blocks: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(n_blocks * b * b);
+    for _ in 0..n_blocks {
+        let m: Vec<f64> = (0..b * b).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        for i in 0..b {
+            for j in 0..b {
+                let mut s: f64 = (0..b).map(|k| m[i * b + k] * m[j * b + k]).sum();
+                if i == j {
+                    s += b as f64;
+                }
+                out.push(T::from_f64_lossy(s));
+            }
+        }
+    }
+    out
+}
+
+fn block_jacobi_steps<T: Real>() {
+    let backend = CpuBackend;
+    let mut rng = StdRng::seed_from_u64(11);
+    // Every size compiled on its own, and two that take the row-by-row loop; 600 blocks span
+    // three parallel tasks.
+    for b in (1..=13).chain([15]) {
+        let n_blocks = 600;
+        let n = b * n_blocks;
+        let mut factors = spd_blocks::<T>(&mut rng, b, n_blocks);
+        backend.factor_blocks(&mut factors, b).unwrap();
+        let r = random::<T>(&mut rng, n);
+
+        // Against a row-by-row product, summed in column order.
+        let mut z = vec![T::zero(); n];
+        backend.solve_blocks(&factors, b, &r, &mut z).unwrap();
+        let rows: Vec<T> = (0..n)
+            .map(|i| {
+                let (block, row) = (i / b, i % b);
+                let inverse = &factors[(block * b + row) * b..][..b];
+                inverse.iter().zip(&r[block * b..][..b]).map(|(&a, &x)| a * x).sum()
+            })
+            .collect();
+        assert_eq!(bits(&z), bits(&rows), "block size {b}: solve_blocks");
+
+        // The fused step against solve_blocks and RecurrenceStep::update.
+        let (alpha, beta) = (T::from_f64_lossy(0.37), T::from_f64_lossy(-0.21));
+        for step in [RecurrenceStep::First { alpha }, RecurrenceStep::Next { alpha, beta }] {
+            let (p0, x0) = (random::<T>(&mut rng, n), random::<T>(&mut rng, n));
+            let (mut p, mut x, mut w) = (p0.clone(), x0.clone(), vec![T::zero(); n]);
+            backend.solve_blocks_step(&factors, b, &r, &mut w, step, &mut p, &mut x).unwrap();
+            let (mut p_ref, mut x_ref, mut w_ref) = (p0.clone(), x0.clone(), vec![T::zero(); n]);
+            backend.solve_blocks(&factors, b, &r, &mut w_ref).unwrap();
+            step.update(&backend, &w_ref, &mut p_ref, &mut x_ref).unwrap();
+            assert_eq!(bits(&p), bits(&p_ref), "block size {b}, {step:?}: p");
+            assert_eq!(bits(&x), bits(&x_ref), "block size {b}, {step:?}: x");
+        }
+    }
+    // Shapes that do not fit are errors.
+    let factors = vec![T::one(); 8];
+    let (r, mut p, mut x, mut w) =
+        (vec![T::one(); 4], vec![T::one(); 3], vec![T::one(); 4], vec![]);
+    let step = RecurrenceStep::First { alpha: T::one() };
+    assert!(backend.solve_blocks_step(&factors, 2, &r, &mut w, step, &mut p, &mut x).is_err());
+}
+
+#[test]
+fn block_jacobi_step_has_the_bits_of_the_unfused_sequence() {
+    block_jacobi_steps::<f64>();
+    block_jacobi_steps::<f32>();
+}
+
+/// The DBF product with an update against `apply` followed by the vector operations, on an
+/// assembled trace matrix (`mesh`, order `k`) in f64 and rounded to f32.
+fn product_updates(mesh: &Mesh, k: usize) {
+    let backend = CpuBackend;
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let disc = Discretization::<f64>::new(mesh, &problem, k).unwrap();
+    let prep = backend.prepare(&disc).unwrap();
+    let condensed = backend.condense(&disc, &prep).unwrap();
+    let (matrix, _) = backend.assemble(&disc, &prep, &condensed).unwrap();
+    check_updates(&matrix, k);
+    check_updates(&matrix.demote().unwrap(), k);
+}
+
+fn check_updates<T: Real, O: TraceOperator<T, Vector = Vec<T>>>(matrix: &O, k: usize) {
+    let backend = CpuBackend;
+    let mut rng = StdRng::seed_from_u64(5);
+    let n = matrix.dim();
+    assert!(matrix.fuses_update());
+    let (x, b, y0) = (random::<T>(&mut rng, n), random::<T>(&mut rng, n), random::<T>(&mut rng, n));
+    let mut ax = vec![T::zero(); n];
+    matrix.apply(&x, &mut ax).unwrap();
+    for alpha in [-1.0, 0.73] {
+        let alpha = T::from_f64_lossy(alpha);
+        // y += alpha A x
+        let mut y = y0.clone();
+        matrix.apply_update(alpha, &x, None, &mut y).unwrap();
+        let mut y_ref = y0.clone();
+        backend.axpy(alpha, &ax, &mut y_ref).unwrap();
+        assert_eq!(bits(&y), bits(&y_ref), "k = {k}, alpha {alpha:?}: y += alpha A x");
+        // y = b + alpha A x
+        let mut y = y0.clone();
+        matrix.apply_update(alpha, &x, Some(&b), &mut y).unwrap();
+        let mut y_ref = b.clone();
+        backend.axpy(alpha, &ax, &mut y_ref).unwrap();
+        assert_eq!(bits(&y), bits(&y_ref), "k = {k}, alpha {alpha:?}: y = b + alpha A x");
+    }
+    // y = b - A x is what xpby(b, -1, A x) gives.
+    let mut y = y0.clone();
+    matrix.apply_update(-T::one(), &x, Some(&b), &mut y).unwrap();
+    let mut y_ref = ax.clone();
+    backend.xpby(&b, -T::one(), &mut y_ref).unwrap();
+    assert_eq!(bits(&y), bits(&y_ref), "k = {k}: b - A x");
+    // Vectors of the wrong length are errors.
+    let mut short = vec![T::zero(); n - 1];
+    assert!(matrix.apply_update(T::one(), &x, None, &mut short).is_err());
+    assert!(matrix.apply_update(T::one(), &x, Some(&short), &mut y).is_err());
+}
+
+#[test]
+fn dbf_product_update_has_the_bits_of_the_unfused_sequence() {
+    // Triangles k = 3 (n_f = 4, compiled on its own, several tasks of rows), and tetrahedra
+    // k = 4 (n_f = 15, the loop for any block size).
+    product_updates(&generate::unit_square(24, Diagonal::Right).unwrap(), 3);
+    product_updates(&generate::unit_cube(2).unwrap(), 4);
+}
