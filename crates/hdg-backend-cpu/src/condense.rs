@@ -24,7 +24,8 @@ use crate::dense;
 pub struct CondenseScratch<T> {
     schur: Vec<T>,
     load: Vec<T>,
-    point: Vec<f64>,
+    /// The load quadrature's points and source values.
+    load_points: Vec<f64>,
     /// For elements with coefficients at points (made on first use).
     pub(crate) weighted: Option<crate::weighted::WeightedScratch<T>>,
 }
@@ -35,7 +36,7 @@ impl<T: Real> CondenseScratch<T> {
         CondenseScratch {
             schur: vec![T::zero(); t.n * t.n],
             load: vec![T::zero(); t.n],
-            point: vec![0.0; t.dim],
+            load_points: Vec::new(),
             weighted: None,
         }
     }
@@ -186,7 +187,7 @@ pub fn condense_element<T: Real>(
     }
 
     let load = &mut scratch.load;
-    element_load(t, input.vertices, det, source, &mut scratch.point, load);
+    element_load(t, input.vertices, det, source, &mut scratch.load_points, load);
 
     dense::cholesky(n, s_mat)?;
     dense::forward_substitution(n, nl, s_mat, p); // W = L^-1 P

@@ -100,11 +100,21 @@ impl<T: Real> PointMajorBasis<T> {
 /// qp]`).
 struct ElementScratch {
     values: Vec<f64>,
+    /// The points (`[qp * d + r]`), and the exact u and grad u there.
+    x: Vec<f64>,
+    u: Vec<f64>,
+    grad: Vec<f64>,
 }
 
 impl ElementScratch {
     fn new<T: Real>(t: &ElementTables<T>) -> Self {
-        ElementScratch { values: vec![0.0; (t.dim + 2) * t.error_rule.n_points()] }
+        let points = t.error_rule.n_points();
+        ElementScratch {
+            values: vec![0.0; (t.dim + 2) * points],
+            x: vec![0.0; t.dim * points],
+            u: vec![0.0; points],
+            grad: vec![0.0; t.dim * points],
+        }
     }
 }
 
@@ -166,15 +176,17 @@ fn element_errors<T: Real>(
         evaluate_at_points(&basis.basis, points, &q[r * n..(r + 1) * n], out);
     }
     evaluate_at_points(&basis.basis_post, points, u_star, us);
-    let mut x = [0.0; 3];
-    let mut grad = [0.0; 3];
+    let ElementScratch { x, u: exact_u, grad, .. } = scratch;
+    for (qp, xq) in x.chunks_exact_mut(d).enumerate() {
+        map_point(d, vertices, rule.point(qp), xq);
+    }
+    exact.u_and_gradient_at(d, x, exact_u, grad);
     let mut flux = [0.0; 3];
     let mut err = [0.0; 3];
     for qp in 0..points {
-        map_point(d, vertices, rule.point(qp), &mut x[..d]);
         let w = rule.weights[qp] * det;
-        let ue = exact.u_and_gradient(&x[..d], &mut grad[..d]);
-        kappa.flux(&x[..d], &grad[..d], &mut flux[..d]);
+        let (xq, ue) = (&x[qp * d..(qp + 1) * d], exact_u[qp]);
+        kappa.flux(xq, &grad[qp * d..(qp + 1) * d], &mut flux[..d]);
         err[0] += w * (ue - uh[qp]).powi(2);
         for r in 0..d {
             err[1] += w * (flux[r] - qh[r * points + qp]).powi(2);

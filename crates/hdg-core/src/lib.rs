@@ -29,6 +29,7 @@ pub mod discretization;
 pub mod error;
 pub mod error_norms;
 pub mod geometry;
+pub mod lanes;
 pub mod load;
 pub mod manufactured;
 pub mod pipeline;

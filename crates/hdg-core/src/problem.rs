@@ -215,6 +215,34 @@ impl ExactSolution {
         }
     }
 
+    /// u and grad u at the `u.len()` points of `points` (d coordinates each, point-major),
+    /// into `u[p]` and `grad[p * d..][..d]`: [`ExactSolution::u_and_gradient`] point by point,
+    /// except that a manufactured solution is evaluated four points at a time
+    /// ([`crate::lanes`]; its sin and cos may differ from libm's in the last bits).
+    pub fn u_and_gradient_at(&self, d: usize, points: &[f64], u: &mut [f64], grad: &mut [f64]) {
+        let n = u.len();
+        let (points, grad) = (&points[..n * d], &mut grad[..n * d]);
+        match (self, d) {
+            (ExactSolution::Manufactured(m), 2) => {
+                crate::lanes::for_each_point::<2>(*m, points, |p, f| {
+                    u[p] = f.u;
+                    grad[2 * p..2 * p + 2].copy_from_slice(&f.grad);
+                })
+            }
+            (ExactSolution::Manufactured(m), 3) => {
+                crate::lanes::for_each_point::<3>(*m, points, |p, f| {
+                    u[p] = f.u;
+                    grad[3 * p..3 * p + 3].copy_from_slice(&f.grad);
+                })
+            }
+            _ => {
+                for (p, (up, g)) in u.iter_mut().zip(grad.chunks_exact_mut(d.max(1))).enumerate() {
+                    *up = self.u_and_gradient(&points[p * d..(p + 1) * d], g);
+                }
+            }
+        }
+    }
+
     /// The same function as closures: what a backend's own evaluation of a manufactured
     /// solution is compared with, and a way to have every backend use the host.
     pub fn to_closures(&self) -> ExactSolution {
@@ -261,6 +289,27 @@ impl Source {
         match self {
             Source::Manufactured(spec) => spec.source(x),
             Source::Closure { f, .. } => f(x),
+        }
+    }
+
+    /// f at the `out.len()` points of `points` (d coordinates each, point-major):
+    /// [`Source::evaluate`] point by point, except that a manufactured source is evaluated
+    /// four points at a time ([`crate::lanes`]; its sin and cos may differ from libm's in the
+    /// last bits).
+    pub fn evaluate_at(&self, d: usize, points: &[f64], out: &mut [f64]) {
+        let points = &points[..out.len() * d];
+        match (self, d) {
+            (Source::Manufactured(spec), 2) => {
+                crate::lanes::source_at::<2>(spec.solution, spec.kappa, spec.reaction, points, out)
+            }
+            (Source::Manufactured(spec), 3) => {
+                crate::lanes::source_at::<3>(spec.solution, spec.kappa, spec.reaction, points, out)
+            }
+            _ => {
+                for (p, f) in out.iter_mut().enumerate() {
+                    *f = self.evaluate(&points[p * d..(p + 1) * d]);
+                }
+            }
         }
     }
 
