@@ -2,19 +2,21 @@
 //!
 //! At these sizes a general library's per-call set-up costs more than the arithmetic, so the
 //! condensation uses these plain row-major loops (the benchmark compares them with faer). Each
-//! works on slices with explicit leading dimensions so that it runs inside caller-owned scratch.
+//! works on slices with explicit leading dimensions so that it runs inside caller-owned scratch,
+//! on one element's numbers or on several elements' at once (lanes: [`hdg_core::lanes`]).
+pub use hdg_core::lanes::Dense;
 use hdg_core::Real;
 
 /// In-place Cholesky factorisation of the n x n SPD matrix `a` (row-major): on return the lower
 /// triangle holds L with A = L L^T (the strict upper triangle is left as it was).
 /// Returns `Err((pivot, value))` if a pivot is not positive.
-pub fn cholesky<T: Real>(n: usize, a: &mut [T]) -> Result<(), (usize, T)> {
+pub fn cholesky<T: Dense>(n: usize, a: &mut [T]) -> Result<(), (usize, T)> {
     for j in 0..n {
         let mut d = a[j * n + j];
         for k in 0..j {
             d -= a[j * n + k] * a[j * n + k];
         }
-        if d.is_nan() || d <= T::zero() {
+        if d.not_positive() {
             return Err((j, d));
         }
         let d = d.sqrt();
@@ -37,7 +39,7 @@ pub fn cholesky<T: Real>(n: usize, a: &mut [T]) -> Result<(), (usize, T)> {
 
 /// Solves L Y = B in place for `m` right-hand sides stored as the columns of the n x m
 /// row-major `b` (L from [`cholesky`]).
-pub fn forward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) {
+pub fn forward_substitution<T: Dense>(n: usize, m: usize, l: &[T], b: &mut [T]) {
     for i in 0..n {
         let (done, rest) = b.split_at_mut(i * m);
         let row_i = &mut rest[..m];
@@ -56,7 +58,7 @@ pub fn forward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) {
 }
 
 /// Solves L^T X = B in place for `m` right-hand sides (columns of the n x m row-major `b`).
-pub fn backward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) {
+pub fn backward_substitution<T: Dense>(n: usize, m: usize, l: &[T], b: &mut [T]) {
     for i in (0..n).rev() {
         let (head, rest) = b.split_at_mut((i + 1) * m);
         let row_i = &mut head[i * m..];
@@ -76,7 +78,7 @@ pub fn backward_substitution<T: Real>(n: usize, m: usize, l: &[T], b: &mut [T]) 
 
 /// C -= W^T W for the n x m row-major `w` and the m x m row-major `c`; only the upper
 /// triangle is computed and then mirrored, so C stays exactly symmetric.
-pub fn subtract_gram<T: Real>(n: usize, m: usize, w: &[T], c: &mut [T]) {
+pub fn subtract_gram<T: Dense>(n: usize, m: usize, w: &[T], c: &mut [T]) {
     for k in 0..n {
         let row = &w[k * m..(k + 1) * m];
         for i in 0..m {
@@ -95,7 +97,7 @@ pub fn subtract_gram<T: Real>(n: usize, m: usize, w: &[T], c: &mut [T]) {
 }
 
 /// y = A^T x for the n x m row-major `a` (y has m entries, overwritten).
-pub fn transpose_times<T: Real>(n: usize, m: usize, a: &[T], x: &[T], y: &mut [T]) {
+pub fn transpose_times<T: Dense>(n: usize, m: usize, a: &[T], x: &[T], y: &mut [T]) {
     y[..m].iter_mut().for_each(|v| *v = T::zero());
     for k in 0..n {
         let xk = x[k];
@@ -106,7 +108,7 @@ pub fn transpose_times<T: Real>(n: usize, m: usize, a: &[T], x: &[T], y: &mut [T
 }
 
 /// y += alpha A x for the n x m row-major `a`.
-pub fn add_times<T: Real>(n: usize, m: usize, alpha: T, a: &[T], x: &[T], y: &mut [T]) {
+pub fn add_times<T: Dense>(n: usize, m: usize, alpha: T, a: &[T], x: &[T], y: &mut [T]) {
     for i in 0..n {
         let row = &a[i * m..(i + 1) * m];
         let mut s = T::zero();
@@ -156,6 +158,7 @@ pub fn cholesky_flops(n: usize) -> f64 {
 mod tests {
     use super::*;
     use faer::linalg::solvers::Solve;
+    use hdg_core::lanes::Batch;
 
     fn spd(n: usize) -> Vec<f64> {
         // A = B B^T + n I with a fixed pseudo-random B.
@@ -231,5 +234,65 @@ mod tests {
                 assert_eq!(c[i * m + j], c[j * m + i]);
             }
         }
+    }
+
+    /// A batch of SPD matrices factored and solved on lanes gives each matrix's scalar results
+    /// to the bit; a batch with one bad matrix reports a failed pivot.
+    fn same_bits<T: Real>() {
+        let n = 9;
+        let w = <T::Lanes as Batch<T>>::WIDTH;
+        let matrix = |e: usize| -> Vec<T> {
+            (0..n * n)
+                .map(|p| {
+                    let (i, j) = (p / n, p % n);
+                    let v = if i == j {
+                        n as f64 + 1.0 + e as f64 * 0.37
+                    } else {
+                        1.0 / (1.0 + (i as f64 - j as f64).abs() + 0.1 * e as f64)
+                    };
+                    T::from_f64_lossy(v)
+                })
+                .collect()
+        };
+        let rhs = |e: usize| -> Vec<T> {
+            (0..n * 3).map(|p| T::from_f64_lossy(((p + 7 * e) as f64 * 0.3).sin())).collect()
+        };
+        let pack = |values: &dyn Fn(usize) -> Vec<T>, len: usize| -> Vec<T::Lanes> {
+            (0..len)
+                .map(|p| T::Lanes::pack(&(0..w).map(|e| values(e)[p]).collect::<Vec<_>>()))
+                .collect()
+        };
+        let (mut a, mut b) = (pack(&matrix, n * n), pack(&rhs, n * 3));
+        cholesky(n, &mut a).unwrap();
+        forward_substitution(n, 3, &a, &mut b);
+        backward_substitution(n, 3, &a, &mut b);
+        for e in 0..w {
+            let (mut ae, mut be) = (matrix(e), rhs(e));
+            cholesky(n, &mut ae).unwrap();
+            forward_substitution(n, 3, &ae, &mut be);
+            backward_substitution(n, 3, &ae, &mut be);
+            for p in 0..n * n {
+                assert_eq!(a[p].lane(e).as_f64().to_bits(), ae[p].as_f64().to_bits());
+            }
+            for p in 0..n * 3 {
+                assert_eq!(b[p].lane(e).as_f64().to_bits(), be[p].as_f64().to_bits());
+            }
+        }
+        // The last element not positive definite: the batch says so.
+        let bad = |e: usize| {
+            let mut m = matrix(e);
+            if e == w - 1 {
+                m[4 * n + 4] = T::from_f64_lossy(-1.0);
+            }
+            m
+        };
+        let mut a = pack(&bad, n * n);
+        assert!(cholesky(n, &mut a).is_err());
+    }
+
+    #[test]
+    fn lanes_give_the_scalar_bits() {
+        same_bits::<f64>();
+        same_bits::<f32>();
     }
 }

@@ -24,6 +24,7 @@ use rayon::prelude::*;
 pub use dbf::DbfMatrix;
 
 use condense::{condense_element, CondenseScratch, CondensedElement, ElementInput};
+use hdg_core::lanes::{Batch, Dense};
 use weighted::WeightedScratch;
 
 /// The CPU backend. Runs on Rayon's global pool (set `RAYON_NUM_THREADS` to choose the threads).
@@ -275,28 +276,60 @@ impl<T: Real> Postprocessor<T> for CpuBackend {
         let t = &disc.tables;
         let (n, d, np) = (t.n, t.dim, t.n_post);
         let stride = prep.layout.stride();
-        let mut u_star = vec![T::zero(); disc.mesh.n_cells() * np];
-        u_star.par_chunks_mut(np).enumerate().with_min_len(64).try_for_each_init(
-            || (vec![T::zero(); np * np], vec![T::zero(); d * n]),
-            |(work, flux), (e, us)| {
-                let q = &fields.q[e * d * n..(e + 1) * d * n];
-                let (kappa, q) = match element_points(disc, e) {
-                    None => (Some(disc.kappa[e]), q),
-                    Some(points) => {
-                        weighted::projected_inverse_kappa_flux(t, &points, q, flux);
-                        (None, &flux[..])
+        let n_cells = disc.mesh.n_cells();
+        let mut u_star = vec![T::zero(); n_cells * np];
+        let width = <T::Lanes as Batch<T>>::WIDTH;
+        let lane_work = (np - 1) * (np - 1) + np + d * n;
+        // Batches of `width` elements, one per SIMD lane (hdg_core::lanes: the same bits as one
+        // at a time); a batch with a coefficient varying inside a cell, a partial batch, or a
+        // batch that fails goes element by element (which says which element failed).
+        u_star.par_chunks_mut(np * width).enumerate().with_min_len(16).try_for_each_init(
+            || {
+                let lanes = vec![<T::Lanes as Dense>::zero(); lane_work];
+                (lanes, vec![T::zero(); np * np], vec![T::zero(); d * n])
+            },
+            |(lanes, work, flux), (batch, us)| {
+                let first = batch * width;
+                let count = us.len() / np;
+                let constant = (first..first + count).all(|e| element_points(disc, e).is_none());
+                if count == width && constant {
+                    let cells = first..first + width;
+                    let batched = local::postprocess_batch(
+                        t,
+                        &prep.geometry[cells.start * stride..cells.end * stride],
+                        stride,
+                        &disc.kappa[cells.clone()],
+                        &fields.u[cells.start * n..cells.end * n],
+                        &fields.q[cells.start * d * n..cells.end * d * n],
+                        lanes,
+                        us,
+                    );
+                    if batched.is_ok() {
+                        return Ok::<(), CoreError>(());
                     }
-                };
-                local::postprocess_element(
-                    t,
-                    &prep.geometry[e * stride..(e + 1) * stride],
-                    kappa,
-                    &fields.u[e * n..(e + 1) * n],
-                    q,
-                    work,
-                    us,
-                )
-                .map_err(|p| not_spd(e, p))
+                }
+                for (i, us) in us.chunks_exact_mut(np).enumerate() {
+                    let e = first + i;
+                    let q = &fields.q[e * d * n..(e + 1) * d * n];
+                    let (kappa, q) = match element_points(disc, e) {
+                        None => (Some(disc.kappa[e]), q),
+                        Some(points) => {
+                            weighted::projected_inverse_kappa_flux(t, &points, q, flux);
+                            (None, &flux[..])
+                        }
+                    };
+                    local::postprocess_element(
+                        t,
+                        &prep.geometry[e * stride..(e + 1) * stride],
+                        kappa,
+                        &fields.u[e * n..(e + 1) * n],
+                        q,
+                        work,
+                        us,
+                    )
+                    .map_err(|p| not_spd(e, p))?;
+                }
+                Ok(())
             },
         )?;
         Ok(u_star)

@@ -69,6 +69,8 @@ pub trait Real:
     const NAME: &'static str = Self::PRECISION.name();
     /// Unit round-off (half the machine epsilon).
     const UNIT_ROUNDOFF: f64;
+    /// Several elements' values, one per SIMD lane ([`crate::lanes`]).
+    type Lanes: crate::lanes::Batch<Self>;
 
     /// Converts from f64, rounding to nearest.
     fn from_f64_lossy(x: f64) -> Self;
@@ -79,6 +81,7 @@ pub trait Real:
 impl Real for f64 {
     const PRECISION: Precision = Precision::F64;
     const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
+    type Lanes = crate::lanes::Lanes<wide::f64x4>;
     #[inline(always)]
     fn from_f64_lossy(x: f64) -> Self {
         x
@@ -92,6 +95,7 @@ impl Real for f64 {
 impl Real for f32 {
     const PRECISION: Precision = Precision::F32;
     const UNIT_ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
+    type Lanes = crate::lanes::Lanes<wide::f32x8>;
     #[inline(always)]
     fn from_f64_lossy(x: f64) -> Self {
         x as f32

@@ -1,7 +1,8 @@
-//! The fused operations of the multigrid smoother on the CPU: block Jacobi fused with the
-//! Chebyshev recurrence step, and the DBF product fused with the residual update. Each must
-//! give the bits of the unfused sequence it replaces (the solver's results do not depend on
-//! the fusion), and the column-by-column block product the bits of a row-by-row one.
+//! Faster forms of CPU kernels that must give the bits of the plain ones: the multigrid
+//! smoother's fusions (block Jacobi with the Chebyshev recurrence step, the DBF product with
+//! the residual update) against the unfused sequences, the column-by-column block product
+//! against a row-by-row one, and the postprocessing in batches of SIMD lanes against one
+//! element at a time. The solver's and the pipeline's results do not depend on which runs.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
     Assembler, BlockOps, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem, Real,
@@ -142,4 +143,48 @@ fn dbf_product_update_has_the_bits_of_the_unfused_sequence() {
     // k = 4 (n_f = 15, the loop for any block size).
     product_updates(&generate::unit_square(24, Diagonal::Right).unwrap(), 3);
     product_updates(&generate::unit_cube(2).unwrap(), 4);
+}
+
+/// The postprocessing in batches of SIMD lanes (`hdg_core::lanes`) against one element at a
+/// time, to the bit: a perturbed mesh whose cell count is not a multiple of the batch width
+/// (the last elements go one at a time), random fields, f64 (4 lanes) and f32 (8).
+fn batched_postprocessing<T: Real>() {
+    use hdg_backend_cpu::local::postprocess_element;
+    use hdg_core::{HostFields, Postprocessor};
+    let backend = CpuBackend;
+    let mesh =
+        generate::perturb(&generate::unit_square(9, Diagonal::Left).unwrap(), 0.3, 4).unwrap();
+    assert_ne!(mesh.n_cells() % 8, 0);
+    let problem = Problem::manufactured(Manufactured::Sine, 1.7, 0.0);
+    let disc = Discretization::<T>::new(&mesh, &problem, 3).unwrap();
+    let prep = backend.prepare(&disc).unwrap();
+    let t = &disc.tables;
+    let (n, d, np) = (t.n, t.dim, t.n_post);
+    let mut rng = StdRng::seed_from_u64(3);
+    let cells = mesh.n_cells();
+    let fields =
+        HostFields { u: random::<T>(&mut rng, cells * n), q: random::<T>(&mut rng, cells * d * n) };
+    let u_star = backend.postprocess(&disc, &prep, &fields).unwrap();
+    let stride = prep.layout.stride();
+    let mut work = vec![T::zero(); np * np];
+    for e in 0..cells {
+        let mut one = vec![T::zero(); np];
+        postprocess_element(
+            t,
+            &prep.geometry[e * stride..(e + 1) * stride],
+            Some(disc.kappa[e]),
+            &fields.u[e * n..(e + 1) * n],
+            &fields.q[e * d * n..(e + 1) * d * n],
+            &mut work,
+            &mut one,
+        )
+        .unwrap();
+        assert_eq!(bits(&u_star[e * np..(e + 1) * np]), bits(&one), "{} element {e}", T::NAME);
+    }
+}
+
+#[test]
+fn batched_postprocessing_has_the_bits_of_one_element_at_a_time() {
+    batched_postprocessing::<f64>();
+    batched_postprocessing::<f32>();
 }
