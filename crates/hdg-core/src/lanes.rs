@@ -239,6 +239,15 @@ impl Arithmetic for Lanes<f64x4> {
     }
 }
 
+/// Points `first..first + LANES` of `points` (D coordinates each) as D lane values; past the
+/// last point the last point is repeated.
+fn chunk_of_points<const D: usize>(points: &[f64], first: usize) -> [Lanes<f64x4>; D] {
+    let n = points.len() / D;
+    core::array::from_fn(|r| {
+        Lanes(f64x4::new(core::array::from_fn(|l| points[(first + l).min(n - 1) * D + r])))
+    })
+}
+
 /// Calls `each(p, fields)` for every point p of `points` (D coordinates each, point-major),
 /// the fields of `m` evaluated four points at a time (a last partial chunk repeats its last
 /// point in the unused lanes).
@@ -249,9 +258,7 @@ pub fn for_each_point<const D: usize>(
 ) {
     let n = points.len() / D;
     for first in (0..n).step_by(LANES) {
-        let x: [Lanes<f64x4>; D] = core::array::from_fn(|r| {
-            Lanes(f64x4::new(core::array::from_fn(|l| points[(first + l).min(n - 1) * D + r])))
-        });
+        let x = chunk_of_points::<D>(points, first);
         let fields = m.evaluate(&x);
         let (u, laplacian) = (fields.u.to_array(), fields.laplacian.to_array());
         let grad = fields.grad.map(Lanes::<f64x4>::to_array);
@@ -274,9 +281,7 @@ pub fn source_at<const D: usize>(
     let (kappa, reaction) = (Lanes::<f64x4>::constant(kappa), Lanes::constant(reaction));
     let n = points.len() / D;
     for first in (0..n).step_by(LANES) {
-        let x: [Lanes<f64x4>; D] = core::array::from_fn(|r| {
-            Lanes(f64x4::new(core::array::from_fn(|l| points[(first + l).min(n - 1) * D + r])))
-        });
+        let x = chunk_of_points::<D>(points, first);
         let f = m.source(&x, kappa, reaction).to_array();
         let count = LANES.min(n - first);
         out[first..first + count].copy_from_slice(&f[..count]);
