@@ -10,6 +10,7 @@
 //! All matrices are row-major; the index order of each array is written next to it.
 use ndarray::Array2;
 
+use crate::constant_operator::{ConstOperator, OperatorError};
 use crate::real::Real;
 use crate::reference::{QuadratureRule, ReferenceElement};
 use crate::CellType;
@@ -77,6 +78,50 @@ fn push_matrix<T: Real>(out: &mut Vec<T>, m: &Array2<f64>) {
 }
 
 /// Values of all basis functions of `element` at the points of `rule`: `[q][i]`.
+/// The polynomial degree the error norms' rule integrates exactly at order k
+/// ([`ElementTables::error_rule`]).
+pub fn error_rule_degree(k: usize) -> usize {
+    2 * k + 6
+}
+
+/// The names of [`error_evaluation_operators`] for (cell type, k): `{cell}-k{k}-error-basis`
+/// and `{cell}-k{k}-error-basis-post`, cell `tri` or `tet`.
+pub fn error_evaluation_names(cell_type: CellType, k: usize) -> [String; 2] {
+    let cell = match cell_type {
+        CellType::Triangle => "tri",
+        CellType::Tetrahedron => "tet",
+    };
+    [format!("{cell}-k{k}-error-basis"), format!("{cell}-k{k}-error-basis-post")]
+}
+
+/// The error norms' evaluation operators of an order-k element, with `post_element` of order
+/// k + 1: the volume basis at the points of the error rule (`{cell}-k{k}-error-basis`, points x
+/// n, [`ElementTables::error_basis`]) and the postprocessing basis at the same points
+/// (`{cell}-k{k}-error-basis-post`, points x n', [`ElementTables::error_basis_post`]), in f64.
+/// Applied to a panel of coefficients (one element per column) they give the fields at the
+/// points; the backends' generated kernels are built from these.
+pub fn error_evaluation_operators(
+    element: &dyn ReferenceElement,
+    post_element: &dyn ReferenceElement,
+) -> Result<[ConstOperator; 2], OperatorError> {
+    let k = element.order();
+    let [basis_name, post_name] = error_evaluation_names(element.cell_type(), k);
+    let rule = element.cell_quadrature(error_rule_degree(k));
+    let basis = ConstOperator::new(
+        &basis_name,
+        rule.n_points(),
+        element.n_volume(),
+        basis_at(element, &rule),
+    )?;
+    let post = ConstOperator::new(
+        &post_name,
+        rule.n_points(),
+        post_element.n_volume(),
+        basis_at(post_element, &rule),
+    )?;
+    Ok([basis, post])
+}
+
 fn basis_at(element: &dyn ReferenceElement, rule: &QuadratureRule) -> Vec<f64> {
     let n = element.n_volume();
     let mut out = vec![0.0; rule.n_points() * n];
@@ -145,7 +190,7 @@ impl<T: Real> ElementTables<T> {
         let coefficient_rule = element.cell_quadrature(2 * k + 1);
         let coefficient_basis =
             basis_at(element, &coefficient_rule).into_iter().map(T::from_f64_lossy).collect();
-        let error_rule = element.cell_quadrature(2 * k + 6);
+        let error_rule = element.cell_quadrature(error_rule_degree(k));
         let error_basis =
             basis_at(element, &error_rule).into_iter().map(T::from_f64_lossy).collect();
         let error_basis_post =
@@ -283,5 +328,40 @@ impl<T: Real> ElementTables<T> {
     pub fn post_derivative(&self, s: usize) -> &[T] {
         let sz = self.n * self.n_post;
         &self.post_derivative[s * sz..(s + 1) * sz]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ReferenceTetrahedron, ReferenceTriangle};
+
+    /// The generated kernels are built from `error_evaluation_operators`, the error norms read
+    /// `ElementTables`: both must be the same matrices, with the same names the kernels carry.
+    #[test]
+    fn error_evaluation_operators_are_the_tables_error_bases() {
+        for k in 1..=4 {
+            let pairs: [[Box<dyn ReferenceElement>; 2]; 2] = [
+                [
+                    Box::new(ReferenceTriangle::new(k).unwrap()),
+                    Box::new(ReferenceTriangle::new(k + 1).unwrap()),
+                ],
+                [
+                    Box::new(ReferenceTetrahedron::new(k).unwrap()),
+                    Box::new(ReferenceTetrahedron::new(k + 1).unwrap()),
+                ],
+            ];
+            for ([element, post], cell) in pairs.into_iter().zip(["tri", "tet"]) {
+                let t = ElementTables::<f64>::new(element.as_ref(), post.as_ref(), 2 * k + 4);
+                let [basis, basis_post] =
+                    error_evaluation_operators(element.as_ref(), post.as_ref()).unwrap();
+                assert_eq!(basis.name(), format!("{cell}-k{k}-error-basis"));
+                assert_eq!(basis_post.name(), format!("{cell}-k{k}-error-basis-post"));
+                assert_eq!((basis.m(), basis.k()), (t.error_rule.n_points(), t.n));
+                assert_eq!((basis_post.m(), basis_post.k()), (t.error_rule.n_points(), t.n_post));
+                assert_eq!(basis.values(), &t.error_basis[..]);
+                assert_eq!(basis_post.values(), &t.error_basis_post[..]);
+            }
+        }
     }
 }

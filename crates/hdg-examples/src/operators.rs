@@ -5,6 +5,7 @@
 //! One list for the CUDA kernel export (`operator-kernels`) and the CPU benchmark
 //! (`operator-cpu-bench`).
 use hdg_core::constant_operator::{ConstOperator, OperatorError};
+use hdg_core::tables::error_evaluation_operators;
 use hdg_core::{ElementTables, ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 
 /// The operators, in order (k, then triangle before tetrahedron, error basis before the faces);
@@ -14,15 +15,14 @@ pub fn pipeline_operators(
 ) -> Result<Vec<ConstOperator>, Box<dyn std::error::Error>> {
     let mut ops = Vec::new();
     for k in 1..=8 {
-        let tri = tables(&ReferenceTriangle::new(k)?, &ReferenceTriangle::new(k + 1)?, k);
-        let tet = tables(&ReferenceTetrahedron::new(k)?, &ReferenceTetrahedron::new(k + 1)?, k);
-        for (cell, t) in [("tri", tri), ("tet", tet)] {
-            ops.push(ConstOperator::new(
-                &format!("{cell}-k{k}-error-basis"),
-                t.error_rule.n_points(),
-                t.n,
-                t.error_basis.clone(),
-            )?);
+        let elements: [[Box<dyn ReferenceElement>; 2]; 2] = [
+            [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
+            [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
+        ];
+        for ([element, post], cell) in elements.into_iter().zip(["tri", "tet"]) {
+            let [error_basis, _] = error_evaluation_operators(element.as_ref(), post.as_ref())?;
+            ops.push(error_basis);
+            let t = ElementTables::<f64>::new(element.as_ref(), post.as_ref(), 2 * k + 4);
             let faces = if all_faces { t.n_faces } else { 1 };
             for f in 0..faces {
                 ops.push(face_trace(&t, cell, k, f)?);
@@ -44,12 +44,4 @@ fn face_trace(
         t.n_f,
         t.face_trace(f, 0).to_vec(),
     )
-}
-
-fn tables(
-    element: &dyn ReferenceElement,
-    post: &dyn ReferenceElement,
-    k: usize,
-) -> ElementTables<f64> {
-    ElementTables::new(element, post, 2 * k + 4)
 }
