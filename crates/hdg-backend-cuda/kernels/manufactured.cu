@@ -113,6 +113,49 @@ __device__ void element_errors(u64 nc, const f64* __restrict__ vertices,
     }
 }
 
+// As element_errors, from the fields at the quadrature points (the generated operators'
+// output, crate::operators) for the cells first .. first + count: u_h at p, the q_h components
+// and u* are values[(c * nq + p) * ld + i] for cell first + i, c = 0 for u_h, 1..=DIM for q_h,
+// DIM + 1 for u*. Writes the cells' entries of the three error planes.
+template <int DIM, typename T, unsigned SOLUTION>
+__device__ void element_errors_at_points(u64 nc, u64 first, u64 count,
+                                         const f64* __restrict__ vertices,
+                                         const unsigned* __restrict__ cell_vertices,
+                                         const T* __restrict__ geometry,
+                                         const T* __restrict__ kappa, unsigned nq,
+                                         const f64* __restrict__ points,
+                                         const f64* __restrict__ weights,
+                                         const T* __restrict__ values, u64 ld,
+                                         f64* __restrict__ errors) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count;
+         i += (u64)gridDim.x * blockDim.x) {
+        const u64 e = first + i;
+        f64 v[(DIM + 1) * DIM];
+        cell_coordinates<DIM>(nc, e, vertices, cell_vertices, v);
+        const f64 det = (f64)geometry[e];
+        const f64 kap = (f64)kappa[e];
+        f64 err_u = 0.0, err_q = 0.0, err_star = 0.0;
+        for (unsigned qp = 0; qp < nq; ++qp) {
+            f64 x[DIM], grad[DIM];
+            map_point<DIM>(v, points + qp * DIM, x);
+            const f64 ue = manufactured_solution<DIM, SOLUTION>(x, grad);
+            const f64 w = weights[qp] * det;
+            const f64 du = ue - (f64)values[(u64)qp * ld + i];
+            err_u += w * (du * du);
+#pragma unroll
+            for (int r = 0; r < DIM; ++r) {
+                const f64 dq = -kap * grad[r] - (f64)values[((u64)(1 + r) * nq + qp) * ld + i];
+                err_q += w * (dq * dq);
+            }
+            const f64 ds = ue - (f64)values[((u64)(DIM + 1) * nq + qp) * ld + i];
+            err_star += w * (ds * ds);
+        }
+        errors[e] = err_u;
+        errors[nc + e] = err_q;
+        errors[2 * nc + e] = err_star;
+    }
+}
+
 // Block partial sums of the three error planes: partials[c * gridDim.x + block]. The host adds
 // the partials in block order, so the total does not depend on scheduling. Needs blockDim.x =
 // 256 (the tree below).
@@ -152,6 +195,13 @@ __device__ void error_partials(u64 nc, const f64* __restrict__ errors, f64* __re
         const T* basis_post, f64* errors) {                                                   \
         element_errors<D, T, S>(nc, vertices, cell_vertices, geometry, kappa, u, q, u_star,   \
                                 nq, points, weights, n, np, basis, basis_post, errors);       \
+    }                                                                                         \
+    extern "C" __global__ void manufactured_errors_at_points_##T##_d##D##_sol##S(               \
+        u64 nc, u64 first, u64 count, const f64* vertices, const unsigned* cell_vertices,     \
+        const T* geometry, const T* kappa, unsigned nq, const f64* points, const f64* weights, \
+        const T* values, u64 ld, f64* errors) {                                               \
+        element_errors_at_points<D, T, S>(nc, first, count, vertices, cell_vertices, geometry, \
+                                          kappa, nq, points, weights, values, ld, errors);    \
     }
 FOR_EACH_SOLUTION(LOADS_AND_ERRORS, 2, f32)
 FOR_EACH_SOLUTION(LOADS_AND_ERRORS, 2, f64)

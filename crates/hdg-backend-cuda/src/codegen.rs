@@ -13,7 +13,8 @@
 //!
 //! and one thread computes one element column (of all rows of `C`, or of one chunk of rows).
 //! The generated source is host-independent text: this module has no CUDA types and is built
-//! with and without the `cuda` feature. Nothing here is wired into the pipeline yet.
+//! with and without the `cuda` feature, and build.rs includes it to generate the kernels the
+//! backend carries ([`built_in_operators`], [`built_in_kernels`]).
 //!
 //! What the generator does (GiMMiK's design, and its answer to register pressure):
 //!
@@ -51,6 +52,10 @@ pub use hdg_core::Precision;
 /// Threads per block along the element index (both variants).
 pub const BLOCK_X: u32 = 128;
 
+/// Rows of `A` per thread of the dense fallback (`kernels/dense_operator.cu`, for operators that
+/// are not built in): its accumulators' registers.
+pub const DENSE_ROWS: usize = 16;
+
 /// Rows of `A` per chunk in the [`Variant::RowSplit`] kernels that [`choose`] picks.
 pub const DEFAULT_ROWS_PER_THREAD: usize = 16;
 
@@ -87,6 +92,9 @@ pub enum CodegenError {
     /// The operator itself was refused.
     #[error(transparent)]
     Operator(#[from] OperatorError),
+    /// A reference element of the pipeline's operators was refused.
+    #[error(transparent)]
+    Element(#[from] hdg_core::CoreError),
     /// `rows_per_thread` is zero.
     #[error("rows_per_thread must be at least 1")]
     RowsPerThread,
@@ -199,6 +207,55 @@ pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     } else {
         Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }
     }
+}
+
+/// Operators with more nonzeros than this are not compiled into the backend: their unrolled
+/// kernels would cost minutes of ptxas and megabytes of code, and the pipeline applies them with
+/// its loop kernels instead (tetrahedra from k = 4 on, for the error norms).
+pub const BUILT_IN_MAX_NNZ: usize = 12_288;
+
+/// The pipeline's operators that build.rs compiles into the backend (`C = A B` in f32 and f64,
+/// [`built_in_kernels`]): the error norms' evaluation operators
+/// ([`hdg_core::tables::error_evaluation_operators`]) of triangles and tetrahedra at k =
+/// 1..=`max_order` whose two operators both have at most [`BUILT_IN_MAX_NNZ`] nonzeros.
+pub fn built_in_operators(max_order: usize) -> Result<Vec<ConstOperator>, CodegenError> {
+    use hdg_core::tables::error_evaluation_operators;
+    use hdg_core::{ReferenceTetrahedron, ReferenceTriangle};
+    let mut ops = Vec::new();
+    for k in 1..=max_order {
+        let elements: [[Box<dyn hdg_core::ReferenceElement>; 2]; 2] = [
+            [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
+            [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
+        ];
+        for [element, post] in elements {
+            let pair = error_evaluation_operators(element.as_ref(), post.as_ref())?;
+            if pair.iter().all(|op| op.nnz() <= BUILT_IN_MAX_NNZ) {
+                ops.extend(pair);
+            }
+        }
+    }
+    Ok(ops)
+}
+
+/// The kernels of `op` that build.rs compiles into the backend, `C = A B`: one per precision
+/// (f32, then f64), the variant [`choose`] picks, except that the pair form becomes the plain
+/// [`Variant::Unrolled`]: the pair form needs even leading dimensions, so it would need the
+/// plain kernel beside it for odd panels, three times the f32 code for the 5-20% it gains, and
+/// these kernels are minutes of ptxas already.
+pub fn built_in_kernels(op: &ConstOperator) -> Result<Vec<GeneratedKernel>, CodegenError> {
+    [Precision::F32, Precision::F64]
+        .into_iter()
+        .map(|precision| {
+            let rows = op.rows(precision)?;
+            let nnz = rows.iter().map(Vec::len).sum();
+            let used = (0..op.k()).filter(|&j| rows.iter().any(|r| r.iter().any(|&(c, _)| c == j)));
+            let variant = match choose(op.m(), used.count(), nnz, precision) {
+                Variant::UnrolledPairs => Variant::Unrolled,
+                other => other,
+            };
+            generate(op, precision, Beta::Zero, variant)
+        })
+        .collect()
 }
 
 /// The kernel name for an operator, precision, beta and variant.
@@ -513,6 +570,35 @@ fn hex_literal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What is compiled in: both error evaluation operators of every triangle order and of the
+    /// tetrahedra up to k = 3 (tetrahedra at k = 4 exceed the limit), each with one kernel per
+    /// precision, never the pair form.
+    #[test]
+    fn built_in_operators_and_their_kernels() {
+        let ops = built_in_operators(crate::MAX_ELEMENT_ORDER).unwrap();
+        let names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
+        let mut expected = Vec::new();
+        for k in 1..=crate::MAX_ELEMENT_ORDER {
+            let cells: &[&str] = if k <= 3 { &["tri", "tet"] } else { &["tri"] };
+            for cell in cells {
+                expected.push(format!("{cell}-k{k}-error-basis"));
+                expected.push(format!("{cell}-k{k}-error-basis-post"));
+            }
+        }
+        assert_eq!(names, expected);
+        for op in &ops {
+            assert!(op.nnz() <= BUILT_IN_MAX_NNZ, "{}", op.name());
+            let kernels = built_in_kernels(op).unwrap();
+            for precision in [Precision::F32, Precision::F64] {
+                let of: Vec<&GeneratedKernel> =
+                    kernels.iter().filter(|g| g.precision == precision).collect();
+                assert_eq!(of.len(), 1, "{}", op.name());
+                assert_ne!(of[0].variant, Variant::UnrolledPairs);
+                assert!(of.iter().all(|g| g.beta == Beta::Zero && (g.m, g.k) == (op.m(), op.k())));
+            }
+        }
+    }
 
     #[test]
     fn hex_literals_of_known_values() {

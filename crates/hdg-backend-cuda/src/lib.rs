@@ -68,6 +68,8 @@ mod manufactured_code;
 mod multigrid;
 #[cfg(feature = "cuda")]
 mod operator;
+#[cfg(feature = "cuda")]
+mod operators;
 pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
@@ -91,11 +93,11 @@ pub use operator::dbf::{DeviceDbf, SpmvKernel};
 pub use operator::matrix_free::MatrixFreeOperator;
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
-pub use settings::CudaSettings;
+pub use settings::{CudaSettings, PointEvaluation};
 #[cfg(feature = "cuda")]
 pub use stages::{
     condense::{CondensedArray, DeviceCondensed},
-    postprocess::DevicePostprocessed,
+    postprocess::{DevicePostprocessed, NormsComputed, PointKernels},
     prepare::DevicePrepared,
     recover::DeviceFields,
 };

@@ -34,10 +34,43 @@ pub struct CudaSettings {
     /// Print the wall-clock phases of `prepare` and of the error norms to standard error.
     /// `HDG_CUDA_PROFILE` (set to anything).
     pub profile: bool,
+    /// How the error norms evaluate the fields at their quadrature points.
+    /// `HDG_CUDA_POINT_EVALUATION` = `auto`, `operators`, `loop`.
+    pub point_evaluation: PointEvaluation,
     /// Load `STEM.sm_90.cubin` from this directory, where there is one, in place of the
     /// embedded SASS of `kernels/STEM.cu` (compiled on the GPU machine with nvcc, say with
     /// -lineinfo or a variant's defines). `HDG_CUDA_KERNEL_DIR`.
     pub kernel_dir: Option<PathBuf>,
+}
+
+/// How fields are evaluated at quadrature points (the error norms of the manufactured problems).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PointEvaluation {
+    /// The operator kernels where they measured faster, the loop kernel elsewhere
+    /// (`manufactured::operators_win`: the loop for few basis functions per point).
+    #[default]
+    Auto,
+    /// Constant-operator kernels (`crate::operators`: an operator's built-in generated kernel,
+    /// the dense fallback where it has none) apply the basis at the points to panels of cells,
+    /// then a kernel compares with the exact solution.
+    Operators,
+    /// One thread per cell sums the basis at every point (the kernel before the operator
+    /// kernels).
+    Loop,
+}
+
+impl std::str::FromStr for PointEvaluation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(PointEvaluation::Auto),
+            "operators" => Ok(PointEvaluation::Operators),
+            "loop" => Ok(PointEvaluation::Loop),
+            other => {
+                Err(format!("unknown point evaluation '{other}' (known: auto, operators, loop)"))
+            }
+        }
+    }
 }
 
 impl CudaSettings {
@@ -77,6 +110,10 @@ impl CudaSettings {
                         .map_err(|e| invalid("HDG_CUDA_COARSENING_ROWS", format!("{v}: {e}")))
                 })
                 .transpose()?,
+            point_evaluation: var("HDG_CUDA_POINT_EVALUATION")
+                .map(|v| v.trim().parse().map_err(|r| invalid("HDG_CUDA_POINT_EVALUATION", r)))
+                .transpose()?
+                .unwrap_or_default(),
             profile: std::env::var_os("HDG_CUDA_PROFILE").is_some(),
             kernel_dir: std::env::var_os("HDG_CUDA_KERNEL_DIR").map(PathBuf::from),
         };
@@ -119,5 +156,9 @@ mod tests {
         assert!(s.check().is_ok());
         let s = CudaSettings { condense_blocks_per_sm: Some(0), ..CudaSettings::auto() };
         assert!(s.check().is_err());
+        assert_eq!("loop".parse(), Ok(super::PointEvaluation::Loop));
+        assert_eq!("operators".parse(), Ok(super::PointEvaluation::Operators));
+        assert_eq!("auto".parse(), Ok(super::PointEvaluation::Auto));
+        assert!("unrolled".parse::<super::PointEvaluation>().is_err());
     }
 }

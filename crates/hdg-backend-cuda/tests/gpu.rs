@@ -8,7 +8,7 @@
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
     CudaBackend, CudaSettings, Design, DeviceDbf, DeviceReal, DeviceVector, ElementStage,
-    SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
+    NormsComputed, PointEvaluation, PointKernels, SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
 };
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
@@ -1105,7 +1105,10 @@ fn pipeline_3d_matches_cpu() {
 /// tetrahedra, several orders. The generated code performs the host's arithmetic in the host's
 /// order, so the polynomial loads (no transcendental function) agree to the bit.
 fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
-    let g = gpu();
+    // The loop evaluation of the fields at the points has the host's arithmetic; the generated
+    // one is compared with it in generated_point_evaluation.
+    let settings = CudaSettings { point_evaluation: PointEvaluation::Loop, ..CudaSettings::auto() };
+    let g = gpu().with_settings(settings).unwrap();
     let cases = [
         (CellType::Triangle, 1, Manufactured::Sine),
         (CellType::Triangle, 3, Manufactured::ExpSin),
@@ -1389,4 +1392,124 @@ fn a_problem_beyond_device_memory_is_refused_before_allocating() {
     let small = generate::unit_square(4, Diagonal::Right).unwrap();
     let disc = Discretization::<f64>::new(&small, &problem, 2).unwrap();
     assert!(LocalSolver::<f64>::prepare(&backend, &disc).is_ok());
+}
+
+/// `mesh` without its last cell, the vertices renumbered (an odd cell count when the mesh's is
+/// even: panels whose leading dimension is odd, where the f32 pair kernels cannot run).
+fn without_last_cell(mesh: &Mesh) -> Mesh {
+    let (d, nv) = (mesh.dim(), mesh.cell_type().vertices_per_cell());
+    let cells = &mesh.cells()[..mesh.cells().len() - nv];
+    let mut number = vec![usize::MAX; mesh.vertices().len() / d];
+    let mut vertices = Vec::new();
+    let cells: Vec<usize> = cells
+        .iter()
+        .map(|&v| {
+            if number[v] == usize::MAX {
+                number[v] = vertices.len() / d;
+                vertices.extend_from_slice(&mesh.vertices()[v * d..(v + 1) * d]);
+            }
+            number[v]
+        })
+        .collect();
+    Mesh::new(mesh.cell_type(), vertices, cells, |_| 1).unwrap()
+}
+
+/// The error norms from the operator kernels against the loop kernel, on the same device
+/// fields: every triangle order and the tetrahedra up to k = 3 (built-in generated kernels), the
+/// tetrahedra at k = 4 and 6 (not built in: the dense fallback), even and odd cell counts; and
+/// the automatic choice between the two. The two evaluate
+/// u_h, q_h and u* at each point with the same basis values in another operation order, so
+/// each norm may differ by at most the norm of that evaluation difference: per point at most
+/// 2 n eps max|c| max_p sum_i |phi_i(p)| (a rounding bound for sums of n products, for both
+/// ways), over a domain of measure at most 1. A wrong kernel (a wrong entry, row or panel
+/// offset) is off by far more.
+fn generated_point_evaluation<T: DeviceReal>() {
+    let g = gpu();
+    let settings = |point_evaluation| CudaSettings { point_evaluation, ..CudaSettings::auto() };
+    let generated = g.clone().with_settings(settings(PointEvaluation::Operators)).unwrap();
+    let looped = g.clone().with_settings(settings(PointEvaluation::Loop)).unwrap();
+    let square =
+        generate::perturb(&generate::unit_square(6, Diagonal::Alternating).unwrap(), 0.2, 3)
+            .unwrap();
+    let cube = generate::perturb(&generate::unit_cube(2).unwrap(), 0.15, 4).unwrap();
+    let mut cases: Vec<(Mesh, usize, bool)> = Vec::new();
+    for k in 1..=MAX_ELEMENT_ORDER {
+        let mesh = if k % 2 == 0 { square.clone() } else { without_last_cell(&square) };
+        cases.push((mesh, k, true));
+    }
+    for k in [1, 2, 3, 4, 6] {
+        let mesh = if k % 2 == 0 { cube.clone() } else { without_last_cell(&cube) };
+        cases.push((mesh, k, k <= 3));
+    }
+    let eps = if T::NAME == "f64" { f64::EPSILON } else { f32::EPSILON as f64 };
+    for (mesh, k, built_in) in cases {
+        let problem = Problem::manufactured(Manufactured::ExpSin, 1.3, 0.4);
+        let label =
+            format!("{:?} k = {k}, {} cells ({})", mesh.cell_type(), mesh.n_cells(), T::NAME);
+        let disc = Discretization::<T>::new(&mesh, &problem, k).unwrap();
+        let prep = LocalSolver::<T>::prepare(&g, &disc).unwrap();
+        let cond = g.condense(&disc, &prep).unwrap();
+        let (op, rhs) = g.assemble(&disc, &prep, &cond).unwrap();
+        let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
+        let mut x = g.zeros(disc.trace_dofs()).unwrap();
+        Krylov::<T, CudaBackend>(&suite).solve(&g, &disc, &op, &rhs, &mut x).unwrap();
+        let fields = g.recover(&disc, &prep, &cond, &x).unwrap();
+        let post = g.postprocess(&disc, &prep, &fields).unwrap();
+        let exact = problem.exact.as_ref().unwrap();
+        let (gn, gw) =
+            generated.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
+        let (ln, lw) = looped.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
+        let expected = if built_in { PointKernels::Generated } else { PointKernels::Dense };
+        assert_eq!(gw, NormsComputed::OnDevice(expected), "{label}");
+        // The automatic choice: the loop kernel for few basis functions per point.
+        let loop_wins = (mesh.dim() == 2 && k <= 2) || (mesh.dim() == 3 && k == 1);
+        let (an, aw) = g.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
+        let (auto_expected, same) =
+            if loop_wins { (PointKernels::Loop, ln) } else { (expected, gn) };
+        assert_eq!(aw, NormsComputed::OnDevice(auto_expected), "{label} (auto)");
+        assert_eq!(an, same, "{label} (auto)");
+        assert_eq!(lw, NormsComputed::OnDevice(PointKernels::Loop), "{label}");
+        // The rounding bound of the module comment, per field.
+        let t = &disc.tables;
+        let lebesgue = |basis: &[T], n: usize| {
+            basis
+                .chunks_exact(n)
+                .map(|p| p.iter().map(|v| v.as_f64().abs()).sum::<f64>())
+                .fold(0.0, f64::max)
+        };
+        let host = LocalSolver::<T>::fields_to_host(&g, &fields).unwrap();
+        let u_star = post.to_host().unwrap();
+        let bound = |n: usize, c: &[T], basis: &[T]| {
+            2.0 * n as f64 * eps * max_abs(c) * lebesgue(basis, n) + 1e-300
+        };
+        let tol_u = bound(t.n, &host.u, &t.error_basis);
+        let tol_q = (mesh.dim() as f64).sqrt() * bound(t.n, &host.q, &t.error_basis);
+        let tol_star = bound(t.n_post, &u_star, &t.error_basis_post);
+        eprintln!(
+            "{label}: generated {gn:?}, loop {ln:?}, bounds {tol_u:.1e} {tol_q:.1e} {tol_star:.1e}"
+        );
+        for (what, a, b, tol) in [
+            ("u", gn.u, ln.u, tol_u),
+            ("q", gn.q, ln.q, tol_q),
+            ("u*", gn.u_star, ln.u_star, tol_star),
+        ] {
+            assert!(a.is_finite() && a > 0.0, "{label}: ||{what} error|| = {a}");
+            assert!(
+                (a - b).abs() <= tol + 1e-14 * b,
+                "{label}: ||{what} error|| generated {a:e}, loop {b:e}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn generated_point_evaluation_f64() {
+    generated_point_evaluation::<f64>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn generated_point_evaluation_f32() {
+    generated_point_evaluation::<f32>();
 }

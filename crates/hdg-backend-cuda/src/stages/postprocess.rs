@@ -59,6 +59,42 @@ pub(crate) fn postprocess<T: DeviceReal>(
     Ok(post)
 }
 
+/// Where the error norms were computed ([`CudaBackend::error_norms_and_where`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormsComputed {
+    /// On the host, from the downloaded fields (an exact solution given as closures, or kappa
+    /// varying inside cells).
+    OnHost,
+    /// On the device, with the fields at the points evaluated by these kernels.
+    OnDevice(PointKernels),
+}
+
+/// Which kernels evaluated the fields at the error norms' points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKernels {
+    /// The operators' built-in generated kernels (`crate::operators`).
+    Generated,
+    /// The operators' dense fallback (not built in for this cell type and order).
+    Dense,
+    /// The loop kernel ([`crate::PointEvaluation::Loop`]).
+    Loop,
+}
+
+impl CudaBackend {
+    /// The error norms, as `LocalSolver::error_norms` computes them, and where they were
+    /// computed (for tests and benchmarks that compare the ways).
+    pub fn error_norms_and_where<T: DeviceReal>(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        fields: &DeviceFields<T>,
+        post: &DevicePostprocessed<T>,
+        exact: &ExactSolution,
+    ) -> Result<(ErrorNorms, NormsComputed)> {
+        error_norms(self, disc, prep, fields, post, exact)
+    }
+}
+
 /// On the device for a manufactured `exact` ([`crate::manufactured`]); otherwise downloads u_h,
 /// q_h and u* and computes the norms on the host with `hdg_core::error_norms`.
 pub(crate) fn error_norms<T: DeviceReal>(
@@ -68,13 +104,13 @@ pub(crate) fn error_norms<T: DeviceReal>(
     fields: &DeviceFields<T>,
     post: &DevicePostprocessed<T>,
     exact: &ExactSolution,
-) -> Result<ErrorNorms> {
+) -> Result<(ErrorNorms, NormsComputed)> {
     let t = &disc.tables;
     let mut clock = PhaseClock::new("error norms", backend.settings().profile);
     // The device's norms take kappa per cell: where it varies inside cells, the host's.
     let device = device_solution(exact).filter(|_| prep.weighted.is_none());
     if let Some(solution) = device {
-        let sums = squared_errors(
+        let (sums, evaluation) = squared_errors(
             backend,
             solution,
             &prep.mesh,
@@ -85,9 +121,14 @@ pub(crate) fn error_norms<T: DeviceReal>(
             &fields.q,
             &post.u_star,
         )?;
-        clock.lap("device");
+        clock.lap(match evaluation {
+            PointKernels::Generated => "device (generated operators)",
+            PointKernels::Dense => "device (dense operators)",
+            PointKernels::Loop => "device (loop kernel)",
+        });
         clock.report();
-        return Ok(ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() });
+        let norms = ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() };
+        return Ok((norms, NormsComputed::OnDevice(evaluation)));
     }
     let host = LocalSolver::<T>::fields_to_host(backend, fields)?;
     let u_star = post.to_host()?;
@@ -96,7 +137,7 @@ pub(crate) fn error_norms<T: DeviceReal>(
         error_norms::error_norms(disc, &host_geometry, &cell_vertices, &host, &u_star, exact);
     clock.lap("host (download and evaluation)");
     clock.report();
-    Ok(norms)
+    Ok((norms, NormsComputed::OnHost))
 }
 
 impl CudaBackend {

@@ -1,0 +1,274 @@
+//! The constant-operator kernels the backend carries (issue 21): build.rs generates them with
+//! [`crate::codegen`] from the pipeline's operators (`codegen::built_in_operators`: today the
+//! error norms' evaluation operators), compiles them as the `operators` module and writes the
+//! table this module finds them in. A stage asks for an operator by name with its matrix
+//! ([`PanelKernel::for_operator`]) and applies it to panels of elements
+//! ([`PanelKernel::apply`]): with its built-in kernel where there is one, else with the dense
+//! fallback (`kernels/dense_operator.cu`: the matrix staged in device memory, one kernel for
+//! every operator), for operators with too many nonzeros to be built in
+//! (`codegen::BUILT_IN_MAX_NNZ`).
+use cust::memory::DeviceBuffer;
+use hdg_core::{CoreError, Precision, Result};
+
+use crate::codegen::{Variant, BLOCK_X, DENSE_ROWS};
+use crate::device::{address, arg, CudaBackend, DeviceReal};
+
+/// One compiled kernel of a built-in operator: `C = A B` (`codegen::Beta::Zero`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BuiltInKernel {
+    /// The operator's name (`ConstOperator::name`).
+    pub(crate) operator: &'static str,
+    pub(crate) precision: Precision,
+    /// The kernel's name in the `operators` module.
+    pub(crate) name: &'static str,
+    /// Rows and columns of `A`.
+    pub(crate) m: usize,
+    pub(crate) k: usize,
+    pub(crate) variant: Variant,
+    /// The launch grid's y extent (row chunks of `Variant::RowSplit`, else 1).
+    pub(crate) grid_y: u32,
+}
+
+/// Every built-in kernel, in build.rs's order (one per operator and precision).
+const BUILT_IN: &[BuiltInKernel] = &include!(concat!(env!("OUT_DIR"), "/operators_table.rs"));
+
+/// A built-in operator in one precision.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BuiltInOperator {
+    kernel: &'static BuiltInKernel,
+}
+
+impl BuiltInOperator {
+    /// The operator `name` in T's precision, if it is built in.
+    pub(crate) fn find<T: DeviceReal>(name: &str) -> Option<BuiltInOperator> {
+        BUILT_IN
+            .iter()
+            .find(|g| g.operator == name && g.precision == T::PRECISION)
+            .map(|kernel| BuiltInOperator { kernel })
+    }
+
+    /// Rows and columns of `A`.
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        (self.kernel.m, self.kernel.k)
+    }
+
+    /// Queues `C = A B` (see [`PanelKernel::apply`]).
+    ///
+    /// # Safety
+    /// As [`PanelKernel::apply`].
+    unsafe fn apply(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        ldb: usize,
+        c: u64,
+        ldc: usize,
+    ) -> Result<()> {
+        let kernel = self.kernel;
+        let Some((n32, ldb32, ldc32, grid_x)) = panel(kernel.name, n, ldb, ldc)? else {
+            return Ok(());
+        };
+        // SAFETY: NAME(int n, const T* b, int ldb, T* c, int ldc) (codegen's signature) with the
+        // caller's panel, BLOCK_X threads (the kernels' launch bound) and the kernel's own grid
+        // (one element column per thread: no pair form is built in).
+        unsafe {
+            backend.gpu.launch_shaped(
+                kernel.name,
+                (grid_x, kernel.grid_y),
+                BLOCK_X,
+                &[arg(&n32), arg(&b), arg(&ldb32), arg(&c), arg(&ldc32)],
+            )
+        }
+    }
+}
+
+/// The launch sizes of a panel of `n` elements: n, ldb and ldc as ints and the blocks of
+/// BLOCK_X element columns; None for an empty panel; an error for leading dimensions below n
+/// or sizes beyond an int.
+fn panel(name: &str, n: usize, ldb: usize, ldc: usize) -> Result<Option<(i32, i32, i32, u32)>> {
+    if n == 0 {
+        return Ok(None);
+    }
+    if ldb < n || ldc < n {
+        return Err(CoreError::InvalidParameter {
+            name: "panel",
+            reason: format!("{name}: leading dimensions {ldb}, {ldc} below {n} elements"),
+        });
+    }
+    let too_large = || CoreError::InvalidParameter {
+        name: "panel",
+        reason: format!("{n} elements (leading dimensions {ldb}, {ldc}): too many for {name}"),
+    };
+    let int = |v: usize| i32::try_from(v).map_err(|_| too_large());
+    let blocks = u32::try_from(n.div_ceil(BLOCK_X as usize)).map_err(|_| too_large())?;
+    Ok(Some((int(n)?, int(ldb)?, int(ldc)?, blocks)))
+}
+
+/// An operator that is not built in, for the dense fallback: `A` transposed and padded on the
+/// device (`at[j * m_pad + i] = A[i][j]`, zero rows up to a multiple of [`DENSE_ROWS`]).
+pub(crate) struct DenseOperator<T: DeviceReal> {
+    m: usize,
+    m_pad: usize,
+    k: usize,
+    at: DeviceBuffer<T>,
+}
+
+impl<T: DeviceReal> DenseOperator<T> {
+    /// Stages `a` (m x k, row-major, in T) for the kernel.
+    fn upload(backend: &CudaBackend, m: usize, k: usize, a: &[T]) -> Result<Self> {
+        let m_pad = m.div_ceil(DENSE_ROWS) * DENSE_ROWS;
+        let mut at = vec![T::zero(); k * m_pad];
+        for (i, row) in a.chunks_exact(k).enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                at[j * m_pad + i] = v;
+            }
+        }
+        Ok(DenseOperator { m, m_pad, k, at: backend.gpu.upload(&at)? })
+    }
+
+    /// Queues `C = A B` (see [`PanelKernel::apply`]).
+    ///
+    /// # Safety
+    /// As [`PanelKernel::apply`].
+    unsafe fn apply(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        ldb: usize,
+        c: u64,
+        ldc: usize,
+    ) -> Result<()> {
+        let name = format!("dense_operator_{}", T::SUFFIX);
+        let Some((n32, ldb32, ldc32, grid_x)) = panel(&name, n, ldb, ldc)? else {
+            return Ok(());
+        };
+        let too_large =
+            || CoreError::Backend(format!("{name}: a {} x {} operator", self.m, self.k));
+        let (m, m_pad, k) = (
+            i32::try_from(self.m).map_err(|_| too_large())?,
+            i32::try_from(self.m_pad).map_err(|_| too_large())?,
+            i32::try_from(self.k).map_err(|_| too_large())?,
+        );
+        let grid_y = u32::try_from(self.m_pad / DENSE_ROWS).map_err(|_| too_large())?;
+        let at = address(&self.at);
+        // SAFETY: dense_operator_T(int m, int m_pad, int k, const T* at, int n, const T* b, int
+        // ldb, T* c, int ldc): at holds k * m_pad values (upload), the caller's panel; BLOCK_X
+        // threads (the kernel's launch bound, OPERATOR_BLOCK_X) and m_pad / DENSE_ROWS row
+        // chunks.
+        unsafe {
+            backend.gpu.launch_shaped(
+                &name,
+                (grid_x, grid_y),
+                BLOCK_X,
+                &[
+                    arg(&m),
+                    arg(&m_pad),
+                    arg(&k),
+                    arg(&at),
+                    arg(&n32),
+                    arg(&b),
+                    arg(&ldb32),
+                    arg(&c),
+                    arg(&ldc32),
+                ],
+            )
+        }
+    }
+}
+
+/// How a stage applies one constant operator to panels of elements.
+pub(crate) enum PanelKernel<T: DeviceReal> {
+    /// Its built-in generated kernel.
+    BuiltIn(BuiltInOperator),
+    /// The dense fallback.
+    Dense(DenseOperator<T>),
+}
+
+impl<T: DeviceReal> PanelKernel<T> {
+    /// The operator `name` with matrix `a` (m x k, row-major, in T): its built-in kernel where
+    /// there is one, else the dense fallback with `a`. An error where the built-in kernel was
+    /// generated for another shape (a build out of step with the core).
+    pub(crate) fn for_operator(
+        backend: &CudaBackend,
+        name: &str,
+        m: usize,
+        k: usize,
+        a: &[T],
+    ) -> Result<Self> {
+        if a.len() != m * k || m == 0 || k == 0 {
+            return Err(CoreError::InvalidParameter {
+                name: "operator",
+                reason: format!("{name}: {} values for a {m} x {k} matrix", a.len()),
+            });
+        }
+        match BuiltInOperator::find::<T>(name) {
+            Some(op) if op.shape() == (m, k) => Ok(PanelKernel::BuiltIn(op)),
+            Some(op) => Err(CoreError::Backend(format!(
+                "the built-in kernel of {name} is {:?}, the operator {m} x {k}: rebuild the CUDA \
+                 backend",
+                op.shape()
+            ))),
+            None => Ok(PanelKernel::Dense(DenseOperator::upload(backend, m, k, a)?)),
+        }
+    }
+
+    /// Whether the built-in kernel applies it.
+    pub(crate) fn is_built_in(&self) -> bool {
+        matches!(self, PanelKernel::BuiltIn(_))
+    }
+
+    /// Queues `C = A B` over `n` elements: `B` at device address `b`, k rows of leading
+    /// dimension `ldb`; `C` at `c`, m rows of leading dimension `ldc` (codegen's layout: the
+    /// element index fastest).
+    ///
+    /// # Safety
+    /// `b` must address k rows of `ldb >= n` values of T and `c` m rows of `ldc >= n` values of
+    /// T in live allocations of the backend's context, and `c` must not overlap `b` nor be used
+    /// by the host before the stream is synchronised.
+    pub(crate) unsafe fn apply(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        ldb: usize,
+        c: u64,
+        ldc: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match self {
+                PanelKernel::BuiltIn(op) => op.apply(backend, n, b, ldb, c, ldc),
+                PanelKernel::Dense(op) => op.apply(backend, n, b, ldb, c, ldc),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table holds what codegen says build.rs compiles: every operator of
+    /// `built_in_operators`, in both precisions, with the kernels' names and shapes.
+    #[test]
+    fn the_table_is_codegens_list() {
+        let ops = crate::codegen::built_in_operators(crate::MAX_ELEMENT_ORDER).unwrap();
+        let mut expected = Vec::new();
+        for op in &ops {
+            for g in crate::codegen::built_in_kernels(op).unwrap() {
+                expected.push((op.name().to_string(), g.precision, g.name, g.m, g.k, g.variant));
+            }
+        }
+        let table: Vec<_> = BUILT_IN
+            .iter()
+            .map(|g| (g.operator.to_string(), g.precision, g.name.to_string(), g.m, g.k, g.variant))
+            .collect();
+        assert_eq!(table, expected);
+        assert!(BUILT_IN.iter().all(|g| g.variant != Variant::UnrolledPairs));
+        let op = BuiltInOperator::find::<f32>("tet-k3-error-basis-post").unwrap();
+        assert_eq!((op.kernel.precision, op.shape()), (Precision::F32, (343, 35)));
+        assert!(BuiltInOperator::find::<f64>("tet-k4-error-basis").is_none());
+    }
+}
