@@ -74,7 +74,76 @@ __device__ __forceinline__ f64 evaluate(unsigned n, const T* __restrict__ phi,
     return sum;
 }
 
-// Per cell: the squared L2 errors of u_h, q_h = -kappa grad u and u* (hdg_core::error_norms, element by element).
+// The squared L2 errors of u_h, q_h = -kappa grad u and u* on cell e (hdg_core::error_norms,
+// element by element) into the three error planes, with the fields at point qp from `at`:
+// at.u(qp), at.q(qp, r), at.u_star(qp).
+template <int DIM, unsigned SOLUTION, typename At>
+__device__ __forceinline__ void cell_errors(u64 nc, u64 e, const f64* __restrict__ vertices,
+                                            const unsigned* __restrict__ cell_vertices, f64 det,
+                                            f64 kap, unsigned nq, const f64* __restrict__ points,
+                                            const f64* __restrict__ weights, const At& at,
+                                            f64* __restrict__ errors) {
+    f64 v[(DIM + 1) * DIM];
+    cell_coordinates<DIM>(nc, e, vertices, cell_vertices, v);
+    f64 err_u = 0.0, err_q = 0.0, err_star = 0.0;
+    for (unsigned qp = 0; qp < nq; ++qp) {
+        f64 x[DIM], grad[DIM];
+        map_point<DIM>(v, points + qp * DIM, x);
+        const f64 ue = manufactured_solution<DIM, SOLUTION>(x, grad);
+        const f64 w = weights[qp] * det;
+        const f64 du = ue - at.u(qp);
+        err_u += w * (du * du);
+#pragma unroll
+        for (int r = 0; r < DIM; ++r) {
+            const f64 dq = -kap * grad[r] - at.q(qp, r);
+            err_q += w * (dq * dq);
+        }
+        const f64 ds = ue - at.u_star(qp);
+        err_star += w * (ds * ds);
+    }
+    errors[e] = err_u;
+    errors[nc + e] = err_q;
+    errors[2 * nc + e] = err_star;
+}
+
+// The fields of cell e at the points as sums of the basis there (the loop kernel): u
+// [i * nc + e], q [(r * n + i) * nc + e], u* [j * nc + e]; basis [qp * n + i], basis_post
+// [qp * np + j].
+template <typename T>
+struct BasisSums {
+    const T* __restrict__ basis;
+    const T* __restrict__ basis_post;
+    const T* __restrict__ u_h;
+    const T* __restrict__ q_h;
+    const T* __restrict__ post;
+    unsigned n, np;
+    u64 nc, e;
+    __device__ f64 u(unsigned qp) const { return evaluate(n, basis + (u64)qp * n, u_h, nc, e); }
+    __device__ f64 q(unsigned qp, int r) const {
+        return evaluate(n, basis + (u64)qp * n, q_h + (u64)r * n * nc, nc, e);
+    }
+    __device__ f64 u_star(unsigned qp) const {
+        return evaluate(np, basis_post + (u64)qp * np, post, nc, e);
+    }
+};
+
+// The fields of a panel's cell i at the points, from the operators' output (crate::operators):
+// values[(c * nq + qp) * ld + i], c = 0 for u_h, 1..=DIM for the components of q_h, DIM + 1
+// for u*.
+template <int DIM, typename T>
+struct PointValues {
+    const T* __restrict__ values;
+    unsigned nq;
+    u64 ld, i;
+    __device__ f64 at(unsigned c, unsigned qp) const {
+        return (f64)values[((u64)c * nq + qp) * ld + i];
+    }
+    __device__ f64 u(unsigned qp) const { return at(0, qp); }
+    __device__ f64 q(unsigned qp, int r) const { return at(1 + r, qp); }
+    __device__ f64 u_star(unsigned qp) const { return at(DIM + 1, qp); }
+};
+
+// Per cell, the loop kernel: the fields summed at every point by the cell's thread.
 template <int DIM, typename T, unsigned SOLUTION>
 __device__ void element_errors(u64 nc, const f64* __restrict__ vertices,
                                const unsigned* __restrict__ cell_vertices,
@@ -86,37 +155,13 @@ __device__ void element_errors(u64 nc, const f64* __restrict__ vertices,
                                const T* __restrict__ basis_post, f64* __restrict__ errors) {
     for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < nc;
          e += (u64)gridDim.x * blockDim.x) {
-        f64 v[(DIM + 1) * DIM];
-        cell_coordinates<DIM>(nc, e, vertices, cell_vertices, v);
-        const f64 det = (f64)geometry[e];
-        const f64 kap = (f64)kappa[e];
-        f64 err_u = 0.0, err_q = 0.0, err_star = 0.0;
-        for (unsigned qp = 0; qp < nq; ++qp) {
-            f64 x[DIM], grad[DIM];
-            map_point<DIM>(v, points + qp * DIM, x);
-            const f64 ue = manufactured_solution<DIM, SOLUTION>(x, grad);
-            const T* phi = basis + (u64)qp * n;
-            const f64 w = weights[qp] * det;
-            const f64 du = ue - evaluate(n, phi, u, nc, e);
-            err_u += w * (du * du);
-#pragma unroll
-            for (int r = 0; r < DIM; ++r) {
-                const f64 dq = -kap * grad[r] - evaluate(n, phi, q + (u64)r * n * nc, nc, e);
-                err_q += w * (dq * dq);
-            }
-            const f64 ds = ue - evaluate(np, basis_post + (u64)qp * np, u_star, nc, e);
-            err_star += w * (ds * ds);
-        }
-        errors[e] = err_u;
-        errors[nc + e] = err_q;
-        errors[2 * nc + e] = err_star;
+        const BasisSums<T> at{basis, basis_post, u, q, u_star, n, np, nc, e};
+        cell_errors<DIM, SOLUTION>(nc, e, vertices, cell_vertices, (f64)geometry[e],
+                                   (f64)kappa[e], nq, points, weights, at, errors);
     }
 }
 
-// As element_errors, from the fields at the quadrature points (the generated operators'
-// output, crate::operators) for the cells first .. first + count: u_h at p, the q_h components
-// and u* are values[(c * nq + p) * ld + i] for cell first + i, c = 0 for u_h, 1..=DIM for q_h,
-// DIM + 1 for u*. Writes the cells' entries of the three error planes.
+// Per cell of the panel first .. first + count, from the fields at the points (PointValues).
 template <int DIM, typename T, unsigned SOLUTION>
 __device__ void element_errors_at_points(u64 nc, u64 first, u64 count,
                                          const f64* __restrict__ vertices,
@@ -130,29 +175,9 @@ __device__ void element_errors_at_points(u64 nc, u64 first, u64 count,
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count;
          i += (u64)gridDim.x * blockDim.x) {
         const u64 e = first + i;
-        f64 v[(DIM + 1) * DIM];
-        cell_coordinates<DIM>(nc, e, vertices, cell_vertices, v);
-        const f64 det = (f64)geometry[e];
-        const f64 kap = (f64)kappa[e];
-        f64 err_u = 0.0, err_q = 0.0, err_star = 0.0;
-        for (unsigned qp = 0; qp < nq; ++qp) {
-            f64 x[DIM], grad[DIM];
-            map_point<DIM>(v, points + qp * DIM, x);
-            const f64 ue = manufactured_solution<DIM, SOLUTION>(x, grad);
-            const f64 w = weights[qp] * det;
-            const f64 du = ue - (f64)values[(u64)qp * ld + i];
-            err_u += w * (du * du);
-#pragma unroll
-            for (int r = 0; r < DIM; ++r) {
-                const f64 dq = -kap * grad[r] - (f64)values[((u64)(1 + r) * nq + qp) * ld + i];
-                err_q += w * (dq * dq);
-            }
-            const f64 ds = ue - (f64)values[((u64)(DIM + 1) * nq + qp) * ld + i];
-            err_star += w * (ds * ds);
-        }
-        errors[e] = err_u;
-        errors[nc + e] = err_q;
-        errors[2 * nc + e] = err_star;
+        const PointValues<DIM, T> at{values, nq, ld, i};
+        cell_errors<DIM, SOLUTION>(nc, e, vertices, cell_vertices, (f64)geometry[e],
+                                   (f64)kappa[e], nq, points, weights, at, errors);
     }
 }
 

@@ -7,8 +7,9 @@
 //! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
-    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceReal, DeviceVector, ElementStage,
-    NormsComputed, PointEvaluation, PointKernels, SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
+    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceFields, DevicePostprocessed,
+    DevicePrepared, DeviceReal, DeviceVector, ElementStage, NormsComputed, PointEvaluation,
+    PointKernels, SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
 };
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
@@ -1099,6 +1100,22 @@ fn pipeline_3d_matches_cpu() {
     }
 }
 
+/// Condensation, assembly, a direct trace solve, recovery and postprocessing on the device.
+fn solved_on_device<T: DeviceReal>(
+    g: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
+) -> (DeviceFields<T>, DevicePostprocessed<T>) {
+    let cond = g.condense(disc, prep).unwrap();
+    let (op, rhs) = g.assemble(disc, prep, &cond).unwrap();
+    let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
+    let mut x = g.zeros(disc.trace_dofs()).unwrap();
+    Krylov::<T, CudaBackend>(&suite).solve(g, disc, &op, &rhs, &mut x).unwrap();
+    let fields = g.recover(disc, prep, &cond, &x).unwrap();
+    let post = g.postprocess(disc, prep, &fields).unwrap();
+    (fields, post)
+}
+
 /// The manufactured problems evaluated on the device (loads and error norms from the device code
 /// that build.rs generates from the solutions' description) against the same functions as
 /// closures (the host's evaluation of the description): every solution, triangles and
@@ -1145,13 +1162,7 @@ fn manufactured_fields_on_device<T: DeviceReal>(load_tol: f64) {
         assert_close(&format!("{label} [F_K]"), &dl, &hl, load_tol, max_abs(&hl));
 
         // The same fields, the norms computed both ways.
-        let cond = g.condense(&disc, &prep).unwrap();
-        let (op, rhs) = g.assemble(&disc, &prep, &cond).unwrap();
-        let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
-        let mut x = g.zeros(disc.trace_dofs()).unwrap();
-        Krylov::<T, CudaBackend>(&suite).solve(&g, &disc, &op, &rhs, &mut x).unwrap();
-        let fields = g.recover(&disc, &prep, &cond, &x).unwrap();
-        let post = g.postprocess(&disc, &prep, &fields).unwrap();
+        let (fields, post) = solved_on_device(&g, &disc, &prep);
         let exact = problem.exact.as_ref().unwrap();
         let device = g.error_norms(&disc, &prep, &fields, &post, exact).unwrap();
         let host = g.error_norms(&disc, &prep, &fields, &post, &exact.to_closures()).unwrap();
@@ -1448,13 +1459,7 @@ fn generated_point_evaluation<T: DeviceReal>() {
             format!("{:?} k = {k}, {} cells ({})", mesh.cell_type(), mesh.n_cells(), T::NAME);
         let disc = Discretization::<T>::new(&mesh, &problem, k).unwrap();
         let prep = LocalSolver::<T>::prepare(&g, &disc).unwrap();
-        let cond = g.condense(&disc, &prep).unwrap();
-        let (op, rhs) = g.assemble(&disc, &prep, &cond).unwrap();
-        let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
-        let mut x = g.zeros(disc.trace_dofs()).unwrap();
-        Krylov::<T, CudaBackend>(&suite).solve(&g, &disc, &op, &rhs, &mut x).unwrap();
-        let fields = g.recover(&disc, &prep, &cond, &x).unwrap();
-        let post = g.postprocess(&disc, &prep, &fields).unwrap();
+        let (fields, post) = solved_on_device(&g, &disc, &prep);
         let exact = problem.exact.as_ref().unwrap();
         let (gn, gw) =
             generated.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
