@@ -20,20 +20,17 @@ fn random<T: Real>(rng: &mut StdRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f64_lossy(rng.gen_range(-1.0..1.0))).collect()
 }
 
-/// `n_blocks` random SPD blocks of size `b`: M M^T + b I.
+/// `n_blocks` random SPD blocks of size `b`: M M^T + b I, the product by faer.
 fn spd_blocks<T: Real>(rng: &mut StdRng, b: usize, n_blocks: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(n_blocks * b * b);
     for _ in 0..n_blocks {
-        let m: Vec<f64> = (0..b * b).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        for i in 0..b {
-            for j in 0..b {
-                let mut s: f64 = (0..b).map(|k| m[i * b + k] * m[j * b + k]).sum();
-                if i == j {
-                    s += b as f64;
-                }
-                out.push(T::from_f64_lossy(s));
-            }
-        }
+        let m = faer::Mat::<f64>::from_fn(b, b, |_, _| rng.gen_range(-1.0..1.0));
+        let spd = &m * m.transpose() + faer::Mat::<f64>::identity(b, b) * faer::Scale(b as f64);
+        // The lower triangle mirrored: exactly symmetric whatever order faer summed in.
+        let (i, j) = (|ij: usize| ij / b, |ij: usize| ij % b);
+        out.extend(
+            (0..b * b).map(|ij| T::from_f64_lossy(spd[(i(ij).max(j(ij)), i(ij).min(j(ij)))])),
+        );
     }
     out
 }
