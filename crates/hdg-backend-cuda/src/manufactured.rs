@@ -193,10 +193,9 @@ pub(crate) fn squared_errors<T: DeviceReal>(
 /// Whether the operator kernels evaluate the fields at the points faster than the loop kernel,
 /// for n basis functions of u_h (D + 1 fields with q_h) and n' of u*: when the loop kernel
 /// reads more than 40 coefficients per point, n (D + 1) + n' > 40 (triangles from k = 3,
-/// tetrahedra from k = 2). Measured on an H100 (BENCHMARKS.md, issue 21): below, the loop
-/// kernel's reads stay in cache and the operators' round trip of the values through device
-/// memory costs more (triangles k = 1, 2 and tetrahedra k = 1: 1.3-2x slower); above, the loop
-/// kernel falls out of cache (triangles k = 4..8: 3-6x slower, tetrahedra k = 2..6: 1.3-4.4x).
+/// tetrahedra from k = 2), the line the measurement per order draws (BENCHMARKS.md, issue 21):
+/// below it the loop kernel's reads stay in cache and the operators' round trip of the values
+/// through device memory costs more; above it the loop kernel falls out of cache.
 pub(crate) fn operators_win(dim: usize, n: usize, n_post: usize) -> bool {
     n * (dim + 1) + n_post > 40
 }
