@@ -175,29 +175,44 @@ impl<T: Real> DbfMatrix<T> {
     /// (a branch on it inside the row loop costs the plain product its speed).
     fn product(&self, x: &[T], y: &mut [T], store: Store<'_, T>) {
         match store {
-            Store::Set => self.product_with(x, y, |_, yi: &mut T, v| *yi = v),
-            Store::Add(alpha) => self.product_with(x, y, move |_, yi: &mut T, v| *yi += alpha * v),
+            Store::Set => self.product_with(x, None, y, |yi: &mut T, v, _| *yi = v),
+            Store::Add(alpha) => {
+                self.product_with(x, None, y, move |yi: &mut T, v, _| *yi += alpha * v)
+            }
             Store::Update(alpha, b) => {
-                self.product_with(x, y, move |i, yi: &mut T, v| *yi = b[i] + alpha * v)
+                self.product_with(x, Some(b), y, move |yi: &mut T, v, bi| {
+                    *yi = b_plus(bi, alpha, v)
+                })
             }
         }
     }
 
-    fn product_with<S: Fn(usize, &mut T, T) + Sync + Copy>(&self, x: &[T], y: &mut [T], store: S) {
+    /// The product with `store(y_i, (A x)_i, b_i)` per row (b_i zero without `b`). b reaches
+    /// the kernels in row chunks beside y's: indexing it by row number inside the store cost
+    /// the fused update 60% over the plain product (a bounds check per value that kept the
+    /// row loop from being scheduled as the product's).
+    fn product_with<S: Fn(&mut T, T, T) + Sync + Copy>(
+        &self,
+        x: &[T],
+        b: Option<&[T]>,
+        y: &mut [T],
+        store: S,
+    ) {
         let (slots, blocks, columns) = (self.slots, &self.blocks[..], &self.columns[..]);
+        let m = Matrix { slots, blocks, columns };
         match self.n_f {
-            1 => spmv_fixed::<T, S, 1>(slots, blocks, columns, x, y, store),
-            2 => spmv_fixed::<T, S, 2>(slots, blocks, columns, x, y, store),
-            3 => spmv_fixed::<T, S, 3>(slots, blocks, columns, x, y, store),
-            4 => spmv_fixed::<T, S, 4>(slots, blocks, columns, x, y, store),
-            5 => spmv_fixed::<T, S, 5>(slots, blocks, columns, x, y, store),
-            6 => spmv_fixed::<T, S, 6>(slots, blocks, columns, x, y, store),
-            7 => spmv_fixed::<T, S, 7>(slots, blocks, columns, x, y, store),
-            8 => spmv_fixed::<T, S, 8>(slots, blocks, columns, x, y, store),
-            9 => spmv_fixed::<T, S, 9>(slots, blocks, columns, x, y, store),
-            10 => spmv_fixed::<T, S, 10>(slots, blocks, columns, x, y, store),
-            11 => spmv_fixed::<T, S, 11>(slots, blocks, columns, x, y, store),
-            _ => spmv_dynamic(self.n_f, slots, blocks, columns, x, y, store),
+            1 => spmv_fixed::<T, S, 1>(m, x, b, y, store),
+            2 => spmv_fixed::<T, S, 2>(m, x, b, y, store),
+            3 => spmv_fixed::<T, S, 3>(m, x, b, y, store),
+            4 => spmv_fixed::<T, S, 4>(m, x, b, y, store),
+            5 => spmv_fixed::<T, S, 5>(m, x, b, y, store),
+            6 => spmv_fixed::<T, S, 6>(m, x, b, y, store),
+            7 => spmv_fixed::<T, S, 7>(m, x, b, y, store),
+            8 => spmv_fixed::<T, S, 8>(m, x, b, y, store),
+            9 => spmv_fixed::<T, S, 9>(m, x, b, y, store),
+            10 => spmv_fixed::<T, S, 10>(m, x, b, y, store),
+            11 => spmv_fixed::<T, S, 11>(m, x, b, y, store),
+            _ => spmv_dynamic(self.n_f, m, x, b, y, store),
         }
     }
 
@@ -223,73 +238,133 @@ enum Store<'a, T> {
     Update(T, &'a [T]),
 }
 
-fn spmv_fixed<T: Real, S: Fn(usize, &mut T, T) + Sync + Copy, const NF: usize>(
+/// b + alpha v, as `xpby` and `axpy` round it.
+#[inline(always)]
+fn b_plus<T: Real>(b: T, alpha: T, v: T) -> T {
+    b + alpha * v
+}
+
+/// The stored blocks and neighbour table a product reads.
+#[derive(Clone, Copy)]
+struct Matrix<'a, T> {
     slots: usize,
-    blocks: &[T],
-    columns: &[u32],
+    blocks: &'a [T],
+    columns: &'a [u32],
+}
+
+/// y's chunks of `rows_per_task` rows of `nf` values, each with b's chunk of the same rows
+/// (an empty slice without b).
+fn row_tasks<'a, T: Real>(
+    nf: usize,
+    b: Option<&'a [T]>,
+    y: &'a mut [T],
+) -> impl IndexedParallelIterator<Item = (usize, (&'a mut [T], &'a [T]))> {
+    let chunk = nf * ROWS_PER_TASK;
+    let tasks = y.len().div_ceil(chunk);
+    let b_chunk = if b.is_some() { chunk } else { 0 };
+    let b = b.unwrap_or(&[]);
+    y.par_chunks_mut(chunk)
+        .zip((0..tasks).into_par_iter().map(move |t| {
+            let start = (t * b_chunk).min(b.len());
+            &b[start..(start + b_chunk).min(b.len())]
+        }))
+        .enumerate()
+}
+
+/// b's value `i` of a row, zero where b is absent (`b_row` empty).
+#[inline(always)]
+fn row_value<T: Real>(b_row: &[T], i: usize) -> T {
+    b_row.get(i).copied().unwrap_or(T::zero())
+}
+
+fn spmv_fixed<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize>(
+    m: Matrix<'_, T>,
     x: &[T],
+    b: Option<&[T]>,
     y: &mut [T],
     store: S,
 ) {
-    match slots {
-        5 => spmv_rows::<T, S, NF, 5>(blocks, columns, x, y, store),
-        7 => spmv_rows::<T, S, NF, 7>(blocks, columns, x, y, store),
-        _ => spmv_dynamic(NF, slots, blocks, columns, x, y, store),
+    match m.slots {
+        5 => spmv_rows::<T, S, NF, 5>(m, x, b, y, store),
+        7 => spmv_rows::<T, S, NF, 7>(m, x, b, y, store),
+        _ => spmv_dynamic(NF, m, x, b, y, store),
     }
 }
 
 /// The SpMV with the block size and the slots per row known at compile time: the loops unroll
 /// and every bounds check folds away. Each slot's product goes to its own partial sum, so the
-/// slots' gathers and FMAs overlap instead of waiting on one accumulator.
-fn spmv_rows<
-    T: Real,
-    S: Fn(usize, &mut T, T) + Sync + Copy,
-    const NF: usize,
-    const SLOTS: usize,
->(
-    blocks: &[T],
-    columns: &[u32],
+/// slots' gathers and FMAs overlap instead of waiting on one accumulator. b's rows reach the
+/// store as chunks zipped with y's: indexing b by row number inside the store, or one loop
+/// for both kinds, cost the product 30-60% (the row loop then compiled worse).
+fn spmv_rows<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize, const SLOTS: usize>(
+    m: Matrix<'_, T>,
     x: &[T],
+    b: Option<&[T]>,
     y: &mut [T],
     store: S,
 ) {
-    y.par_chunks_mut(NF * ROWS_PER_TASK).enumerate().for_each(|(task, y_task)| {
-        let first_row = task * ROWS_PER_TASK;
-        for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
-            let row = first_row + r;
-            let row_blocks = &blocks[row * SLOTS * NF * NF..][..SLOTS * NF * NF];
-            let row_columns = &columns[row * SLOTS..][..SLOTS];
-            let mut partial = [[T::zero(); NF]; SLOTS];
-            for a in 0..SLOTS {
-                let block = &row_blocks[a * NF * NF..][..NF * NF];
-                let xc = &x[row_columns[a] as usize * NF..][..NF];
-                for i in 0..NF {
-                    let mut s = T::zero();
-                    for j in 0..NF {
-                        s += block[i * NF + j] * xc[j];
-                    }
-                    partial[a][i] = s;
+    let chunk = NF * ROWS_PER_TASK;
+    match b {
+        Some(b) => y.par_chunks_mut(chunk).zip(b.par_chunks(chunk)).enumerate().for_each(
+            |(task, (y_task, b_task))| {
+                let rows = y_task.chunks_exact_mut(NF).zip(b_task.chunks_exact(NF));
+                for (r, (y_row, b_row)) in rows.enumerate() {
+                    let row = task * ROWS_PER_TASK + r;
+                    row_product::<T, S, NF, SLOTS>(m, x, row, y_row, b_row, store);
                 }
+            },
+        ),
+        None => y.par_chunks_mut(chunk).enumerate().for_each(|(task, y_task)| {
+            for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
+                let row = task * ROWS_PER_TASK + r;
+                row_product::<T, S, NF, SLOTS>(m, x, row, y_row, &[T::zero(); NF], store);
             }
-            for i in 0..NF {
-                store(row * NF + i, &mut y_row[i], (0..SLOTS).map(|a| partial[a][i]).sum());
-            }
-        }
-    });
+        }),
+    }
 }
 
-fn spmv_dynamic<T: Real, S: Fn(usize, &mut T, T) + Sync + Copy>(
-    nf: usize,
-    slots: usize,
-    blocks: &[T],
-    columns: &[u32],
+/// Row `row` of the product, stored through `store(y_i, (A x)_i, b_i)`.
+#[inline(always)]
+fn row_product<T: Real, S: Fn(&mut T, T, T), const NF: usize, const SLOTS: usize>(
+    m: Matrix<'_, T>,
     x: &[T],
+    row: usize,
+    y_row: &mut [T],
+    b_row: &[T],
+    store: S,
+) {
+    let row_blocks = &m.blocks[row * SLOTS * NF * NF..][..SLOTS * NF * NF];
+    let row_columns = &m.columns[row * SLOTS..][..SLOTS];
+    let mut partial = [[T::zero(); NF]; SLOTS];
+    for a in 0..SLOTS {
+        let block = &row_blocks[a * NF * NF..][..NF * NF];
+        let xc = &x[row_columns[a] as usize * NF..][..NF];
+        for i in 0..NF {
+            let mut s = T::zero();
+            for j in 0..NF {
+                s += block[i * NF + j] * xc[j];
+            }
+            partial[a][i] = s;
+        }
+    }
+    let (y_row, b_row) = (&mut y_row[..NF], &b_row[..NF]);
+    for i in 0..NF {
+        store(&mut y_row[i], (0..SLOTS).map(|a| partial[a][i]).sum(), b_row[i]);
+    }
+}
+
+fn spmv_dynamic<T: Real, S: Fn(&mut T, T, T) + Sync + Copy>(
+    nf: usize,
+    m: Matrix<'_, T>,
+    x: &[T],
+    b: Option<&[T]>,
     y: &mut [T],
     store: S,
 ) {
-    y.par_chunks_mut(nf * ROWS_PER_TASK).enumerate().for_each_init(
+    let (slots, blocks, columns) = (m.slots, m.blocks, m.columns);
+    row_tasks(nf, b, y).for_each_init(
         || vec![T::zero(); nf],
-        |sums, (task, y_task)| {
+        |sums, (task, (y_task, b_task))| {
             let first_row = task * ROWS_PER_TASK;
             for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
                 let row = first_row + r;
@@ -306,8 +381,9 @@ fn spmv_dynamic<T: Real, S: Fn(usize, &mut T, T) + Sync + Copy>(
                             .sum::<T>();
                     }
                 }
+                let b_row = b_task.get(r * nf..(r + 1) * nf).unwrap_or(&[]);
                 for (i, (yi, &si)) in y_row.iter_mut().zip(sums.iter()).enumerate() {
-                    store(row * nf + i, yi, si);
+                    store(yi, si, row_value(b_row, i));
                 }
             }
         },
