@@ -225,6 +225,18 @@ impl Arithmetic for Lanes<f64x4> {
             false => self.map(f64::cos),
         }
     }
+    /// wide computes sin and cos together (its `sin` and `cos` are the halves of `sin_cos`):
+    /// one call gives both with the bits of the two.
+    #[inline]
+    fn sin_cos(self) -> (Self, Self) {
+        match self.moderate() {
+            true => {
+                let (sin, cos) = self.0.sin_cos();
+                (Lanes(sin), Lanes(cos))
+            }
+            false => (self.map(f64::sin), self.map(f64::cos)),
+        }
+    }
     fn exp(self) -> Self {
         self.map(f64::exp)
     }

@@ -27,6 +27,12 @@ pub trait Arithmetic:
     fn sin(self) -> Self;
     /// cos
     fn cos(self) -> Self;
+    /// (sin, cos) of one argument, each rounded as [`Arithmetic::sin`] and [`Arithmetic::cos`]
+    /// round it; an arithmetic that computes both at once overrides it.
+    #[inline]
+    fn sin_cos(self) -> (Self, Self) {
+        (self.sin(), self.cos())
+    }
     /// The exponential.
     fn exp(self) -> Self;
     /// sinh
@@ -132,8 +138,8 @@ fn product<A: Arithmetic>(factors: impl IntoIterator<Item = A>) -> A {
 /// [`Manufactured::Sine`].
 #[inline]
 fn sine<A: Arithmetic, const D: usize>(x: &[A; D]) -> Fields<A, D> {
-    let sin = x.map(|xd| (A::constant(PI) * xd).sin());
-    let cos = x.map(|xd| (A::constant(PI) * xd).cos());
+    let sin_cos = x.map(|xd| (A::constant(PI) * xd).sin_cos());
+    let (sin, cos) = (sin_cos.map(|(s, _)| s), sin_cos.map(|(_, c)| c));
     let u = product(sin);
     let grad = core::array::from_fn(|d| {
         product((0..D).map(|e| if e == d { A::constant(PI) * cos[e] } else { sin[e] }))
@@ -146,7 +152,7 @@ fn sine<A: Arithmetic, const D: usize>(x: &[A; D]) -> Fields<A, D> {
 #[inline]
 fn exp_sin<A: Arithmetic, const D: usize>(x: &[A; D]) -> Fields<A, D> {
     let (ex, y2) = (x[0].exp(), A::constant(2.0) * x[1]);
-    let (sin_2y, cos_2y) = (y2.sin(), y2.cos());
+    let (sin_2y, cos_2y) = y2.sin_cos();
     // exp(x) sin(2 y): the 2D solution, and the 3D one's first two factors.
     let plane = ex * sin_2y;
     let mut grad = [A::constant(0.0); D];
