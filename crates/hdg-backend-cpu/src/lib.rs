@@ -262,6 +262,11 @@ impl<T: Real> Assembler<T> for CpuBackend {
             .add_to(n_f, &mut rhs, |row, value| matrix.add_to_diagonal_block(row, value));
         Ok((matrix, rhs))
     }
+
+    /// The DBF matrix holds its own copy of every entry: K_e goes.
+    fn release_assembly_inputs(&self, condensed: &mut HostCondensed<T>, _: &DbfMatrix<T>) {
+        condensed.trace_matrices = Vec::new();
+    }
 }
 
 impl<T: Real> Postprocessor<T> for CpuBackend {

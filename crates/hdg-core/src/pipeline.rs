@@ -171,13 +171,14 @@ pub fn solve<T: Real, B: Backend<T>>(
         let prep = backend.prepare(&disc)?;
         t.setup = start.elapsed().as_secs_f64();
         progress.finished(Stage::Setup, t.setup);
-        let condensed =
+        let mut condensed =
             timed(progress, Stage::Condense, &mut t.condense, || backend.condense(&disc, &prep))?;
         let (operator, rhs) = timed(progress, Stage::Assemble, &mut t.assemble, || {
             let (operator, mut rhs) = backend.assemble(&disc, &prep, &condensed)?;
             if disc.constant_null_space {
                 remove_constant(backend, &disc, &mut rhs)?;
             }
+            backend.release_assembly_inputs(&mut condensed, &operator);
             Ok((operator, rhs))
         })?;
         let plan = match planning {
