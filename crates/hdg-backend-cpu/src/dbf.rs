@@ -10,22 +10,69 @@
 
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{
-    check_lengths, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, NONE,
+    check_lengths, DemoteOperator, HostCsr, Real, Result, SmoothingCopy, TraceOperator,
+    TraceTopology, NONE,
 };
 use rayon::prelude::*;
+use std::marker::PhantomData;
 
 /// Rows per parallel task: enough work per task to hide scheduling, small enough to balance.
 const ROWS_PER_TASK: usize = 512;
 
-/// The assembled global trace matrix (Dirichlet unknowns eliminated) in DBF.
+/// The assembled global trace matrix (Dirichlet unknowns eliminated) in DBF, acting on
+/// vectors of T, its entries stored as E: T itself, or [`Bf16`] for the multigrid's smoothing
+/// copy ([`TraceOperator::smoothing_copy`]).
 #[derive(Clone, Debug)]
-pub struct DbfMatrix<T> {
+pub struct DbfMatrix<T, E = T> {
     n_f: usize,
     slots: usize,
-    blocks: Vec<T>,
+    blocks: Vec<E>,
     /// Block column of each slot; an inactive (padding or Dirichlet) slot holds its own row,
     /// which no active slot other than slot 0 can.
     columns: Vec<u32>,
+    precision: PhantomData<fn() -> T>,
+}
+
+/// A matrix entry as stored, read in the working precision T by the products.
+pub trait Entry<T>: Copy + Send + Sync + std::fmt::Debug {
+    /// The entry in T.
+    fn value(self) -> T;
+}
+
+impl<T: Real> Entry<T> for T {
+    #[inline(always)]
+    fn value(self) -> T {
+        self
+    }
+}
+
+/// bfloat16: the upper half of an f32 (its sign, exponent and 7 fraction bits), 8 significant
+/// bits over f32's whole range. Widening is a shift, so a product over these entries reads
+/// half an f32 product's bytes for one more operation per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bf16(u16);
+
+impl Bf16 {
+    /// `value` rounded to the nearest bfloat16 (ties to even); finite values only (the
+    /// matrix's entries).
+    pub fn from_f32(value: f32) -> Bf16 {
+        let bits = value.to_bits();
+        let rounding = 0x7fff + ((bits >> 16) & 1);
+        Bf16((bits.wrapping_add(rounding) >> 16) as u16)
+    }
+
+    /// The value as f32 (exact).
+    #[inline(always)]
+    pub fn to_f32(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+impl<T: Real> Entry<T> for Bf16 {
+    #[inline(always)]
+    fn value(self) -> T {
+        T::from_f64_lossy(self.to_f32() as f64)
+    }
 }
 
 /// Assembles the DBF matrix and the right-hand side from element trace matrices and loads.
@@ -104,7 +151,7 @@ pub fn assemble<T: Real>(
         .enumerate()
         .map(|(s, &c)| if c == NONE { (s / slots) as u32 } else { c })
         .collect();
-    (DbfMatrix { n_f, slots, blocks, columns }, rhs)
+    (DbfMatrix { n_f, slots, blocks, columns, precision: PhantomData }, rhs)
 }
 
 impl<T: Real> DbfMatrix<T> {
@@ -115,6 +162,26 @@ impl<T: Real> DbfMatrix<T> {
         let block = &mut self.blocks[row * self.slots * bsz..][..bsz];
         for m in 0..self.n_f {
             block[m * self.n_f + m] += value;
+        }
+    }
+
+    /// The blocks, row-major per block row (see the module documentation for the layout).
+    pub fn blocks(&self) -> &[T] {
+        &self.blocks
+    }
+}
+
+impl<T: Real, E: Entry<T>> DbfMatrix<T, E> {
+    /// The matrix with every entry rounded to bfloat16 on its own (so symmetric where this
+    /// matrix is), acting on the same vectors.
+    pub fn to_bf16(&self) -> DbfMatrix<T, Bf16> {
+        let round = |&v: &E| Bf16::from_f32(v.value().as_f64() as f32);
+        DbfMatrix {
+            n_f: self.n_f,
+            slots: self.slots,
+            blocks: self.blocks.par_iter().map(round).collect(),
+            columns: self.columns.clone(),
+            precision: PhantomData,
         }
     }
 
@@ -131,11 +198,6 @@ impl<T: Real> DbfMatrix<T> {
     /// Block size n_f.
     pub fn block_size(&self) -> usize {
         self.n_f
-    }
-
-    /// The blocks, row-major per block row (see the module documentation for the layout).
-    pub fn blocks(&self) -> &[T] {
-        &self.blocks
     }
 
     /// The block column of every slot (inactive slots point at their own row).
@@ -155,15 +217,15 @@ impl<T: Real> DbfMatrix<T> {
 
     /// Bytes held by the matrix (blocks and neighbour table, padding included).
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.len() * std::mem::size_of::<T>() + self.columns.len() * 4
+        self.blocks.len() * std::mem::size_of::<E>() + self.columns.len() * 4
     }
 
     /// Bytes one SpMV must move at least: the active blocks, the column table, x once and y
     /// once (inactive slots are not counted, though the branch-free kernel reads them).
     pub fn spmv_bytes(&self) -> usize {
-        let t = std::mem::size_of::<T>();
+        let (e, t) = (std::mem::size_of::<E>(), std::mem::size_of::<T>());
         let rows = self.n_rows() * self.n_f;
-        self.n_active_blocks() * self.n_f * self.n_f * t + self.columns.len() * 4 + 2 * rows * t
+        self.n_active_blocks() * self.n_f * self.n_f * e + self.columns.len() * 4 + 2 * rows * t
     }
 
     /// y = A x.
@@ -201,17 +263,17 @@ impl<T: Real> DbfMatrix<T> {
         let (slots, blocks, columns) = (self.slots, &self.blocks[..], &self.columns[..]);
         let m = Matrix { slots, blocks, columns };
         match self.n_f {
-            1 => spmv_fixed::<T, S, 1>(m, x, b, y, store),
-            2 => spmv_fixed::<T, S, 2>(m, x, b, y, store),
-            3 => spmv_fixed::<T, S, 3>(m, x, b, y, store),
-            4 => spmv_fixed::<T, S, 4>(m, x, b, y, store),
-            5 => spmv_fixed::<T, S, 5>(m, x, b, y, store),
-            6 => spmv_fixed::<T, S, 6>(m, x, b, y, store),
-            7 => spmv_fixed::<T, S, 7>(m, x, b, y, store),
-            8 => spmv_fixed::<T, S, 8>(m, x, b, y, store),
-            9 => spmv_fixed::<T, S, 9>(m, x, b, y, store),
-            10 => spmv_fixed::<T, S, 10>(m, x, b, y, store),
-            11 => spmv_fixed::<T, S, 11>(m, x, b, y, store),
+            1 => spmv_fixed::<T, E, S, 1>(m, x, b, y, store),
+            2 => spmv_fixed::<T, E, S, 2>(m, x, b, y, store),
+            3 => spmv_fixed::<T, E, S, 3>(m, x, b, y, store),
+            4 => spmv_fixed::<T, E, S, 4>(m, x, b, y, store),
+            5 => spmv_fixed::<T, E, S, 5>(m, x, b, y, store),
+            6 => spmv_fixed::<T, E, S, 6>(m, x, b, y, store),
+            7 => spmv_fixed::<T, E, S, 7>(m, x, b, y, store),
+            8 => spmv_fixed::<T, E, S, 8>(m, x, b, y, store),
+            9 => spmv_fixed::<T, E, S, 9>(m, x, b, y, store),
+            10 => spmv_fixed::<T, E, S, 10>(m, x, b, y, store),
+            11 => spmv_fixed::<T, E, S, 11>(m, x, b, y, store),
             _ => spmv_dynamic(self.n_f, m, x, b, y, store),
         }
     }
@@ -222,7 +284,7 @@ impl<T: Real> DbfMatrix<T> {
         (0..self.n_rows() * nf)
             .map(|i| {
                 let (row, m) = (i / nf, i % nf);
-                self.blocks[row * self.slots * bsz + m * nf + m]
+                self.blocks[row * self.slots * bsz + m * nf + m].value()
             })
             .collect()
     }
@@ -246,9 +308,9 @@ fn b_plus<T: Real>(b: T, alpha: T, v: T) -> T {
 
 /// The stored blocks and neighbour table a product reads.
 #[derive(Clone, Copy)]
-struct Matrix<'a, T> {
+struct Matrix<'a, E> {
     slots: usize,
-    blocks: &'a [T],
+    blocks: &'a [E],
     columns: &'a [u32],
 }
 
@@ -277,16 +339,16 @@ fn row_value<T: Real>(b_row: &[T], i: usize) -> T {
     b_row.get(i).copied().unwrap_or(T::zero())
 }
 
-fn spmv_fixed<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize>(
-    m: Matrix<'_, T>,
+fn spmv_fixed<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize>(
+    m: Matrix<'_, E>,
     x: &[T],
     b: Option<&[T]>,
     y: &mut [T],
     store: S,
 ) {
     match m.slots {
-        5 => spmv_rows::<T, S, NF, 5>(m, x, b, y, store),
-        7 => spmv_rows::<T, S, NF, 7>(m, x, b, y, store),
+        5 => spmv_rows::<T, E, S, NF, 5>(m, x, b, y, store),
+        7 => spmv_rows::<T, E, S, NF, 7>(m, x, b, y, store),
         _ => spmv_dynamic(NF, m, x, b, y, store),
     }
 }
@@ -296,8 +358,14 @@ fn spmv_fixed<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize>(
 /// slots' gathers and FMAs overlap instead of waiting on one accumulator. b's rows reach the
 /// store as chunks zipped with y's: indexing b by row number inside the store, or one loop
 /// for both kinds, cost the product 30-60% (the row loop then compiled worse).
-fn spmv_rows<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize, const SLOTS: usize>(
-    m: Matrix<'_, T>,
+fn spmv_rows<
+    T: Real,
+    E: Entry<T>,
+    S: Fn(&mut T, T, T) + Sync + Copy,
+    const NF: usize,
+    const SLOTS: usize,
+>(
+    m: Matrix<'_, E>,
     x: &[T],
     b: Option<&[T]>,
     y: &mut [T],
@@ -310,14 +378,14 @@ fn spmv_rows<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize, const 
                 let rows = y_task.chunks_exact_mut(NF).zip(b_task.chunks_exact(NF));
                 for (r, (y_row, b_row)) in rows.enumerate() {
                     let row = task * ROWS_PER_TASK + r;
-                    row_product::<T, S, NF, SLOTS>(m, x, row, y_row, b_row, store);
+                    row_product::<T, E, S, NF, SLOTS>(m, x, row, y_row, b_row, store);
                 }
             },
         ),
         None => y.par_chunks_mut(chunk).enumerate().for_each(|(task, y_task)| {
             for (r, y_row) in y_task.chunks_exact_mut(NF).enumerate() {
                 let row = task * ROWS_PER_TASK + r;
-                row_product::<T, S, NF, SLOTS>(m, x, row, y_row, &[T::zero(); NF], store);
+                row_product::<T, E, S, NF, SLOTS>(m, x, row, y_row, &[T::zero(); NF], store);
             }
         }),
     }
@@ -325,8 +393,8 @@ fn spmv_rows<T: Real, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize, const 
 
 /// Row `row` of the product, stored through `store(y_i, (A x)_i, b_i)`.
 #[inline(always)]
-fn row_product<T: Real, S: Fn(&mut T, T, T), const NF: usize, const SLOTS: usize>(
-    m: Matrix<'_, T>,
+fn row_product<T: Real, E: Entry<T>, S: Fn(&mut T, T, T), const NF: usize, const SLOTS: usize>(
+    m: Matrix<'_, E>,
     x: &[T],
     row: usize,
     y_row: &mut [T],
@@ -342,7 +410,7 @@ fn row_product<T: Real, S: Fn(&mut T, T, T), const NF: usize, const SLOTS: usize
         for i in 0..NF {
             let mut s = T::zero();
             for j in 0..NF {
-                s += block[i * NF + j] * xc[j];
+                s += block[i * NF + j].value() * xc[j];
             }
             partial[a][i] = s;
         }
@@ -353,9 +421,9 @@ fn row_product<T: Real, S: Fn(&mut T, T, T), const NF: usize, const SLOTS: usize
     }
 }
 
-fn spmv_dynamic<T: Real, S: Fn(&mut T, T, T) + Sync + Copy>(
+fn spmv_dynamic<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy>(
     nf: usize,
-    m: Matrix<'_, T>,
+    m: Matrix<'_, E>,
     x: &[T],
     b: Option<&[T]>,
     y: &mut [T],
@@ -377,7 +445,7 @@ fn spmv_dynamic<T: Real, S: Fn(&mut T, T, T) + Sync + Copy>(
                         *si += block[i * nf..(i + 1) * nf]
                             .iter()
                             .zip(xc)
-                            .map(|(&b, &v)| b * v)
+                            .map(|(&b, &v)| b.value() * v)
                             .sum::<T>();
                     }
                 }
@@ -390,7 +458,7 @@ fn spmv_dynamic<T: Real, S: Fn(&mut T, T, T) + Sync + Copy>(
     );
 }
 
-impl<T: Real> DbfEntries for DbfMatrix<T> {
+impl<T: Real, E: Entry<T>> DbfEntries for DbfMatrix<T, E> {
     fn shape(&self) -> DbfShape {
         DbfShape { n_rows: self.n_rows(), n_f: self.n_f, slots: self.slots }
     }
@@ -398,11 +466,11 @@ impl<T: Real> DbfEntries for DbfMatrix<T> {
         stored_column(row, a, self.columns[row * self.slots + a])
     }
     fn entry(&self, row: usize, a: usize, i: usize, j: usize) -> f64 {
-        self.blocks[((row * self.slots + a) * self.n_f + i) * self.n_f + j].as_f64()
+        self.blocks[((row * self.slots + a) * self.n_f + i) * self.n_f + j].value().as_f64()
     }
 }
 
-impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
+impl<T: Real, E: Entry<T>> TraceOperator<T> for DbfMatrix<T, E> {
     type Vector = Vec<T>;
     fn dim(&self) -> usize {
         self.n_rows() * self.n_f
@@ -425,6 +493,10 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
         self.product(x, y, store);
         Ok(())
     }
+    /// The entries in bfloat16: half the bytes of f32 (the products are bound by memory).
+    fn smoothing_copy(&self) -> Result<Option<SmoothingCopy<'_, T, Vec<T>>>> {
+        Ok(Some(Box::new(self.to_bf16())))
+    }
     fn diagonal(&self) -> Result<Vec<T>> {
         Ok(DbfMatrix::diagonal(self))
     }
@@ -438,7 +510,9 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
         out.par_chunks_mut(bsz)
             .zip(self.blocks.par_chunks_exact(stride))
             .with_min_len(ROWS_PER_TASK)
-            .for_each(|(block, row)| block.copy_from_slice(&row[..bsz]));
+            .for_each(|(block, row)| {
+                block.iter_mut().zip(&row[..bsz]).for_each(|(b, &v)| *b = v.value())
+            });
         Ok(out)
     }
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
@@ -460,7 +534,7 @@ impl<T: Real> TraceOperator<T> for DbfMatrix<T> {
                     for r in 0..rows {
                         for j in 0..m {
                             ab[r * m + j] = (0..rows)
-                                .map(|l| block[r * nf + l].as_f64() * basis[l * m + j])
+                                .map(|l| block[r * nf + l].value().as_f64() * basis[l * m + j])
                                 .sum();
                         }
                     }
@@ -497,6 +571,7 @@ impl DemoteOperator<crate::CpuBackend> for DbfMatrix<f64> {
             slots: self.slots,
             blocks: self.blocks.par_iter().map(|&v| v as f32).collect(),
             columns: self.columns.clone(),
+            precision: PhantomData,
         })
     }
 }

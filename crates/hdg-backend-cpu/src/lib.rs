@@ -21,7 +21,7 @@ use hdg_core::{
 };
 use rayon::prelude::*;
 
-pub use dbf::DbfMatrix;
+pub use dbf::{Bf16, DbfMatrix, Entry};
 
 use condense::{condense_element, CondenseScratch, CondensedElement, ElementInput};
 use hdg_core::lanes::{Batch, Dense};

@@ -3,10 +3,12 @@
 //! the residual update) against the unfused sequences, the column-by-column block product
 //! against a row-by-row one, and the postprocessing in batches of SIMD lanes against one
 //! element at a time. The solver's and the pipeline's results do not depend on which runs.
-use hdg_backend_cpu::CpuBackend;
+//! Also the multigrid's bfloat16 smoothing copy of the trace matrix: its rounding, its
+//! symmetry and its product.
+use hdg_backend_cpu::{Bf16, CpuBackend};
 use hdg_core::{
-    Assembler, BlockOps, DemoteOperator, Discretization, LocalSolver, Manufactured, Problem, Real,
-    RecurrenceStep, TraceOperator, VectorOps,
+    Assembler, BlockOps, DbfEntries, DemoteOperator, Discretization, LocalSolver, Manufactured,
+    Problem, Real, RecurrenceStep, TraceOperator, VectorOps,
 };
 use hdg_mesh::{generate, Diagonal, Mesh};
 use rand::rngs::StdRng;
@@ -97,6 +99,7 @@ fn product_updates(mesh: &Mesh, k: usize) {
     let (matrix, _) = backend.assemble(&disc, &prep, &condensed).unwrap();
     check_updates(&matrix, k);
     check_updates(&matrix.demote().unwrap(), k);
+    check_updates(&matrix.demote().unwrap().to_bf16(), k);
 }
 
 fn check_updates<T: Real, O: TraceOperator<T, Vector = Vec<T>>>(matrix: &O, k: usize) {
@@ -140,6 +143,82 @@ fn dbf_product_update_has_the_bits_of_the_unfused_sequence() {
     // k = 4 (n_f = 15, the loop for any block size).
     product_updates(&generate::unit_square(24, Diagonal::Right).unwrap(), 3);
     product_updates(&generate::unit_cube(2).unwrap(), 4);
+}
+
+#[test]
+fn bf16_rounds_to_nearest_with_ties_to_even() {
+    // Values with 8 significant bits are exact.
+    for v in [1.0f32, -2.5, 3.0, 0.0, 2f32.powi(-100), -1.5 * 2f32.powi(100), 0.0078125] {
+        assert_eq!(Bf16::from_f32(v).to_f32(), v);
+    }
+    // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: even (1) wins; 1 + 3 * 2^-8 goes up.
+    assert_eq!(Bf16::from_f32(1.0 + 2f32.powi(-8)).to_f32(), 1.0);
+    assert_eq!(Bf16::from_f32(1.0 + 3.0 * 2f32.powi(-8)).to_f32(), 1.0 + 2f32.powi(-6));
+    // Just above the halfway point rounds up.
+    assert_eq!(Bf16::from_f32(1.0 + 2f32.powi(-8) + 2f32.powi(-20)).to_f32(), 1.0 + 2f32.powi(-7));
+    let mut rng = StdRng::seed_from_u64(3);
+    for _ in 0..10_000 {
+        let v: f32 = rng.gen_range(-1.0e6..1.0e6);
+        let r = Bf16::from_f32(v).to_f32();
+        assert!((r - v).abs() <= v.abs() * 2f32.powi(-8), "{v} -> {r}");
+    }
+}
+
+/// The trace matrix's bfloat16 copy: every entry is the f32 entry rounded, so the copy of the
+/// symmetric trace matrix is symmetric, and its product is the product of those entries.
+#[test]
+fn the_bf16_copy_is_the_rounded_symmetric_matrix() {
+    let backend = CpuBackend;
+    let square = generate::unit_square(12, Diagonal::Right).unwrap();
+    let mesh = generate::perturb(&square, 0.3, 7).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let disc = Discretization::<f64>::new(&mesh, &problem, 2).unwrap();
+    let prep = backend.prepare(&disc).unwrap();
+    let condensed = backend.condense(&disc, &prep).unwrap();
+    let (matrix, _) = backend.assemble(&disc, &prep, &condensed).unwrap();
+    let low = matrix.demote().unwrap();
+    let copy = low.to_bf16();
+    let shape = copy.shape();
+    let n_f = shape.n_f;
+    let mut checked = 0;
+    for row in 0..shape.n_rows {
+        for a in 0..shape.slots {
+            let Some(column) = copy.column(row, a) else { continue };
+            let back =
+                (0..shape.slots).find(|&b| copy.column(column as usize, b) == Some(row as u32));
+            let back = back.expect("the transposed block is stored");
+            for i in 0..n_f {
+                for j in 0..n_f {
+                    let rounded = Bf16::from_f32(low.entry(row, a, i, j) as f32).to_f32() as f64;
+                    assert_eq!(copy.entry(row, a, i, j), rounded);
+                    assert_eq!(copy.entry(row, a, i, j), copy.entry(column as usize, back, j, i));
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > shape.n_rows * n_f * n_f);
+    // The product against the entries, summed in f64: within f32 rounding of the sums.
+    let mut rng = StdRng::seed_from_u64(11);
+    let x = random::<f32>(&mut rng, copy.dim());
+    let mut y = vec![0f32; copy.dim()];
+    copy.apply(&x, &mut y).unwrap();
+    for row in 0..shape.n_rows {
+        for i in 0..n_f {
+            let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
+            for a in 0..shape.slots {
+                if let Some(column) = copy.column(row, a) {
+                    for j in 0..n_f {
+                        let term = copy.entry(row, a, i, j) * x[column as usize * n_f + j] as f64;
+                        sum += term;
+                        magnitude += term.abs();
+                    }
+                }
+            }
+            let got = y[row * n_f + i] as f64;
+            assert!((got - sum).abs() <= 1e-6 * magnitude, "row {row} {i}: {got} vs {sum}");
+        }
+    }
 }
 
 /// The postprocessing in batches of SIMD lanes (`hdg_core::lanes`) against one element at a

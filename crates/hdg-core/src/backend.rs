@@ -239,6 +239,9 @@ pub fn whole_blocks(what: &str, len: usize, block_len: usize) -> Result<usize> {
     Ok(len / block_len)
 }
 
+/// What [`TraceOperator::smoothing_copy`] gives: an operator on the same vectors.
+pub type SmoothingCopy<'a, T, V> = Box<dyn TraceOperator<T, Vector = V> + Send + 'a>;
+
 /// Stage "trace solve": the assembled (or matrix-free) global trace operator, Dirichlet unknowns
 /// eliminated, applied to a backend vector.
 pub trait TraceOperator<T: Real>: Sync {
@@ -269,6 +272,14 @@ pub trait TraceOperator<T: Real>: Sync {
             name: "trace operator",
             reason: "this operator has no fused product and update (fuses_update is false)".into(),
         })
+    }
+    /// A copy of the operator for the multigrid's smoothing products only, cheaper to apply
+    /// (its entries in fewer bytes), where the backend has one; None (the default) smooths
+    /// with the operator itself. Each entry is rounded on its own, so the copy is symmetric
+    /// where the operator is: the smoother, and with it the V-cycle, stays symmetric positive
+    /// definite (`hdg_linalg::multigrid` says why).
+    fn smoothing_copy(&self) -> Result<Option<SmoothingCopy<'_, T, Self::Vector>>> {
+        Ok(None)
     }
     /// The diagonal of A (for Jacobi preconditioning).
     fn diagonal(&self) -> Result<Self::Vector>;

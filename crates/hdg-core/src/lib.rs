@@ -48,7 +48,7 @@ pub use backend::{
     check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
     ErrorNorms, FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
     MixedPrecisionOps, MultigridOps, PlanWork, Postprocessor, Preconditioner, RecurrenceStep,
-    SolveReport, SolverPlan, TraceOperator, TraceSolver, VectorOps,
+    SmoothingCopy, SolveReport, SolverPlan, TraceOperator, TraceSolver, VectorOps,
 };
 pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};

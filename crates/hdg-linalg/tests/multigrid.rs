@@ -95,11 +95,14 @@ fn the_cycle_is_symmetric_positive_definite() {
         let disc = Discretization::<f64>::new(&mesh, &problem, k).unwrap();
         let (op, _) = assemble(&disc);
         let space = VertexSpace::new(&disc, 10.0).unwrap();
-        for cycle in [Cycle::Multiplicative, Cycle::Additive] {
-            // A small direct level, so that the hierarchy has vertex levels below the first.
+        let variants = [Cycle::Multiplicative, Cycle::Additive].map(|c| [(c, true), (c, false)]);
+        for (cycle, compressed_smoothing) in variants.into_iter().flatten() {
+            // A small direct level, so that the hierarchy has vertex levels below the first;
+            // smoothing with the bfloat16 copy and with the operator itself.
             let settings = MultigridSettings {
                 trace_cycle: cycle,
                 max_direct: 20,
+                compressed_smoothing,
                 ..MultigridSettings::auto(2, k)
             };
             let mg = Multigrid::new(&CpuBackend, &op, &space, &disc.topology, &settings).unwrap();
@@ -110,7 +113,10 @@ fn the_cycle_is_symmetric_positive_definite() {
                 let y: Vec<f64> = (0..op.dim()).map(|_| rng.gen_range(-1.0..1.0)).collect();
                 let (xy, yx) = (form(&mg, &x, &y), form(&mg, &y, &x));
                 let (xx, yy) = (form(&mg, &x, &x), form(&mg, &y, &y));
-                assert!((xy - yx).abs() <= 1e-12 * (xx * yy).sqrt(), "{cycle:?}: {xy} vs {yx}");
+                assert!(
+                    (xy - yx).abs() <= 1e-12 * (xx * yy).sqrt(),
+                    "{cycle:?}, compressed {compressed_smoothing}: {xy} vs {yx}"
+                );
                 assert!(xx > 0.0 && yy > 0.0);
             }
         }

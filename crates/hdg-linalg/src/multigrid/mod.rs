@@ -31,7 +31,16 @@
 //! Lanczos estimate in 3D; on the vertex levels a Lanczos estimate capped by the Gershgorin
 //! bound. Pre- and post-smoothing are the same symmetric polynomial and every transfer pair is
 //! (P, P^T), so the cycle is a symmetric positive definite operator, fixed from call to call: a
-//! valid CG preconditioner. It uses only backend vector operations, the trace operator's
+//! valid CG preconditioner. On the trace level the smoothing polynomial may run on a copy of
+//! the operator with cheaper entries ([`TraceOperator::smoothing_copy`]: the CPU's DBF in
+//! bfloat16, half the bytes of the f32 products that bound the cycle's time) while the two
+//! residuals that feed the coarse correction use the operator itself. The cycle stays
+//! symmetric positive definite: the copy A~ rounds every entry on its own, so it is
+//! symmetric; the smoother S = q(M^-1 A~) M^-1 is then symmetric, and positive definite since
+//! the Chebyshev quotient q(t) = (1 - p(t)) / t is positive on and below the interval; the
+//! cycle is S (2 S^-1 - A) S + (I - S A) C (I - A S), C the coarse correction, positive
+//! definite while the eigenvalues of S A stay below 2, which rounding each entry by at most
+//! 0.4% moves little. It uses only backend vector operations, the trace operator's
 //! product and [`MultigridOps`]: the CUDA backend runs this very code. In an f64 solve the
 //! whole cycle runs in f32 on a rounded copy of the trace matrix (`SinglePrecision`, chosen by
 //! [`MultigridSettings::single_precision`]).
@@ -62,7 +71,7 @@ use std::time::Instant;
 
 use hdg_core::{
     check_lengths, Coarsening, CoreError, HostCsr, MultigridOps, Preconditioner, Real, Result,
-    TraceOperator, TraceTopology, VertexSpace,
+    SmoothingCopy, TraceOperator, TraceTopology, VertexSpace,
 };
 
 use crate::chebyshev::{product_update, SmoothingPolynomial};
@@ -113,6 +122,10 @@ pub struct MultigridSettings {
     /// In an f64 solve, run the whole V-cycle in f32 on a rounded copy of the trace operator
     /// (half the memory traffic; the copy costs half the f64 matrix's memory).
     pub single_precision: bool,
+    /// Smooth the trace level with the operator's cheaper copy where its backend has one
+    /// ([`TraceOperator::smoothing_copy`]: the CPU's DBF in bfloat16). The residuals that
+    /// reach the coarse levels still use the operator itself. Not for singular operators.
+    pub compressed_smoothing: bool,
     /// The operator has the constants as its null space (pure Neumann with c = 0,
     /// `Discretization::constant_null_space`): the coarsest level, whose P1 operator is then
     /// singular too, is inverted on the complement of its null space (a pseudo-inverse), so
@@ -140,6 +153,7 @@ impl MultigridSettings {
             trace_cycle: Cycle::Multiplicative,
             split_ratio: hdg_core::auxiliary::DEFAULT_SPLIT_RATIO,
             single_precision: true,
+            compressed_smoothing: true,
             singular: false,
         }
     }
@@ -207,6 +221,8 @@ struct Work<V> {
 pub struct Multigrid<'a, T: Real, B: MultigridOps<T>> {
     backend: &'a B,
     trace: &'a dyn TraceOperator<T, Vector = B::Vector>,
+    /// The trace operator's copy that the trace level smooths with, if any.
+    trace_smoothing: Option<SmoothingCopy<'a, T, B::Vector>>,
     trace_smoother: BlockJacobi<B::Vector>,
     /// Levels 1, 2, ...: the last is solved by `direct`. None when the vertex space is empty
     /// (every vertex on the Dirichlet boundary: a mesh of one or two cells per side), and the
@@ -352,6 +368,14 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             });
         }
         let t = Instant::now();
+        let trace_smoothing = match settings.compressed_smoothing && !settings.singular {
+            true => trace.smoothing_copy()?,
+            false => None,
+        };
+        if trace_smoothing.is_some() {
+            timed("trace level: its copy for smoothing", t);
+        }
+        let t = Instant::now();
         let trace_smoother = BlockJacobi::new(backend, trace)?;
         // The spectrum of D^-1 A lies below faces_per_cell (see above).
         let trace_lambda = lambda_max(
@@ -493,6 +517,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         Ok(Multigrid {
             backend,
             trace,
+            trace_smoothing,
             trace_smoother,
             levels,
             transfers,
@@ -521,6 +546,14 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             self.trace
         } else {
             &self.levels[level - 1].operator
+        }
+    }
+
+    /// The operator level `level` smooths with: the trace level's copy where there is one.
+    fn smoothing_operator(&self, level: usize) -> &dyn TraceOperator<T, Vector = B::Vector> {
+        match (level, &self.trace_smoothing) {
+            (0, Some(copy)) => copy.as_ref(),
+            _ => self.operator(level),
         }
     }
 
@@ -569,8 +602,9 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         let Work { residual, correction, smoother, coarse_rhs, coarse_solution } = &mut *guard;
         let [s0, s1, s2, s3] = smoother;
         let (operator, inner) = (self.operator(level), self.inner(level));
+        let smoothing_operator = self.smoothing_operator(level);
         let polynomial = &self.smoothing[level];
-        polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], r, z)?;
+        polynomial.apply(backend, smoothing_operator, inner, [s0, s1, s2, s3], r, z)?;
         if self.levels.is_empty() {
             return Ok(());
         }
@@ -585,7 +619,14 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         self.cycle(level + 1, coarse_rhs, coarse_solution)?;
         self.prolong_add(level, coarse_solution, z, correction)?;
         product_update(backend, operator, -T::one(), z, Some(r), residual, correction)?;
-        polynomial.apply(backend, operator, inner, [s0, s1, s2, s3], residual, correction)?;
+        polynomial.apply(
+            backend,
+            smoothing_operator,
+            inner,
+            [s0, s1, s2, s3],
+            residual,
+            correction,
+        )?;
         backend.axpy(T::one(), correction, z)
     }
 }
