@@ -314,31 +314,6 @@ struct Matrix<'a, E> {
     columns: &'a [u32],
 }
 
-/// y's chunks of `rows_per_task` rows of `nf` values, each with b's chunk of the same rows
-/// (an empty slice without b).
-fn row_tasks<'a, T: Real>(
-    nf: usize,
-    b: Option<&'a [T]>,
-    y: &'a mut [T],
-) -> impl IndexedParallelIterator<Item = (usize, (&'a mut [T], &'a [T]))> {
-    let chunk = nf * ROWS_PER_TASK;
-    let tasks = y.len().div_ceil(chunk);
-    let b_chunk = if b.is_some() { chunk } else { 0 };
-    let b = b.unwrap_or(&[]);
-    y.par_chunks_mut(chunk)
-        .zip((0..tasks).into_par_iter().map(move |t| {
-            let start = (t * b_chunk).min(b.len());
-            &b[start..(start + b_chunk).min(b.len())]
-        }))
-        .enumerate()
-}
-
-/// b's value `i` of a row, zero where b is absent (`b_row` empty).
-#[inline(always)]
-fn row_value<T: Real>(b_row: &[T], i: usize) -> T {
-    b_row.get(i).copied().unwrap_or(T::zero())
-}
-
 fn spmv_fixed<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy, const NF: usize>(
     m: Matrix<'_, E>,
     x: &[T],
@@ -430,10 +405,12 @@ fn spmv_dynamic<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy>(
     store: S,
 ) {
     let (slots, blocks, columns) = (m.slots, m.blocks, m.columns);
-    row_tasks(nf, b, y).for_each_init(
+    let chunk = nf * ROWS_PER_TASK;
+    y.par_chunks_mut(chunk).enumerate().for_each_init(
         || vec![T::zero(); nf],
-        |sums, (task, (y_task, b_task))| {
+        |sums, (task, y_task)| {
             let first_row = task * ROWS_PER_TASK;
+            let b_task = b.map(|b| &b[task * chunk..][..y_task.len()]);
             for (r, y_row) in y_task.chunks_exact_mut(nf).enumerate() {
                 let row = first_row + r;
                 sums.fill(T::zero());
@@ -449,9 +426,8 @@ fn spmv_dynamic<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy>(
                             .sum::<T>();
                     }
                 }
-                let b_row = b_task.get(r * nf..(r + 1) * nf).unwrap_or(&[]);
                 for (i, (yi, &si)) in y_row.iter_mut().zip(sums.iter()).enumerate() {
-                    store(yi, si, row_value(b_row, i));
+                    store(yi, si, b_task.map_or(T::zero(), |b| b[r * nf + i]));
                 }
             }
         },
