@@ -15,6 +15,7 @@
 //! of [`ElementTables`]: per element the kernel forms linear combinations, one Cholesky
 //! factorisation and two triangular solves with nl = faces x n_f right-hand sides.
 use hdg_core::geometry::{metric, GeometryLayout};
+use hdg_core::lanes::{Batch, Dense};
 use hdg_core::load::element_load;
 use hdg_core::{ElementTables, Real, Source};
 
@@ -125,13 +126,18 @@ pub fn form_element_matrices<T: Real>(
         }
         let tau_f = input.tau[f] * face_jac[f];
         let gt = t.face_trace(f, o);
+        let dt: [&[T]; 3] = core::array::from_fn(|sd| match sd < d {
+            true => t.derivative_trace(sd, f, o),
+            false => &[],
+        });
         for i in 0..n {
-            for m in 0..nf {
+            let p_row = &mut p[i * nl + f * nf..i * nl + (f + 1) * nf];
+            for (m, pv) in p_row.iter_mut().enumerate() {
                 let mut v = tau_f * gt[i * nf + m];
-                for (sd, &c_s) in coef.iter().enumerate().take(d) {
-                    v += c_s * t.derivative_trace(sd, f, o)[i * nf + m];
+                for (dt_s, &c_s) in dt.iter().zip(&coef).take(d) {
+                    v += c_s * dt_s[i * nf + m];
                 }
-                p[i * nl + f * nf + m] = v;
+                *pv = v;
             }
         }
     }
@@ -197,6 +203,100 @@ pub fn condense_element<T: Real>(
     dense::backward_substitution(n, nl, s_mat, p); // Z = L^-T W
     dense::backward_substitution(n, 1, s_mat, load); // u0 = L^-T w0
     out.recovery_load.copy_from_slice(load);
+    Ok(())
+}
+
+/// Per-thread work space of [`condense_batch`]: each lane's element as formed, then the lanes.
+pub struct BatchScratch<T: Real> {
+    /// S and the load of each lane's element (and its load points).
+    elements: Vec<CondenseScratch<T>>,
+    /// P of each lane's element, one after the other.
+    formed_p: Vec<T>,
+    /// A of each lane's element, one after the other.
+    formed_a: Vec<T>,
+    schur: Vec<T::Lanes>,
+    p: Vec<T::Lanes>,
+    k: Vec<T::Lanes>,
+    load: Vec<T::Lanes>,
+    trace_load: Vec<T::Lanes>,
+}
+
+impl<T: Real> BatchScratch<T> {
+    /// Work space for the given tables.
+    pub fn new(t: &ElementTables<T>) -> Self {
+        let (w, n, nl) = (<T::Lanes as Batch<T>>::WIDTH, t.n, t.n_local_trace());
+        let zero = <T::Lanes as Dense>::zero();
+        BatchScratch {
+            elements: (0..w).map(|_| CondenseScratch::new(t)).collect(),
+            formed_p: vec![T::zero(); w * n * nl],
+            formed_a: vec![T::zero(); w * nl * nl],
+            schur: vec![zero; n * n],
+            p: vec![zero; n * nl],
+            k: vec![zero; nl * nl],
+            load: vec![zero; n],
+            trace_load: vec![zero; nl],
+        }
+    }
+}
+
+/// [`condense_element`] for [`Batch::WIDTH`] elements at once, `input(lane)` the element of
+/// each lane: each element's matrices and load are formed as [`condense_element`] forms them,
+/// and the factorisation and the solves run on lanes, one element per lane
+/// ([`hdg_core::lanes`]: the same operations, the same bits). The outputs hold the batch's
+/// elements one after the other. Err(pivot) if an element's S is not positive definite (then
+/// [`condense_element`] says which element); only elements with coefficients constant in the
+/// element (`input(lane).points` is `None`).
+pub fn condense_batch<'a, T: Real>(
+    t: &ElementTables<T>,
+    input: impl Fn(usize) -> ElementInput<'a, T>,
+    source: &Source,
+    scratch: &mut BatchScratch<T>,
+    out: CondensedElement<'_, T>,
+) -> Result<(), usize> {
+    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
+    let (w, n, nl) = (<T::Lanes as Batch<T>>::WIDTH, t.n, t.n_local_trace());
+    for (e, element) in scratch.elements.iter_mut().enumerate() {
+        let input = input(e);
+        debug_assert!(input.points.is_none());
+        let p = &mut scratch.formed_p[e * n * nl..(e + 1) * n * nl];
+        let a = &mut scratch.formed_a[e * nl * nl..(e + 1) * nl * nl];
+        form_element_matrices(t, &input, &mut element.schur, p, a);
+        let det = input.geometry[layout.det()];
+        element_load(t, input.vertices, det, source, &mut element.load_points, &mut element.load);
+    }
+    let elements = &scratch.elements;
+    let gather = |values: &mut [T::Lanes], of: &dyn Fn(usize, usize) -> T| {
+        for (i, v) in values.iter_mut().enumerate() {
+            *v = T::Lanes::gather(|e| of(e, i));
+        }
+    };
+    gather(&mut scratch.schur, &|e, i| elements[e].schur[i]);
+    gather(&mut scratch.load, &|e, i| elements[e].load[i]);
+    gather(&mut scratch.p, &|e, i| scratch.formed_p[e * n * nl + i]);
+    gather(&mut scratch.k, &|e, i| scratch.formed_a[e * nl * nl + i]);
+
+    let (s_mat, p, k, load) =
+        (&mut scratch.schur, &mut scratch.p, &mut scratch.k, &mut scratch.load);
+    dense::cholesky(n, s_mat).map_err(|(pivot, _)| pivot)?;
+    dense::forward_substitution(n, nl, s_mat, p);
+    dense::subtract_gram(n, nl, p, k);
+    dense::forward_substitution(n, 1, s_mat, load);
+    dense::transpose_times(n, nl, p, load, &mut scratch.trace_load);
+    dense::backward_substitution(n, nl, s_mat, p);
+    dense::backward_substitution(n, 1, s_mat, load);
+
+    let scatter = |values: &[T::Lanes], out: &mut [T]| {
+        let len = values.len();
+        for (i, v) in values.iter().enumerate() {
+            for e in 0..w {
+                out[e * len + i] = v.lane(e);
+            }
+        }
+    };
+    scatter(k, out.trace_matrix);
+    scatter(&scratch.trace_load, out.trace_load);
+    scatter(p, out.recovery_operator);
+    scatter(load, out.recovery_load);
     Ok(())
 }
 

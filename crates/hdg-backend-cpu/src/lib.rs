@@ -50,7 +50,10 @@ pub struct CpuPrepared<T> {
     pub orientations: Vec<u8>,
 }
 
-/// The condensation's parallel loop over the elements (see [`LocalSolver::condense`]).
+/// The condensation's parallel loop over the elements (see [`LocalSolver::condense`]), in
+/// batches of [`Batch::WIDTH`] elements ([`condense::condense_batch`]); a partial batch, a
+/// batch with a coefficient varying inside a cell or one that fails goes element by element
+/// (which says which element failed).
 fn condense_all<T: Real>(
     disc: &Discretization<'_, T>,
     prep: &CpuPrepared<T>,
@@ -62,34 +65,67 @@ fn condense_all<T: Real>(
     let n_cells = disc.mesh.n_cells();
     let (fpc, stride) = (t.n_faces, prep.layout.stride());
     let vsz = prep.cell_vertices.len() / n_cells.max(1);
+    let w = <T::Lanes as Batch<T>>::WIDTH;
+    let input = |e: usize| ElementInput {
+        geometry: &prep.geometry[e * stride..(e + 1) * stride],
+        vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
+        kappa: disc.kappa[e],
+        reaction: disc.reaction[e],
+        tau: &disc.tau[e * fpc..(e + 1) * fpc],
+        points: element_points(disc, e),
+    };
     (
-        out.trace_matrices.par_chunks_mut(nl * nl),
-        out.trace_loads.par_chunks_mut(nl),
-        out.recovery_operator.par_chunks_mut(n * nl),
-        out.recovery_load.par_chunks_mut(n),
+        out.trace_matrices.par_chunks_mut(w * nl * nl),
+        out.trace_loads.par_chunks_mut(w * nl),
+        out.recovery_operator.par_chunks_mut(w * n * nl),
+        out.recovery_load.par_chunks_mut(w * n),
     )
         .into_par_iter()
         .enumerate()
-        .with_min_len(32)
+        .with_min_len(8)
         .try_for_each_init(
-            || CondenseScratch::new(t),
-            |scratch, (e, (k, b, z, u0))| {
-                let input = ElementInput {
-                    geometry: &prep.geometry[e * stride..(e + 1) * stride],
-                    vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
-                    orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
-                    kappa: disc.kappa[e],
-                    reaction: disc.reaction[e],
-                    tau: &disc.tau[e * fpc..(e + 1) * fpc],
-                    points: element_points(disc, e),
-                };
-                let outputs = CondensedElement {
-                    trace_matrix: k,
-                    trace_load: b,
-                    recovery_operator: z,
-                    recovery_load: u0,
-                };
-                condense_element(t, &input, source, scratch, outputs).map_err(|p| not_spd(e, p))
+            || (CondenseScratch::new(t), condense::BatchScratch::new(t)),
+            |(scratch, batch_scratch), (batch, (k, b, z, u0))| {
+                let first = batch * w;
+                let count = u0.len() / n;
+                let constant = disc.point_coefficients.is_none();
+                if count == w && constant {
+                    let outputs = CondensedElement {
+                        trace_matrix: &mut *k,
+                        trace_load: &mut *b,
+                        recovery_operator: &mut *z,
+                        recovery_load: &mut *u0,
+                    };
+                    let batched = condense::condense_batch(
+                        t,
+                        |lane| input(first + lane),
+                        source,
+                        batch_scratch,
+                        outputs,
+                    );
+                    if batched.is_ok() {
+                        return Ok(());
+                    }
+                }
+                for (i, (((k, b), z), u0)) in k
+                    .chunks_exact_mut(nl * nl)
+                    .zip(b.chunks_exact_mut(nl))
+                    .zip(z.chunks_exact_mut(n * nl))
+                    .zip(u0.chunks_exact_mut(n))
+                    .enumerate()
+                {
+                    let e = first + i;
+                    let outputs = CondensedElement {
+                        trace_matrix: k,
+                        trace_load: b,
+                        recovery_operator: z,
+                        recovery_load: u0,
+                    };
+                    condense_element(t, &input(e), source, scratch, outputs)
+                        .map_err(|p| not_spd(e, p))?;
+                }
+                Ok(())
             },
         )
 }

@@ -100,15 +100,12 @@ pub fn postprocess_batch<T: Real>(
             postprocess_coefficients(t, g, Some(kappa[e]))
         })
         .collect();
-    let lanes = |value: &dyn Fn(usize) -> T| -> T::Lanes {
-        let values: [T; 16] = core::array::from_fn(|e| if e < w { value(e) } else { T::zero() });
-        T::Lanes::pack(&values[..w])
-    };
-    let stiffness: [T::Lanes; 9] = core::array::from_fn(|i| lanes(&|e| per_element[e].0[i]));
-    let flux: [T::Lanes; 9] = core::array::from_fn(|i| lanes(&|e| per_element[e].1[i]));
+    let stiffness: [T::Lanes; 9] =
+        core::array::from_fn(|i| T::Lanes::gather(|e| per_element[e].0[i]));
+    let flux: [T::Lanes; 9] = core::array::from_fn(|i| T::Lanes::gather(|e| per_element[e].1[i]));
     let (system, q_lanes) = work.split_at_mut(m * m + m);
     for (p, qp) in q_lanes[..d * n].iter_mut().enumerate() {
-        *qp = lanes(&|e| q[e * d * n + p]);
+        *qp = T::Lanes::gather(|e| q[e * d * n + p]);
     }
     solve_postprocess(t, T::Lanes::splat, &stiffness, &flux, q_lanes, system)
         .map_err(|(pivot, _)| pivot)?;

@@ -2,7 +2,7 @@
 //! smoother's fusions (block Jacobi with the Chebyshev recurrence step, the DBF product with
 //! the residual update) against the unfused sequences, the column-by-column block product
 //! against a row-by-row one, and the postprocessing in batches of SIMD lanes against one
-//! element at a time. The solver's and the pipeline's results do not depend on which runs.
+//! element at a time, and the condensation in batches against one element at a time. The solver's and the pipeline's results do not depend on which runs.
 //! Also the multigrid's bfloat16 smoothing copy of the trace matrix: its rounding, its
 //! symmetry and its product.
 use hdg_backend_cpu::{Bf16, CpuBackend};
@@ -263,4 +263,66 @@ fn batched_postprocessing<T: Real>() {
 fn batched_postprocessing_has_the_bits_of_one_element_at_a_time() {
     batched_postprocessing::<f64>();
     batched_postprocessing::<f32>();
+}
+
+/// The condensation in batches of SIMD lanes (`condense_batch`, what `LocalSolver::condense`
+/// runs) against `condense_element` one element at a time, to the bit: perturbed meshes whose
+/// cell counts are not multiples of the batch width (the last elements go one at a time), with
+/// faces of both orientations in a batch, triangles and tetrahedra, f64 (4 lanes) and f32 (8).
+fn batched_condensation<T: Real>() {
+    use hdg_backend_cpu::condense::ElementInput;
+    use hdg_backend_cpu::condense::{condense_element, CondenseScratch, CondensedElement};
+    let backend = CpuBackend;
+    let square =
+        generate::perturb(&generate::unit_square(9, Diagonal::Left).unwrap(), 0.3, 4).unwrap();
+    let cube = generate::perturb(&generate::unit_cube(3).unwrap(), 0.2, 5).unwrap();
+    for (mesh, k) in [(&square, 3), (&cube, 2)] {
+        assert_ne!(mesh.n_cells() % 8, 0);
+        let problem = Problem::manufactured(Manufactured::Sine, 1.7, 0.3);
+        let disc = Discretization::<T>::new(mesh, &problem, k).unwrap();
+        let prep = backend.prepare(&disc).unwrap();
+        let condensed = backend.condense(&disc, &prep).unwrap();
+        let t = &disc.tables;
+        let (n, nl, fpc) = (t.n, t.n_local_trace(), t.n_faces);
+        let (stride, vsz) = (prep.layout.stride(), prep.cell_vertices.len() / mesh.n_cells());
+        let mut scratch = CondenseScratch::new(t);
+        let (mut mixed_batches, width) = (0, <T::Lanes as hdg_core::lanes::Batch<T>>::WIDTH);
+        for batch in prep.orientations.chunks(width * fpc) {
+            let first = &batch[..fpc];
+            mixed_batches += batch.chunks(fpc).any(|o| o != first) as usize;
+        }
+        assert!(mixed_batches > 0, "no batch mixes face orientations");
+        for e in 0..mesh.n_cells() {
+            let input = ElementInput {
+                geometry: &prep.geometry[e * stride..(e + 1) * stride],
+                vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
+                orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
+                kappa: disc.kappa[e],
+                reaction: disc.reaction[e],
+                tau: &disc.tau[e * fpc..(e + 1) * fpc],
+                points: None,
+            };
+            let (mut k_e, mut b_e) = (vec![T::zero(); nl * nl], vec![T::zero(); nl]);
+            let (mut z, mut u0) = (vec![T::zero(); n * nl], vec![T::zero(); n]);
+            let out = CondensedElement {
+                trace_matrix: &mut k_e,
+                trace_load: &mut b_e,
+                recovery_operator: &mut z,
+                recovery_load: &mut u0,
+            };
+            condense_element(t, &input, &problem.source, &mut scratch, out).unwrap();
+            let name = format!("{} d = {} element {e}", T::NAME, t.dim);
+            let of = |v: &[T], size: usize| bits(&v[e * size..(e + 1) * size]);
+            assert_eq!(of(&condensed.trace_matrices, nl * nl), bits(&k_e), "{name}: K_e");
+            assert_eq!(of(&condensed.trace_loads, nl), bits(&b_e), "{name}: b_e");
+            assert_eq!(of(&condensed.recovery_operator, n * nl), bits(&z), "{name}: Z");
+            assert_eq!(of(&condensed.recovery_load, n), bits(&u0), "{name}: u0");
+        }
+    }
+}
+
+#[test]
+fn batched_condensation_has_the_bits_of_one_element_at_a_time() {
+    batched_condensation::<f64>();
+    batched_condensation::<f32>();
 }

@@ -163,6 +163,25 @@ pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
 
 /// Physical coordinates of a reference point: x = v_0 + sum_s (v_{s+1} - v_0)(xi_s + 1)/2.
 pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+    // With the dimension a constant the loops unroll: the same operations, the same bits.
+    match d {
+        2 => map_point_in::<2>(vertices, xi, x),
+        3 => map_point_in::<3>(vertices, xi, x),
+        _ => map_point_general(d, vertices, xi, x),
+    }
+}
+
+fn map_point_in<const D: usize>(vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+    let (vertices, xi, x) = (&vertices[..(D + 1) * D], &xi[..D], &mut x[..D]);
+    for r in 0..D {
+        x[r] = vertices[r];
+        for s in 0..D {
+            x[r] += 0.5 * (vertices[(s + 1) * D + r] - vertices[r]) * (xi[s] + 1.0);
+        }
+    }
+}
+
+fn map_point_general(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
     for r in 0..d {
         x[r] = vertices[r];
         for s in 0..d {

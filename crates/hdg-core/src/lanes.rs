@@ -104,6 +104,8 @@ pub trait Batch<T>: Dense + Debug + Send + Sync {
     const WIDTH: usize;
     /// The lanes holding `values` (its first WIDTH).
     fn pack(values: &[T]) -> Self;
+    /// The lanes holding `value(0)`, ..., `value(WIDTH - 1)`.
+    fn gather(value: impl Fn(usize) -> T) -> Self;
     /// Every lane holding `value`.
     fn splat(value: T) -> Self;
     /// Lane `lane`.
@@ -118,6 +120,10 @@ macro_rules! lanes {
             fn pack(values: &[$t]) -> Self {
                 let array: [$t; $width] = values[..$width].try_into().expect("WIDTH values");
                 Lanes(<$v>::new(array))
+            }
+            #[inline(always)]
+            fn gather(value: impl Fn(usize) -> $t) -> Self {
+                Lanes(<$v>::new(core::array::from_fn(value)))
             }
             #[inline(always)]
             fn splat(value: $t) -> Self {
