@@ -93,8 +93,9 @@ pub fn assemble<T: Real>(
     let n_rows = topology.n_rows();
     let mut blocks = vec![T::zero(); n_rows * slots * bsz];
     let mut rhs = vec![T::zero(); n_rows * n_f];
-    let element_block = |cell: usize, i: usize, j: usize, m: usize, l: usize| {
-        trace_matrices[cell * nl * nl + (i * n_f + m) * nl + j * n_f + l]
+    // Row m of block (i, j) of cell `cell`'s K_e: n_f contiguous values.
+    let element_row = |cell: usize, i: usize, j: usize, m: usize| {
+        &trace_matrices[cell * nl * nl + (i * n_f + m) * nl + j * n_f..][..n_f]
     };
     blocks
         .par_chunks_mut(slots * bsz)
@@ -113,10 +114,12 @@ pub fn assemble<T: Real>(
                     continue;
                 }
                 let (cell, i) = (cell as usize, topology.row_local_face[row][side] as usize);
-                for m in 0..n_f {
-                    row_rhs[m] += trace_loads[cell * nl + i * n_f + m];
-                    for l in 0..n_f {
-                        row_blocks[m * n_f + l] += element_block(cell, i, i, m, l);
+                let loads = &trace_loads[cell * nl + i * n_f..][..n_f];
+                for (m, (r, &load)) in row_rhs.iter_mut().zip(loads).enumerate() {
+                    *r += load;
+                    let block_row = &mut row_blocks[m * n_f..(m + 1) * n_f];
+                    for (b, &k) in block_row.iter_mut().zip(element_row(cell, i, i, m)) {
+                        *b += k;
                     }
                 }
             }
@@ -130,17 +133,15 @@ pub fn assemble<T: Real>(
                 if topology.neighbours[s] == NONE {
                     let face = topology.slot_faces[s] as usize;
                     let lambda_d = &dirichlet_values[face * n_f..(face + 1) * n_f];
-                    for m in 0..n_f {
-                        for l in 0..n_f {
-                            row_rhs[m] -= element_block(cell, i, j, m, l) * lambda_d[l];
+                    for (m, r) in row_rhs.iter_mut().enumerate() {
+                        for (&k, &lambda) in element_row(cell, i, j, m).iter().zip(lambda_d) {
+                            *r -= k * lambda;
                         }
                     }
                 } else {
                     let block = &mut row_blocks[a * bsz..(a + 1) * bsz];
-                    for m in 0..n_f {
-                        for l in 0..n_f {
-                            block[m * n_f + l] = element_block(cell, i, j, m, l);
-                        }
+                    for (m, block_row) in block.chunks_exact_mut(n_f).enumerate() {
+                        block_row.copy_from_slice(element_row(cell, i, j, m));
                     }
                 }
             }
