@@ -14,6 +14,12 @@
 //! where |f| is the face Jacobian |F| / |F^param|. Every matrix on the right is a constant table
 //! of [`ElementTables`]: per element the kernel forms linear combinations, one Cholesky
 //! factorisation and two triangular solves with nl = faces x n_f right-hand sides.
+//!
+//! [`LocalSolver::condense`](hdg_core::LocalSolver::condense) runs [`condense_batch`]: SIMD
+//! lanes of elements (four in f64, eight in f32), each lane the operations of
+//! [`condense_element`] on one element, so the results are the same bits. One element alone is
+//! a chain of small dependent loops; the lanes make every operation a full-width vector one,
+//! and the tables are read once per batch.
 use hdg_core::geometry::{metric, GeometryLayout};
 use hdg_core::lanes::{Batch, Dense};
 use hdg_core::load::element_load;
@@ -84,58 +90,132 @@ pub fn form_element_matrices<T: Real>(
     p: &mut [T],
     a: &mut [T],
 ) {
-    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
+    let factors = [MatrixFactors::new(t, input)];
+    form_matrices::<T, T>(t, &factors, s_mat, p, a);
+}
+
+/// The most elements a batch holds (f32 lanes: 8).
+const MAX_WIDTH: usize = 8;
+
+/// Entry `i` of each lane's table (`tables[lane]`): one read for the batch where the lanes'
+/// tables are the same (`same`), one per lane where they differ.
+#[inline(always)]
+fn oriented<T: Real, L: Batch<T>>(same: bool, tables: &[&[T]; MAX_WIDTH], i: usize) -> L {
+    match same {
+        true => L::splat(tables[0][i]),
+        false => L::gather(|e| tables[e][i]),
+    }
+}
+
+/// One element's factors of the reference tables in S, P and A (the module documentation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MatrixFactors<T> {
+    /// kappa det B_st, `[s * d + t]`.
+    stiffness: [T; 9],
+    /// tau_f |f| (S's face terms, P's trace term, A's diagonal).
+    face: [T; 4],
+    /// c det.
+    mass: T,
+    /// kappa |f| (J^-1 n_f)_s, `[f][s]`.
+    flux: [[T; 3]; 4],
+    /// kappa / det (n_f . n_g) |f| |g|, `[f][g]`.
+    trace: [[T; 4]; 4],
+    /// The orientation code of each face.
+    orientations: [u8; 4],
+}
+
+impl<T: Real> MatrixFactors<T> {
+    /// The factors of the element `input` (kappa and c constant in it).
+    pub fn new(t: &ElementTables<T>, input: &ElementInput<'_, T>) -> Self {
+        let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
+        let (d, nfaces) = (t.dim, t.n_faces);
+        let g = input.geometry;
+        let det = g[layout.det()];
+        let jinv = &g[layout.inverse_jacobian()..layout.inverse_jacobian() + d * d];
+        let face_jac = &g[layout.face_jacobian()..layout.face_jacobian() + nfaces];
+        let normal = &g[layout.normal()..layout.normal() + nfaces * d];
+        let kappa = input.kappa;
+        let b = metric(d, jinv);
+        let mut f = MatrixFactors { mass: input.reaction * det, ..Default::default() };
+        for sd in 0..d {
+            for td in 0..d {
+                f.stiffness[sd * d + td] = kappa * det * b[sd * d + td];
+            }
+        }
+        for face in 0..nfaces {
+            f.face[face] = input.tau[face] * face_jac[face];
+            f.orientations[face] = input.orientations[face];
+            for sd in 0..d {
+                let jn: T = (0..d).map(|r| jinv[sd * d + r] * normal[face * d + r]).sum();
+                f.flux[face][sd] = kappa * face_jac[face] * jn;
+            }
+            for other in 0..nfaces {
+                let nn: T = (0..d).map(|r| normal[face * d + r] * normal[other * d + r]).sum();
+                f.trace[face][other] = kappa / det * nn * face_jac[face] * face_jac[other];
+            }
+        }
+        f
+    }
+}
+
+/// S, P and A of [`form_element_matrices`] for one element (`L` = `T`, one factor set) or a
+/// batch (`L` = lanes, one factor set per lane): the same operations on every lane. A table
+/// that depends on the face orientations is read once for the batch where its lanes agree,
+/// lane by lane where they differ.
+pub fn form_matrices<'t, T: Real, L: Batch<T>>(
+    t: &'t ElementTables<T>,
+    factors: &[MatrixFactors<T>],
+    s_mat: &mut [L],
+    p: &mut [L],
+    a: &mut [L],
+) {
     let (d, n, nf, nfaces) = (t.dim, t.n, t.n_f, t.n_faces);
     let nl = nfaces * nf;
-    let g = input.geometry;
-    let det = g[layout.det()];
-    let jinv = &g[layout.inverse_jacobian()..layout.inverse_jacobian() + d * d];
-    let face_jac = &g[layout.face_jacobian()..layout.face_jacobian() + nfaces];
-    let normal = &g[layout.normal()..layout.normal() + nfaces * d];
-    let kappa = input.kappa;
-    let b = metric(d, jinv);
+    let lanes = |value: &dyn Fn(&MatrixFactors<T>) -> T| L::gather(|e| value(&factors[e]));
+    let uniform =
+        |f: usize| factors.iter().all(|x| x.orientations[f] == factors[0].orientations[f]);
+    // Each lane's table for its face orientations (`table(lane)`).
+    let per_lane = |table: &dyn Fn(usize) -> &'t [T]| -> [&'t [T]; MAX_WIDTH] {
+        core::array::from_fn(|e| table(e.min(factors.len() - 1)))
+    };
 
     // S
-    s_mat.iter_mut().for_each(|v| *v = T::zero());
+    s_mat.iter_mut().for_each(|v| *v = L::zero());
     for sd in 0..d {
         for td in 0..d {
-            let coef = kappa * det * b[sd * d + td];
+            let coef = lanes(&|x| x.stiffness[sd * d + td]);
             for (sv, &dv) in s_mat.iter_mut().zip(t.derivative_product(sd, td)) {
-                *sv += coef * dv;
+                *sv += coef * L::splat(dv);
             }
         }
     }
     for f in 0..nfaces {
-        let coef = input.tau[f] * face_jac[f];
+        let coef = lanes(&|x| x.face[f]);
         for (sv, &ev) in s_mat.iter_mut().zip(t.face_mass(f)) {
-            *sv += coef * ev;
+            *sv += coef * L::splat(ev);
         }
     }
-    let mass = input.reaction * det;
+    let mass = lanes(&|x| x.mass);
     for i in 0..n {
         s_mat[i * n + i] += mass;
     }
 
     // P
     for f in 0..nfaces {
-        let o = input.orientations[f] as usize;
-        let mut coef = [T::zero(); 3];
-        for (sd, c_s) in coef.iter_mut().enumerate().take(d) {
-            let jn: T = (0..d).map(|r| jinv[sd * d + r] * normal[f * d + r]).sum();
-            *c_s = kappa * face_jac[f] * jn;
-        }
-        let tau_f = input.tau[f] * face_jac[f];
-        let gt = t.face_trace(f, o);
-        let dt: [&[T]; 3] = core::array::from_fn(|sd| match sd < d {
-            true => t.derivative_trace(sd, f, o),
-            false => &[],
+        let same = uniform(f);
+        let coef: [L; 3] = core::array::from_fn(|sd| lanes(&|x| x.flux[f][sd.min(d - 1)]));
+        let tau_f = lanes(&|x| x.face[f]);
+        let orientation = |e: usize| factors[e].orientations[f] as usize;
+        let gt = per_lane(&|e| t.face_trace(f, orientation(e)));
+        let dt: [[&[T]; MAX_WIDTH]; 3] = core::array::from_fn(|sd| {
+            per_lane(&|e| t.derivative_trace(sd.min(d - 1), f, orientation(e)))
         });
         for i in 0..n {
             let p_row = &mut p[i * nl + f * nf..i * nl + (f + 1) * nf];
             for (m, pv) in p_row.iter_mut().enumerate() {
-                let mut v = tau_f * gt[i * nf + m];
+                let mut v = tau_f * oriented(same, &gt, i * nf + m);
                 for (dt_s, &c_s) in dt.iter().zip(&coef).take(d) {
-                    v += c_s * dt_s[i * nf + m];
+                    v += c_s * oriented(same, dt_s, i * nf + m);
                 }
                 *pv = v;
             }
@@ -144,19 +224,20 @@ pub fn form_element_matrices<T: Real>(
 
     // A
     for f in 0..nfaces {
-        let of = input.orientations[f] as usize;
         for gf in 0..nfaces {
-            let og = input.orientations[gf] as usize;
-            let nn: T = (0..d).map(|r| normal[f * d + r] * normal[gf * d + r]).sum();
-            let coef = kappa / det * nn * face_jac[f] * face_jac[gf];
-            let gtg = t.trace_product(f, of, gf, og);
+            let same = uniform(f) && uniform(gf);
+            let coef = lanes(&|x| x.trace[f][gf]);
+            let gtg = per_lane(&|e| {
+                let x = &factors[e];
+                t.trace_product(f, x.orientations[f] as usize, gf, x.orientations[gf] as usize)
+            });
             for m in 0..nf {
                 for l in 0..nf {
-                    a[(f * nf + m) * nl + gf * nf + l] = coef * gtg[m * nf + l];
+                    a[(f * nf + m) * nl + gf * nf + l] = coef * oriented(same, &gtg, m * nf + l);
                 }
             }
         }
-        let tau_f = input.tau[f] * face_jac[f];
+        let tau_f = lanes(&|x| x.face[f]);
         for m in 0..nf {
             a[(f * nf + m) * nl + f * nf + m] += tau_f;
         }
@@ -206,14 +287,11 @@ pub fn condense_element<T: Real>(
     Ok(())
 }
 
-/// Per-thread work space of [`condense_batch`]: each lane's element as formed, then the lanes.
+/// Per-thread work space of [`condense_batch`].
 pub struct BatchScratch<T: Real> {
-    /// S and the load of each lane's element (and its load points).
+    /// The load of each lane's element (and its load points).
     elements: Vec<CondenseScratch<T>>,
-    /// P of each lane's element, one after the other.
-    formed_p: Vec<T>,
-    /// A of each lane's element, one after the other.
-    formed_a: Vec<T>,
+    factors: Vec<MatrixFactors<T>>,
     schur: Vec<T::Lanes>,
     p: Vec<T::Lanes>,
     k: Vec<T::Lanes>,
@@ -228,8 +306,7 @@ impl<T: Real> BatchScratch<T> {
         let zero = <T::Lanes as Dense>::zero();
         BatchScratch {
             elements: (0..w).map(|_| CondenseScratch::new(t)).collect(),
-            formed_p: vec![T::zero(); w * n * nl],
-            formed_a: vec![T::zero(); w * nl * nl],
+            factors: vec![MatrixFactors::default(); w],
             schur: vec![zero; n * n],
             p: vec![zero; n * nl],
             k: vec![zero; nl * nl],
@@ -240,12 +317,12 @@ impl<T: Real> BatchScratch<T> {
 }
 
 /// [`condense_element`] for [`Batch::WIDTH`] elements at once, `input(lane)` the element of
-/// each lane: each element's matrices and load are formed as [`condense_element`] forms them,
-/// and the factorisation and the solves run on lanes, one element per lane
-/// ([`hdg_core::lanes`]: the same operations, the same bits). The outputs hold the batch's
-/// elements one after the other. Err(pivot) if an element's S is not positive definite (then
-/// [`condense_element`] says which element); only elements with coefficients constant in the
-/// element (`input(lane).points` is `None`).
+/// each lane, one element per lane ([`hdg_core::lanes`]: the same operations, the same bits):
+/// the matrices formed by [`form_matrices`] on lanes, each element's load as
+/// [`condense_element`] computes it, then the factorisation and the solves on lanes. The
+/// outputs hold the batch's elements one after the other. Err(pivot) if an element's S is not
+/// positive definite (then [`condense_element`] says which element); only elements with
+/// coefficients constant in the element (`input(lane).points` is `None`).
 pub fn condense_batch<'a, T: Real>(
     t: &ElementTables<T>,
     input: impl Fn(usize) -> ElementInput<'a, T>,
@@ -255,28 +332,21 @@ pub fn condense_batch<'a, T: Real>(
 ) -> Result<(), usize> {
     let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
     let (w, n, nl) = (<T::Lanes as Batch<T>>::WIDTH, t.n, t.n_local_trace());
-    for (e, element) in scratch.elements.iter_mut().enumerate() {
+    for (e, (element, factors)) in scratch.elements.iter_mut().zip(&mut scratch.factors).enumerate()
+    {
         let input = input(e);
         debug_assert!(input.points.is_none());
-        let p = &mut scratch.formed_p[e * n * nl..(e + 1) * n * nl];
-        let a = &mut scratch.formed_a[e * nl * nl..(e + 1) * nl * nl];
-        form_element_matrices(t, &input, &mut element.schur, p, a);
+        *factors = MatrixFactors::new(t, &input);
         let det = input.geometry[layout.det()];
         element_load(t, input.vertices, det, source, &mut element.load_points, &mut element.load);
     }
-    let elements = &scratch.elements;
-    let gather = |values: &mut [T::Lanes], of: &dyn Fn(usize, usize) -> T| {
-        for (i, v) in values.iter_mut().enumerate() {
-            *v = T::Lanes::gather(|e| of(e, i));
-        }
-    };
-    gather(&mut scratch.schur, &|e, i| elements[e].schur[i]);
-    gather(&mut scratch.load, &|e, i| elements[e].load[i]);
-    gather(&mut scratch.p, &|e, i| scratch.formed_p[e * n * nl + i]);
-    gather(&mut scratch.k, &|e, i| scratch.formed_a[e * nl * nl + i]);
-
     let (s_mat, p, k, load) =
         (&mut scratch.schur, &mut scratch.p, &mut scratch.k, &mut scratch.load);
+    form_matrices(t, &scratch.factors, s_mat, p, k);
+    for (i, v) in load.iter_mut().enumerate() {
+        *v = T::Lanes::gather(|e| scratch.elements[e].load[i]);
+    }
+
     dense::cholesky(n, s_mat).map_err(|(pivot, _)| pivot)?;
     dense::forward_substitution(n, nl, s_mat, p);
     dense::subtract_gram(n, nl, p, k);

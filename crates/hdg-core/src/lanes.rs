@@ -112,6 +112,27 @@ pub trait Batch<T>: Dense + Debug + Send + Sync {
     fn lane(self, lane: usize) -> T;
 }
 
+/// One element in a batch of its own: the scalar kernels are the batched ones at width 1.
+impl<T: Real> Batch<T> for T {
+    const WIDTH: usize = 1;
+    #[inline(always)]
+    fn pack(values: &[T]) -> Self {
+        values[0]
+    }
+    #[inline(always)]
+    fn gather(value: impl Fn(usize) -> T) -> Self {
+        value(0)
+    }
+    #[inline(always)]
+    fn splat(value: T) -> Self {
+        value
+    }
+    #[inline(always)]
+    fn lane(self, _: usize) -> T {
+        self
+    }
+}
+
 macro_rules! lanes {
     ($t:ty, $v:ty, $width:expr) => {
         impl Batch<$t> for Lanes<$v> {
