@@ -120,7 +120,9 @@ pub(crate) fn true_residual<T: Real, B: VectorOps<T>>(
 
 /// Preconditioned CG from the initial guess in `x`. Returns the report; the final
 /// `relative_residual` is the true one. A breakdown (p.Ap <= 0: the operator or the
-/// preconditioner is not SPD) or a non-finite residual is an error.
+/// preconditioner is not SPD) or a non-finite residual is an error. `observer` sees every
+/// step, the last one included (its beta needs one more preconditioner application than the
+/// solution does; [`solve_cg`] saves it).
 pub fn run_cg<T: Real, B: FusedOps<T>>(
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,
@@ -129,6 +131,32 @@ pub fn run_cg<T: Real, B: FusedOps<T>>(
     x: &mut B::Vector,
     settings: &CgSettings,
     observer: &mut dyn FnMut(&CgStep) -> Flow,
+) -> Result<SolveReport> {
+    cg_loop(backend, operator, preconditioner, rhs, x, settings, Some(observer))
+}
+
+/// [`run_cg`] without an observer: the iteration that meets the tolerance ends at its residual,
+/// without the preconditioner application and the update of p that only a next step would
+/// use. The same x, residuals and iteration count.
+pub fn solve_cg<T: Real, B: FusedOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    preconditioner: &dyn Preconditioner<T, B>,
+    rhs: &B::Vector,
+    x: &mut B::Vector,
+    settings: &CgSettings,
+) -> Result<SolveReport> {
+    cg_loop(backend, operator, preconditioner, rhs, x, settings, None)
+}
+
+fn cg_loop<T: Real, B: FusedOps<T>>(
+    backend: &B,
+    operator: &dyn TraceOperator<T, Vector = B::Vector>,
+    preconditioner: &dyn Preconditioner<T, B>,
+    rhs: &B::Vector,
+    x: &mut B::Vector,
+    settings: &CgSettings,
+    mut observer: Option<&mut dyn FnMut(&CgStep) -> Flow>,
 ) -> Result<SolveReport> {
     check_tolerance(settings.tolerance)?;
     let n = operator.dim();
@@ -181,6 +209,11 @@ pub fn run_cg<T: Real, B: FusedOps<T>>(
         let rr = backend.cg_update(alpha, &p, &ap, x, &mut r)?;
         report.iterations += 1;
         residual = rr.as_f64().sqrt() / b_norm;
+        if observer.is_none() && residual <= settings.tolerance {
+            report.reductions += 1; // r.r, fused in the update
+            report.residual_history.push(residual);
+            break;
+        }
         // r.z: with no preconditioner z = r and r.z is the r.r just computed.
         preconditioner.apply(backend, &r, &mut z)?;
         count_precond(&mut report);
@@ -212,7 +245,7 @@ pub fn run_cg<T: Real, B: FusedOps<T>>(
             beta: beta.as_f64(),
             relative_residual: residual,
         };
-        if observer(&step) == Flow::Stop {
+        if observer.as_mut().is_some_and(|observe| observe(&step) == Flow::Stop) {
             break;
         }
         if settings.true_residual_every > 0 && report.iterations % settings.true_residual_every == 0
@@ -285,12 +318,10 @@ impl<T: Real, B: FusedOps<T>> KrylovSolver<T, B> for ConjugateGradient {
         check_tolerance(self.tolerance)?;
         let settings = self.settings();
         match self.preconditioning {
-            Preconditioning::None => {
-                run_cg(backend, operator, &Identity, rhs, x, &settings, &mut |_| Flow::Continue)
-            }
+            Preconditioning::None => solve_cg(backend, operator, &Identity, rhs, x, &settings),
             Preconditioning::Jacobi => {
                 let jacobi = Jacobi::new(backend, operator)?;
-                run_cg(backend, operator, &jacobi, rhs, x, &settings, &mut |_| Flow::Continue)
+                solve_cg(backend, operator, &jacobi, rhs, x, &settings)
             }
         }
     }
@@ -315,8 +346,6 @@ impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for Pr
         rhs: &B::Vector,
         x: &mut B::Vector,
     ) -> Result<SolveReport> {
-        run_cg(backend, operator, &self.preconditioner, rhs, x, &self.settings, &mut |_| {
-            Flow::Continue
-        })
+        solve_cg(backend, operator, &self.preconditioner, rhs, x, &self.settings)
     }
 }

@@ -5,7 +5,8 @@ mod cg;
 pub mod precond;
 
 pub use cg::{
-    run_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg, Preconditioning,
+    run_cg, solve_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg,
+    Preconditioning,
 };
 pub use precond::{BlockJacobi, Identity, Jacobi, ProjectOut, SinglePrecision};
 mod direct;
