@@ -50,6 +50,27 @@ pub struct CpuPrepared<T> {
     pub orientations: Vec<u8>,
 }
 
+impl<T: Real> CpuPrepared<T> {
+    /// What the element kernels read of element `e`.
+    pub fn element_input<'a>(
+        &'a self,
+        disc: &'a Discretization<'_, T>,
+        e: usize,
+    ) -> ElementInput<'a, T> {
+        let (fpc, stride) = (disc.tables.n_faces, self.layout.stride());
+        let vsz = self.cell_vertices.len() / disc.mesh.n_cells().max(1);
+        ElementInput {
+            geometry: &self.geometry[e * stride..(e + 1) * stride],
+            vertices: &self.cell_vertices[e * vsz..(e + 1) * vsz],
+            orientations: &self.orientations[e * fpc..(e + 1) * fpc],
+            kappa: disc.kappa[e],
+            reaction: disc.reaction[e],
+            tau: &disc.tau[e * fpc..(e + 1) * fpc],
+            points: element_points(disc, e),
+        }
+    }
+}
+
 /// The condensation's parallel loop over the elements (see [`LocalSolver::condense`]), in
 /// batches of [`Batch::WIDTH`] elements ([`condense::condense_batch`]); a partial batch, a
 /// batch with a coefficient varying inside a cell or one that fails goes element by element
@@ -62,19 +83,8 @@ fn condense_all<T: Real>(
 ) -> Result<()> {
     let t = &disc.tables;
     let (n, nl) = (t.n, t.n_local_trace());
-    let n_cells = disc.mesh.n_cells();
-    let (fpc, stride) = (t.n_faces, prep.layout.stride());
-    let vsz = prep.cell_vertices.len() / n_cells.max(1);
     let w = <T::Lanes as Batch<T>>::WIDTH;
-    let input = |e: usize| ElementInput {
-        geometry: &prep.geometry[e * stride..(e + 1) * stride],
-        vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
-        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
-        kappa: disc.kappa[e],
-        reaction: disc.reaction[e],
-        tau: &disc.tau[e * fpc..(e + 1) * fpc],
-        points: element_points(disc, e),
-    };
+    let input = |e: usize| prep.element_input(disc, e);
     (
         out.trace_matrices.par_chunks_mut(w * nl * nl),
         out.trace_loads.par_chunks_mut(w * nl),
@@ -251,15 +261,7 @@ impl<T: Real> LocalSolver<T> for CpuBackend {
                     );
                     let Some(points) = element_points(disc, e) else { return Ok(()) };
                     // kappa varies in the element: Q from the weighted flux mass matrix.
-                    let input = ElementInput {
-                        geometry: &prep.geometry[e * stride..(e + 1) * stride],
-                        vertices: &prep.cell_vertices[..0],
-                        orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
-                        kappa: disc.kappa[e],
-                        reaction: disc.reaction[e],
-                        tau: &disc.tau[e * fpc..(e + 1) * fpc],
-                        points: Some(points),
-                    };
+                    let input = prep.element_input(disc, e);
                     let scratch = weighted.get_or_insert_with(|| WeightedScratch::new(t));
                     weighted::recover_weighted_flux(t, &input, &points, scratch, u, lambda, q)
                         .map_err(|p| not_spd(e, p))

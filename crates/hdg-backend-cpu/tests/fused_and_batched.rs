@@ -270,7 +270,6 @@ fn batched_postprocessing_has_the_bits_of_one_element_at_a_time() {
 /// cell counts are not multiples of the batch width (the last elements go one at a time), with
 /// faces of both orientations in a batch, triangles and tetrahedra, f64 (4 lanes) and f32 (8).
 fn batched_condensation<T: Real>() {
-    use hdg_backend_cpu::condense::ElementInput;
     use hdg_backend_cpu::condense::{condense_element, CondenseScratch, CondensedElement};
     let backend = CpuBackend;
     let square =
@@ -284,7 +283,6 @@ fn batched_condensation<T: Real>() {
         let condensed = backend.condense(&disc, &prep).unwrap();
         let t = &disc.tables;
         let (n, nl, fpc) = (t.n, t.n_local_trace(), t.n_faces);
-        let (stride, vsz) = (prep.layout.stride(), prep.cell_vertices.len() / mesh.n_cells());
         let mut scratch = CondenseScratch::new(t);
         let (mut mixed_batches, width) = (0, <T::Lanes as hdg_core::lanes::Batch<T>>::WIDTH);
         for batch in prep.orientations.chunks(width * fpc) {
@@ -293,15 +291,7 @@ fn batched_condensation<T: Real>() {
         }
         assert!(mixed_batches > 0, "no batch mixes face orientations");
         for e in 0..mesh.n_cells() {
-            let input = ElementInput {
-                geometry: &prep.geometry[e * stride..(e + 1) * stride],
-                vertices: &prep.cell_vertices[e * vsz..(e + 1) * vsz],
-                orientations: &prep.orientations[e * fpc..(e + 1) * fpc],
-                kappa: disc.kappa[e],
-                reaction: disc.reaction[e],
-                tau: &disc.tau[e * fpc..(e + 1) * fpc],
-                points: None,
-            };
+            let input = prep.element_input(&disc, e);
             let (mut k_e, mut b_e) = (vec![T::zero(); nl * nl], vec![T::zero(); nl]);
             let (mut z, mut u0) = (vec![T::zero(); n * nl], vec![T::zero(); n]);
             let out = CondensedElement {

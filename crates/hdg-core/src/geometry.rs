@@ -165,23 +165,15 @@ pub fn metric<T: Real>(d: usize, inverse_jacobian: &[T]) -> [T; 9] {
 pub fn map_point(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
     // With the dimension a constant the loops unroll: the same operations, the same bits.
     match d {
-        2 => map_point_in::<2>(vertices, xi, x),
-        3 => map_point_in::<3>(vertices, xi, x),
-        _ => map_point_general(d, vertices, xi, x),
+        2 => map_point_in(2, vertices, xi, x),
+        3 => map_point_in(3, vertices, xi, x),
+        _ => map_point_in(d, vertices, xi, x),
     }
 }
 
-fn map_point_in<const D: usize>(vertices: &[f64], xi: &[f64], x: &mut [f64]) {
-    let (vertices, xi, x) = (&vertices[..(D + 1) * D], &xi[..D], &mut x[..D]);
-    for r in 0..D {
-        x[r] = vertices[r];
-        for s in 0..D {
-            x[r] += 0.5 * (vertices[(s + 1) * D + r] - vertices[r]) * (xi[s] + 1.0);
-        }
-    }
-}
-
-fn map_point_general(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+#[inline(always)]
+fn map_point_in(d: usize, vertices: &[f64], xi: &[f64], x: &mut [f64]) {
+    let (vertices, xi, x) = (&vertices[..(d + 1) * d], &xi[..d], &mut x[..d]);
     for r in 0..d {
         x[r] = vertices[r];
         for s in 0..d {
