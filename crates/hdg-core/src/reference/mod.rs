@@ -7,6 +7,7 @@
 
 pub mod jacobi;
 pub mod quadrature;
+mod symmetric_rules;
 pub mod tetrahedron;
 pub mod triangle;
 
@@ -14,7 +15,8 @@ pub use jacobi::{
     dubiner_tetrahedron, dubiner_triangle, jacobi, jacobi_derivative, legendre_orthonormal,
 };
 pub use quadrature::{
-    gauss_jacobi, gauss_legendre, segment_rule, tetrahedron_rule, triangle_rule, QuadratureRule,
+    gauss_jacobi, gauss_legendre, segment_rule, smallest_tetrahedron_rule, smallest_triangle_rule,
+    tetrahedron_rule, triangle_rule, QuadratureRule,
 };
 pub use tetrahedron::{ReferenceTetrahedron, MAX_TETRAHEDRON_ORDER};
 pub use triangle::{ReferenceTriangle, MAX_REFERENCE_ORDER};
@@ -74,7 +76,8 @@ pub trait ReferenceElement: Send + Sync + std::fmt::Debug {
     /// (triangle: `o = 0 -> s`, `o = 1 -> -s`; tetrahedron: the six vertex permutations of
     /// `CellType::orientation_permutation`).
     fn to_canonical(&self, orientation: usize, s: &[f64], out: &mut [f64]);
-    /// Quadrature exact to `degree` on the reference cell.
+    /// Quadrature exact to `degree` on the reference cell, with positive weights and no point on
+    /// its boundary (the one with the fewest points the library has).
     fn cell_quadrature(&self, degree: usize) -> QuadratureRule;
     /// Quadrature exact to `degree` on the face parameter domain.
     fn face_quadrature(&self, degree: usize) -> QuadratureRule;

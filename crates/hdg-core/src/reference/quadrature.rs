@@ -1,5 +1,6 @@
 //! Gauss quadrature: Gauss-Jacobi rules on `[-1,1]` (Golub-Welsch, polished by Newton) and the
-//! collapsed (Duffy) tensor rules on the reference triangle and tetrahedron built from them.
+//! collapsed (Duffy) tensor rules on the reference triangle and tetrahedron built from them, and
+//! the choice between those and the fully symmetric rules of [`super::symmetric_rules`].
 
 use super::jacobi::{jacobi, jacobi_derivative};
 
@@ -178,6 +179,28 @@ pub fn tetrahedron_rule(degree: usize) -> QuadratureRule {
         }
     }
     QuadratureRule { dim: 3, points, weights }
+}
+
+/// The rule on the reference triangle exact for polynomials of total degree `degree` with the
+/// fewest points: the symmetric rule of [`super::symmetric_rules`] (degree up to 20, about two
+/// thirds of the points) where it has fewer points than [`triangle_rule`], else that one. Both
+/// have positive weights and no point on the boundary.
+pub fn smallest_triangle_rule(degree: usize) -> QuadratureRule {
+    smallest(triangle_rule(degree), super::symmetric_rules::symmetric_rule(2, degree))
+}
+
+/// The rule on the reference tetrahedron exact for polynomials of total degree `degree` with the
+/// fewest points: the symmetric rule of [`super::symmetric_rules`] (degree up to 20, a third of
+/// the points or fewer) where it has fewer points than [`tetrahedron_rule`], else that one.
+pub fn smallest_tetrahedron_rule(degree: usize) -> QuadratureRule {
+    smallest(tetrahedron_rule(degree), super::symmetric_rules::symmetric_rule(3, degree))
+}
+
+fn smallest(collapsed: QuadratureRule, symmetric: Option<QuadratureRule>) -> QuadratureRule {
+    match symmetric {
+        Some(rule) if rule.n_points() < collapsed.n_points() => rule,
+        _ => collapsed,
+    }
 }
 
 /// Diagonal entry `alpha_k` of the Jacobi matrix of the weight `(1-x)^a (1+x)^b`.
@@ -560,17 +583,34 @@ mod tests {
             }
         }
         for degree in 0..=24 {
-            let rule = triangle_rule(degree);
-            assert_eq!(rule.dim, 2);
-            for q in 0..rule.n_points() {
-                let p = rule.point(q);
-                assert!(p[0] > -1.0 && p[1] > -1.0 && p[0] + p[1] < 0.0, "point outside");
+            for rule in [triangle_rule(degree), smallest_triangle_rule(degree)] {
+                check_triangle_rule(&rule, degree);
             }
+        }
+        // The symmetric rules are the ones chosen where they are smaller (the counts of
+        // Witherden and Vincent's paper), the collapsed rule beyond the table.
+        for (degree, points) in [(3, 4), (6, 12), (10, 25), (12, 33), (16, 60), (20, 79), (22, 144)]
+        {
+            assert_eq!(smallest_triangle_rule(degree).n_points(), points, "degree {degree}");
+        }
+    }
+
+    /// Checks that `rule` is a rule on the reference triangle with positive weights, points
+    /// strictly inside and exact for every monomial of total degree up to `degree`.
+    fn check_triangle_rule(rule: &QuadratureRule, degree: usize) {
+        assert_eq!(rule.dim, 2);
+        assert_eq!(rule.points.len(), 2 * rule.n_points());
+        for q in 0..rule.n_points() {
+            let p = rule.point(q);
+            assert!(rule.weights[q] > 0.0, "degree {degree}: weight {}", rule.weights[q]);
+            assert!(p[0] > -1.0 && p[1] > -1.0 && p[0] + p[1] < 0.0, "point outside");
+        }
+        {
             for d in 0..=degree {
                 for a in 0..=d {
                     let b = d - a;
                     let exact = exact_triangle_monomial(a, b);
-                    let got = triangle_integral(&rule, a, b);
+                    let got = triangle_integral(rule, a, b);
                     assert!(
                         (got - exact).abs() < 1e-13,
                         "degree {degree}: x^{a} y^{b}: {got} vs {exact}"
@@ -641,9 +681,24 @@ mod tests {
             assert!((exact_tetrahedron_monomial(a, b, c).0 + 2.0 / 3.0).abs() < 1e-15);
         }
         for degree in 0..=20 {
-            let rule = tetrahedron_rule(degree);
+            assert_eq!(tetrahedron_rule(degree).n_points(), (degree / 2 + 1).pow(3));
+            for rule in [tetrahedron_rule(degree), smallest_tetrahedron_rule(degree)] {
+                check_tetrahedron_rule(&rule, degree);
+            }
+        }
+        for (degree, points) in
+            [(3, 8), (4, 14), (6, 24), (9, 81), (12, 145), (14, 213), (18, 352), (19, 1000)]
+        {
+            assert_eq!(smallest_tetrahedron_rule(degree).n_points(), points, "degree {degree}");
+        }
+    }
+
+    /// Checks that `rule` is a rule on the reference tetrahedron with positive weights, points
+    /// strictly inside and exact for every polynomial of total degree up to `degree`.
+    fn check_tetrahedron_rule(rule: &QuadratureRule, degree: usize) {
+        {
             assert_eq!(rule.dim, 3);
-            assert_eq!(rule.n_points(), (degree / 2 + 1).pow(3));
+            assert_eq!(rule.points.len(), 3 * rule.n_points());
             let volume: f64 = rule.weights.iter().sum();
             assert!((volume - 4.0 / 3.0).abs() < 1e-14, "degree {degree}: volume {volume}");
             for q in 0..rule.n_points() {
@@ -657,7 +712,7 @@ mod tests {
                     for j in 0..=d - i {
                         let l = d - i - j;
                         let exact = exact_tetrahedron_shifted_monomial(i, j, l);
-                        let got = tetrahedron_integral(&rule, |p| {
+                        let got = tetrahedron_integral(rule, |p| {
                             (1.0 + p[0]).powi(i as i32)
                                 * (1.0 + p[1]).powi(j as i32)
                                 * (1.0 + p[2]).powi(l as i32)
@@ -675,7 +730,7 @@ mod tests {
                     for b in 0..=d - a {
                         let c = d - a - b;
                         let (exact, scale) = exact_tetrahedron_monomial(a, b, c);
-                        let got = tetrahedron_integral(&rule, |p| {
+                        let got = tetrahedron_integral(rule, |p| {
                             p[0].powi(a as i32) * p[1].powi(b as i32) * p[2].powi(c as i32)
                         });
                         assert!(
