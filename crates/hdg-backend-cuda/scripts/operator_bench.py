@@ -7,17 +7,21 @@ median of --reps launches):
 
   (a) our generated kernels (hdg_backend_cuda::codegen), every variant, the automatic choice
       (codegen::choose) marked;
-  (b) cuBLAS through cupy.matmul(A, B) (A on the device in the same precision, TF32 off);
-  (c) GiMMiK 4.0's CUDA kernels for the same matrix: gimmik.CUDAMatMul(A, beta=0, n=n,
+  (b) cuBLAS through cupy.matmul(A, B) (A on the device in the same precision, TF32 off), or
+      for a manifest of beta = 1 kernels (`operator-kernels --beta 1`: C = A B + C) its GEMM
+      with beta = 1 through cupy.cublas.gemm;
+  (c) GiMMiK 4.0's CUDA kernels for the same matrix: gimmik.CUDAMatMul(A, beta, n=n,
       ldb=n, ldc=n).kernels(dtype) yields every variant it offers (cstream, bstream,
       bstream-msplit, cstream-ksplit, and float2 forms in f32); each is timed, the best kept.
       GiMMiK 4.0 declines dense operators with many distinct values (its _unrolled_viable:
       more than 28 distinct |a| and density above 0.15): such cases are recorded as declined
       and, so that the comparison exists, its kernels are generated anyway ("forced").
 
-Every result is checked against a NumPy f64 product on a sample of columns (relative to
-|A| |B|: 1e-12 in f64, 1e-5 in f32). Reported per case: time, useful GFLOP/s (2 nnz n / t),
-effective bandwidth ((k_used + m) n bytes / t) as a fraction of the device-to-device copy
+Every result is checked, after one launch from a known C, against a NumPy f64 product on a
+sample of columns (relative to |A| |B| (+ |C|): 1e-12 in f64, 1e-5 in f32), then timed (with
+beta = 1 the timed launches keep adding to C). Reported per case: time, useful GFLOP/s
+(2 nnz n / t), effective bandwidth ((k_used + m) n bytes / t, with beta = 1 (k_used + 2 m) n:
+C is read too) as a fraction of the device-to-device copy
 bandwidth measured in the same run (a copy moving the same number of bytes, read plus
 written), and the winner. Prints a Markdown table and writes the results as JSON (rewritten
 after every case, so a run cut short keeps what it measured).
@@ -65,8 +69,11 @@ class CupyDevice:
     def host(self, a):
         return self.cp.asnumpy(a)
 
-    def matmul(self, a, b, out):
-        return self.cp.matmul(a, b, out=out)
+    def matmul(self, a, b, out, beta=0):
+        if beta == 0:
+            return self.cp.matmul(a, b, out=out)
+        from cupy import cublas
+        return cublas.gemm('N', 'N', a, b, out=out, alpha=1.0, beta=float(beta))
 
     def copy(self, src, dst):
         self.cp.copyto(dst, src)
@@ -99,6 +106,7 @@ class FakeDevice:
 
     def __init__(self):
         self.ops = {}
+        self.beta = 0
 
     def asarray(self, a):
         return np.array(a)
@@ -112,8 +120,8 @@ class FakeDevice:
     def host(self, a):
         return np.asarray(a)
 
-    def matmul(self, a, b, out):
-        np.matmul(a, b, out=out)
+    def matmul(self, a, b, out, beta=0):
+        out[...] = a @ b + beta * out
 
     def copy(self, src, dst):
         np.copyto(dst, src)
@@ -121,11 +129,11 @@ class FakeDevice:
     def compile(self, source, name):
         if name not in source or '__global__' not in source:
             raise RuntimeError(f'kernel {name} not in its source')
-        a = self.current_a
+        a, beta = self.current_a, self.beta
 
         def launch(grid, block, args):
             b, c = [x for x in args if isinstance(x, np.ndarray)]
-            np.matmul(a.astype(c.dtype), b, out=c)
+            c[...] = a.astype(c.dtype) @ b + beta * c
         return launch
 
     def time_ms(self, fn, warmup, reps):
@@ -135,8 +143,8 @@ class FakeDevice:
         return (time.perf_counter() - t) * 1e3
 
 
-def gimmik_kernels(a, dtype, n):
-    """(declined, [(variant name, source, meta)]) from GiMMiK 4.0 for n baked in."""
+def gimmik_kernels(a, dtype, n, beta):
+    """(declined, [(variant name, source, meta)]) from GiMMiK 4.0 for n and beta baked in."""
     import gimmik
 
     class Forced(gimmik.CUDAMatMul):
@@ -144,9 +152,9 @@ def gimmik_kernels(a, dtype, n):
             return True
 
     aligne = 2 if dtype == np.float32 and n % 2 == 0 else None
-    declined = not gimmik.CUDAMatMul(a, beta=0.0, aligne=aligne, n=n, ldb=n, ldc=n
+    declined = not gimmik.CUDAMatMul(a, beta=float(beta), aligne=aligne, n=n, ldb=n, ldc=n
                                      )._unrolled_viable()
-    mm = Forced(a, beta=0.0, aligne=aligne, n=n, ldb=n, ldc=n)
+    mm = Forced(a, beta=float(beta), aligne=aligne, n=n, ldb=n, ldc=n)
     out = []
     for src, meta in mm.kernels(dtype, kname='gimmik_mm'):
         # GiMMiK's kernels are C++ (mangled) functions: give RawKernel an extern "C" name.
@@ -156,11 +164,14 @@ def gimmik_kernels(a, dtype, n):
     return declined, out
 
 
-def check(c_dev, dev, a64, b_host64, cols, tol):
-    """Max error over the sampled columns relative to |A| |B|; and whether it is within tol."""
+def check(c_dev, dev, a64, b_host64, c0_host64, cols, tol):
+    """Max error over the sampled columns relative to |A| |B| + |C0| (C0: the C the launch
+    started from with beta = 1, else None); and whether it is within tol."""
     c = dev.host(c_dev)[:, cols].astype(np.float64)
     ref = a64 @ b_host64
     scale = np.abs(a64) @ np.abs(b_host64)
+    if c0_host64 is not None:
+        ref, scale = ref + c0_host64, scale + np.abs(c0_host64)
     err = float(np.max(np.abs(c - ref) / np.maximum(scale, np.finfo(np.float64).tiny)))
     return err, err <= tol
 
@@ -184,9 +195,11 @@ def main():
         return bitwise(args)
 
     manifest = json.loads((args.manifest_dir / 'manifest.json').read_text())
+    beta = manifest.get('beta', 0)
     dev = FakeDevice() if args.fake else CupyDevice()
+    dev.beta = beta
     results = {'device': dev.name, 'n': args.n, 'reps': args.reps, 'warmup': args.warmup,
-               'cases': []}
+               'beta': beta, 'cases': []}
     copy_cache = {}
     rows = []
 
@@ -223,14 +236,27 @@ def main():
             a_dev = dev.asarray(a)
             for n in args.n:
                 case = {'operator': op['name'], 'precision': prec, 'n': n, 'm': m, 'k': k,
-                        'nnz': nnz, 'k_used': k_used, 'timings': []}
+                        'nnz': nnz, 'k_used': k_used, 'beta': beta, 'timings': []}
                 b = dev.random((k, n), dtype, seed=n + k)
                 c = dev.empty((m, n), dtype)
                 cols = np.random.default_rng(0).choice(n, size=min(n, 64), replace=False)
                 b_host64 = dev.host(b)[:, cols].astype(np.float64)
-                bytes_moved = (k_used + m) * n * np.dtype(dtype).itemsize
+                c0 = dev.random((m, n), dtype, seed=n + m + 1) if beta else None
+                c0_host64 = dev.host(c0)[:, cols].astype(np.float64) if beta else None
+                c_rows = 2 * m if beta else m  # with beta = 1, C is read and written
+                bytes_moved = (k_used + c_rows) * n * np.dtype(dtype).itemsize
                 bw_copy = copy_bandwidth(bytes_moved)
                 case['copy_bandwidth_gbs'] = bw_copy / 1e9
+
+                def checked_then_timed(fn):
+                    """One launch from a known C, checked; then the timing."""
+                    if beta:
+                        dev.copy(c0, c)
+                    else:
+                        c.fill(np.nan)
+                    fn()
+                    err, ok = check(c, dev, a64, b_host64, c0_host64, cols, TOL[prec])
+                    return dev.time_ms(fn, args.warmup, args.reps), err, ok
 
                 def record(kind, variant, t_ms, err, ok, **extra):
                     t = t_ms * 1e-3
@@ -247,18 +273,14 @@ def main():
 
                     def fn(launch=launch, grid=grid, block=block, kargs=kargs):
                         launch(grid, block, kargs)
-                    c.fill(np.nan)
-                    t_ms = dev.time_ms(fn, args.warmup, args.reps)
-                    err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
+                    t_ms, err, ok = checked_then_timed(fn)
                     record('ours', kern['variant'], t_ms, err, ok, chosen=kern['chosen'])
 
-                c.fill(np.nan)
-                t_ms = dev.time_ms(lambda: dev.matmul(a_dev, b, c), args.warmup, args.reps)
-                err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
-                record('cublas', 'cupy.matmul', t_ms, err, ok)
+                t_ms, err, ok = checked_then_timed(lambda: dev.matmul(a_dev, b, c, beta))
+                record('cublas', 'cupy.cublas.gemm' if beta else 'cupy.matmul', t_ms, err, ok)
 
                 if not args.no_gimmik:
-                    declined, kernels = gimmik_kernels(a, dtype, n)
+                    declined, kernels = gimmik_kernels(a, dtype, n, beta)
                     case['gimmik_declined'] = declined
                     for variant, src, meta in kernels:
                         try:
@@ -268,13 +290,11 @@ def main():
                                                     'error': str(e)[:500]})
                             continue
                         grid, block = meta['grid'], meta['block']
-                        c.fill(np.nan)
-                        t_ms = dev.time_ms(lambda: launch(grid, block, (b, c)),
-                                           args.warmup, args.reps)
-                        err, ok = check(c, dev, a64, b_host64, cols, TOL[prec])
+                        t_ms, err, ok = checked_then_timed(
+                            lambda: launch(grid, block, (b, c)))
                         record('gimmik', variant, t_ms, err, ok, forced=declined)
 
-                del b, c
+                del b, c, c0
                 summarize(case)
                 results['cases'].append(case)
                 rows.append(case)
@@ -299,15 +319,18 @@ def bitwise(args):
             dtype = DTYPES[check['precision']]
             n, ld = check['n'], check['ld']
             raw = np.fromfile(args.manifest_dir / check['file'], dtype=dtype)
-            b_host, c_want = raw[:k * ld], raw[k * ld:]
-            assert c_want.size == m * ld, check['file']
+            # B, with beta = 1 the C the kernel starts from, then the C it must give.
+            b_host, c_want = raw[:k * ld], raw[-m * ld:]
+            beta1 = check.get('beta', 0) == 1
+            c_start = raw[k * ld:(k + m) * ld] if beta1 else np.zeros(m * ld, dtype)
+            assert raw.size == (k + (2 if beta1 else 1) * m) * ld, check['file']
             b = cp.asarray(b_host)
             for kern in op['kernels']:
                 if kern['precision'] != check['precision']:
                     continue
                 src = (args.manifest_dir / kern['file']).read_text()
                 fn = cp.RawKernel(src, kern['name'], options=('--std=c++17',))
-                c = cp.zeros(m * ld, dtype=dtype)
+                c = cp.asarray(c_start)
                 grid = (-(-n // (kern['block'][0] * kern.get('columns_per_thread', 1))),
                         kern['grid_y'])
                 fn(grid, tuple(kern['block']), (np.int32(n), b, np.int32(ld), c, np.int32(ld)))

@@ -2,15 +2,18 @@
 //! benchmark (`crates/hdg-backend-cuda/scripts/operator_bench.py`, issue 21).
 //!
 //!     cargo run --release -p hdg-examples --bin operator-kernels -- --out target/operator-kernels
+//!     cargo run --release -p hdg-examples --bin operator-kernels -- --out DIR --beta 1
 //!
 //! For triangles and tetrahedra at k = 1..=8: the volume basis at the error quadrature points
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference
 //! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
 //! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
-//! beta = 0 kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split, in `kernels/KERNEL.cu`, and
+//! kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split, in
+//! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
 //! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
-//! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`). Operators with more than `--max-entries` entries (default 20000: the
+//! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
+//! Operators with more than `--max-entries` entries (default 20000: the
 //! tetrahedron error bases from k = 5, whose unrolled kernels would be megabytes of source)
 //! are listed under `skipped` and not written: the output is then about 21 MB.
 use std::error::Error;
@@ -22,7 +25,7 @@ use hdg_backend_cuda::codegen::{
 };
 use serde_json::{json, Value};
 
-const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N]";
+const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1]";
 
 fn main() {
     if let Err(e) = run() {
@@ -34,12 +37,20 @@ fn main() {
 fn run() -> Result<(), Box<dyn Error>> {
     let mut out: Option<PathBuf> = None;
     let mut max_entries = 20_000usize;
+    let mut beta = Beta::Zero;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--out" => out = Some(args.next().ok_or(USAGE)?.into()),
             "--max-entries" => {
                 max_entries = args.next().ok_or(USAGE)?.parse().map_err(|_| USAGE)?;
+            }
+            "--beta" => {
+                beta = match args.next().as_deref() {
+                    Some("0") => Beta::Zero,
+                    Some("1") => Beta::One,
+                    _ => return Err(USAGE.into()),
+                };
             }
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -62,12 +73,12 @@ fn run() -> Result<(), Box<dyn Error>> {
                 "reason": format!("more than {max_entries} entries (--max-entries)"),
             }));
         } else {
-            operators.push(export(&out, &op)?);
+            operators.push(export(&out, &op, beta)?);
         }
     }
     let manifest = json!({
         "generator": "hdg_backend_cuda::codegen",
-        "beta": 0,
+        "beta": if beta == Beta::One { 1 } else { 0 },
         "block_x": BLOCK_X,
         "layout": "B: k rows of n values (ldb), C: m rows of n values (ldc), element index fastest",
         "signature": "extern \"C\" __global__ void NAME(int n, const T* b, int ldb, T* c, int ldc)",
@@ -86,7 +97,7 @@ fn run() -> Result<(), Box<dyn Error>> {
 }
 
 /// Writes the operator's values and its kernels; returns its manifest entry.
-fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
+fn export(out: &Path, op: &ConstOperator, beta: Beta) -> Result<Value, Box<dyn Error>> {
     let file = format!("ops/{}.json", op.name());
     let values = json!({
         "name": op.name(), "m": op.m(), "k": op.k(), "values": op.values(), "nnz": op.nnz(),
@@ -95,7 +106,7 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
     let mut kernels = Vec::new();
     let mut checks = Vec::new();
     for precision in [Precision::F64, Precision::F32] {
-        checks.push(write_check(out, op, precision)?);
+        checks.push(write_check(out, op, precision, beta)?);
         let variants = [
             Variant::Unrolled,
             Variant::UnrolledPairs,
@@ -103,7 +114,7 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
         ];
         let mut chosen = None;
         for variant in variants {
-            let kernel = generate(op, precision, Beta::Zero, variant)?;
+            let kernel = generate(op, precision, beta, variant)?;
             let choice = *chosen
                 .get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, kernel.nnz, precision));
             let cu = format!("kernels/{}.cu", kernel.name);
@@ -135,37 +146,46 @@ fn export(out: &Path, op: &ConstOperator) -> Result<Value, Box<dyn Error>> {
 const CHECK_N: usize = 129;
 
 /// Writes `checks/NAME_PREC.bin`: B (k x CHECK_N, leading dimension CHECK_N + 1, even as the
-/// pair kernels need) and then the C = A B (m x CHECK_N, same leading dimension, padding 0) that
-/// the CPU panel loop computes, raw little-endian in the precision. Every generated kernel of
-/// that precision must reproduce C to the bit on the device (`operator_bench.py --bitwise`).
+/// pair kernels need), with beta = 1 the C it starts from (m x CHECK_N, same leading dimension,
+/// padding 0), and then the C = A B (+ C) that the CPU panel loop computes, raw little-endian in
+/// the precision. Every generated kernel of that precision must reproduce C to the bit on the
+/// device (`operator_bench.py --bitwise`).
 fn write_check(
     out: &Path,
     op: &ConstOperator,
     precision: Precision,
+    beta: Beta,
 ) -> Result<Value, Box<dyn Error>> {
     let (n, ld) = (CHECK_N, CHECK_N + 1);
-    // Deterministic values in [-1, 1) with all mantissa bits used.
-    let b: Vec<f64> = (0..op.k() * ld)
-        .map(|i| {
-            if i % ld < n {
-                ((i as f64 + 0.5) * 0.618_033_988_749_895).fract() * 2.0 - 1.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
+    // Deterministic values in [-1, 1) with all mantissa bits used, zero in the padding.
+    let panel = |rows: usize, shift: f64| -> Vec<f64> {
+        (0..rows * ld)
+            .map(|i| match i % ld < n {
+                true => ((i as f64 + shift) * 0.618_033_988_749_895).fract() * 2.0 - 1.0,
+                false => 0.0,
+            })
+            .collect()
+    };
+    let b = panel(op.k(), 0.5);
+    let c_in = match beta {
+        Beta::Zero => vec![0.0; op.m() * ld],
+        Beta::One => panel(op.m(), 0.25),
+    };
     let mut bytes = Vec::new();
     match precision {
         Precision::F64 => {
-            let mut c = vec![0.0f64; op.m() * ld];
-            PanelOperator::<f64>::new(op)?.apply(Beta::Zero, n, &b, ld, &mut c, ld)?;
-            b.iter().chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+            let mut c = c_in.clone();
+            PanelOperator::<f64>::new(op)?.apply(beta, n, &b, ld, &mut c, ld)?;
+            let start = if beta == Beta::One { &c_in[..] } else { &[] };
+            b.iter().chain(start).chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
         }
         Precision::F32 => {
-            let b: Vec<f32> = b.iter().map(|&v| v as f32).collect();
-            let mut c = vec![0.0f32; op.m() * ld];
-            PanelOperator::<f32>::new(op)?.apply(Beta::Zero, n, &b, ld, &mut c, ld)?;
-            b.iter().chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+            let low = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
+            let (b, c_in) = (low(&b), low(&c_in));
+            let mut c = c_in.clone();
+            PanelOperator::<f32>::new(op)?.apply(beta, n, &b, ld, &mut c, ld)?;
+            let start = if beta == Beta::One { &c_in[..] } else { &[] };
+            b.iter().chain(start).chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
         }
     }
     let p = match precision {
@@ -174,5 +194,6 @@ fn write_check(
     };
     let file = format!("checks/{}_{p}.bin", op.name());
     std::fs::write(out.join(&file), bytes)?;
-    Ok(json!({ "precision": p, "file": file, "n": n, "ld": ld }))
+    let beta = if beta == Beta::One { 1 } else { 0 };
+    Ok(json!({ "precision": p, "file": file, "n": n, "ld": ld, "beta": beta }))
 }
