@@ -14,8 +14,8 @@
 //! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
 //! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
 //! Operators with more than `--max-entries` entries (default 20000: the
-//! tetrahedron error bases from k = 5, whose unrolled kernels would be megabytes of source)
-//! are listed under `skipped` and not written: the output is then about 21 MB.
+//! tetrahedron error bases from k = 6, whose unrolled kernels would be megabytes of source)
+//! are listed under `skipped` and not written: the output is then about 53 MB (beta = 0).
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
