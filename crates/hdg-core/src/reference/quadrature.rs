@@ -1,6 +1,6 @@
 //! Gauss quadrature: Gauss-Jacobi rules on `[-1,1]` (Golub-Welsch, polished by Newton) and the
 //! collapsed (Duffy) tensor rules on the reference triangle and tetrahedron built from them, and
-//! the choice between those and the fully symmetric rules of [`super::symmetric_rules`].
+//! the choice between those and the fully symmetric rules of `reference::symmetric_rules`.
 
 use super::jacobi::{jacobi, jacobi_derivative};
 
@@ -182,7 +182,7 @@ pub fn tetrahedron_rule(degree: usize) -> QuadratureRule {
 }
 
 /// The rule on the reference triangle exact for polynomials of total degree `degree` with the
-/// fewest points: the symmetric rule of [`super::symmetric_rules`] (degree up to 20, about two
+/// fewest points: the symmetric rule of `reference::symmetric_rules` (degree up to 20, about two
 /// thirds of the points) where it has fewer points than [`triangle_rule`], else that one. Both
 /// have positive weights and no point on the boundary.
 pub fn smallest_triangle_rule(degree: usize) -> QuadratureRule {
@@ -190,8 +190,8 @@ pub fn smallest_triangle_rule(degree: usize) -> QuadratureRule {
 }
 
 /// The rule on the reference tetrahedron exact for polynomials of total degree `degree` with the
-/// fewest points: the symmetric rule of [`super::symmetric_rules`] (degree up to 20, a third of
-/// the points or fewer) where it has fewer points than [`tetrahedron_rule`], else that one.
+/// fewest points: the symmetric rule of `reference::symmetric_rules` (degree up to 18, under half
+/// the points) where it has fewer points than [`tetrahedron_rule`], else that one.
 pub fn smallest_tetrahedron_rule(degree: usize) -> QuadratureRule {
     smallest(tetrahedron_rule(degree), super::symmetric_rules::symmetric_rule(3, degree))
 }

@@ -1,7 +1,7 @@
 //! Fully symmetric quadrature rules on the reference triangle and tetrahedron, with positive
 //! weights and every point strictly inside: about two thirds of the points of the collapsed Gauss
-//! rule of the same degree on triangles, and a third or less on tetrahedra (degree 12: 33 against
-//! 49 points, and 123 against 343).
+//! rule of the same degree on triangles, and under half on tetrahedra (degree 12: 33 against 49
+//! points, and 145 against 343).
 //!
 //! The rules are those of F. D. Witherden and P. E. Vincent, "On the identification of symmetric
 //! quadrature rules for finite element methods", Comput. Math. Appl. 69 (2015) 1232-1241, and, for
