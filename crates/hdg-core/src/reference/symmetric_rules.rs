@@ -40,6 +40,17 @@ pub(super) enum Orbit {
 }
 
 impl Orbit {
+    /// The number of points of the orbit on the simplex of dimension `dim`.
+    fn points(&self, dim: usize) -> usize {
+        match self {
+            Orbit::Centroid { .. } => 1,
+            Orbit::Repeated { .. } => dim + 1,
+            Orbit::TwoPairs { .. } | Orbit::Distinct { .. } => 6,
+            Orbit::PairAndTwo { .. } => 12,
+            Orbit::FourDistinct { .. } => 24,
+        }
+    }
+
     /// The representative's barycentric coordinates (`dim + 1` of them) with an id per distinct
     /// value (so that permutations are told apart exactly, not by comparing floats), and the
     /// weight.
@@ -101,6 +112,7 @@ fn expand(dim: usize, orbits: &[Orbit]) -> QuadratureRule {
             points.extend((1..=dim).map(|s| 2.0 * values[p[s]] - 1.0));
             weights.push(w);
         }
+        assert_eq!(seen.len(), orbit.points(dim), "orbit {orbit:?}");
     }
     QuadratureRule { dim, points, weights }
 }
@@ -113,50 +125,51 @@ pub(super) fn symmetric_rule(dim: usize, degree: usize) -> Option<QuadratureRule
         3 => TETRAHEDRON_RULES,
         _ => return None,
     };
+    let points = |orbits: &[Orbit]| orbits.iter().map(|o| o.points(dim)).sum::<usize>();
     table
         .iter()
-        .filter(|(d, _, _)| *d >= degree)
-        .min_by_key(|(_, n, _)| *n)
-        .map(|(_, _, orbits)| expand(dim, orbits))
+        .filter(|(d, _)| *d >= degree)
+        .min_by_key(|(_, orbits)| points(orbits))
+        .map(|(_, orbits)| expand(dim, orbits))
 }
 
-/// Symmetric triangle rules with positive weights and all points inside: `(degree, points, orbits)`.
+/// Symmetric triangle rules with positive weights and all points inside: `(degree, orbits)`.
 #[rustfmt::skip]
-pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
-    (1, 1, &[
+pub(super) const TRIANGLE_RULES: &[(usize, &[Orbit])] = &[
+    (1, &[
         Orbit::Centroid { w: 2.0 },
     ]),
-    (2, 3, &[
+    (2, &[
         Orbit::Repeated { a: 0.16666666666666666, w: 0.6666666666666666 },
     ]),
-    (4, 6, &[
+    (4, &[
         Orbit::Repeated { a: 0.4459484909159649, w: 0.44676317935602294 },
         Orbit::Repeated { a: 0.09157621350977074, w: 0.21990348731064374 },
     ]),
-    (5, 7, &[
+    (5, &[
         Orbit::Centroid { w: 0.45 },
         Orbit::Repeated { a: 0.10128650732345634, w: 0.2518783610896543 },
         Orbit::Repeated { a: 0.4701420641051151, w: 0.2647883055770124 },
     ]),
-    (6, 12, &[
+    (6, &[
         Orbit::Repeated { a: 0.06308901449150223, w: 0.10168981274041364 },
         Orbit::Repeated { a: 0.24928674517091043, w: 0.23357255145275874 },
         Orbit::Distinct { a: 0.053145049844816945, b: 0.3103524510337844, w: 0.16570215123674714 },
     ]),
-    (7, 15, &[
+    (7, &[
         Orbit::Repeated { a: 0.03373064855458785, w: 0.03309010022158426 },
         Orbit::Repeated { a: 0.24157738259540357, w: 0.25588834246031117 },
         Orbit::Repeated { a: 0.4743096925047182, w: 0.15417329237197214 },
         Orbit::Distinct { a: 0.04703664465259523, b: 0.1986833147973516, w: 0.11175746580639956 },
     ]),
-    (8, 16, &[
+    (8, &[
         Orbit::Centroid { w: 0.28863121535557434 },
         Orbit::Repeated { a: 0.4592925882927232, w: 0.19018326853456924 },
         Orbit::Repeated { a: 0.1705693077517602, w: 0.2064347410694365 },
         Orbit::Repeated { a: 0.05054722831703098, w: 0.06491699524639616 },
         Orbit::Distinct { a: 0.008394777409957605, b: 0.2631128296346381, w: 0.054460628348869985 },
     ]),
-    (9, 19, &[
+    (9, &[
         Orbit::Centroid { w: 0.19427159256559767 },
         Orbit::Repeated { a: 0.43708959149293664, w: 0.15565508200954856 },
         Orbit::Repeated { a: 0.18820353561903272, w: 0.1592954778544205 },
@@ -164,7 +177,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Repeated { a: 0.04472951339445271, w: 0.05115535131739606 },
         Orbit::Distinct { a: 0.036838412054736286, b: 0.2219629891607657, w: 0.08656707875457875 },
     ]),
-    (10, 25, &[
+    (10, &[
         Orbit::Centroid { w: 0.16348665829257195 },
         Orbit::Repeated { a: 0.03205537321694351, w: 0.026705937626299133 },
         Orbit::Repeated { a: 0.14216110105656438, w: 0.09191592720948946 },
@@ -172,7 +185,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.02961988948872977, b: 0.36914678182781097, w: 0.06836929632591886 },
         Orbit::Distinct { a: 0.02836766533993844, b: 0.1637017337371825, w: 0.05059551541457677 },
     ]),
-    (11, 28, &[
+    (11, &[
         Orbit::Centroid { w: 0.17152235946444844 },
         Orbit::Repeated { a: 0.02848541761437191, w: 0.020863741025789393 },
         Orbit::Repeated { a: 0.21021995670317825, w: 0.14103136822343315 },
@@ -182,7 +195,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.007325427686064452, b: 0.14932478865208237, w: 0.020580579145906556 },
         Orbit::Distinct { a: 0.04601050016542996, b: 0.2895811256377058, w: 0.08066495328100111 },
     ]),
-    (12, 33, &[
+    (12, &[
         Orbit::Repeated { a: 0.4882037509455415, w: 0.04853367616290406 },
         Orbit::Repeated { a: 0.1092578276593543, w: 0.05697210413775509 },
         Orbit::Repeated { a: 0.2714625070149261, w: 0.12508242639180553 },
@@ -192,7 +205,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.11629601967792659, b: 0.25545422863851736, w: 0.08645472731882842 },
         Orbit::Distinct { a: 0.02138249025617059, b: 0.12727971723358936, w: 0.030167355153022875 },
     ]),
-    (13, 37, &[
+    (13, &[
         Orbit::Centroid { w: 0.13592007317366328 },
         Orbit::Repeated { a: 0.48907694645253935, w: 0.04798880385778946 },
         Orbit::Repeated { a: 0.2213722862918329, w: 0.11655697023839996 },
@@ -203,7 +216,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.06801224355420665, b: 0.3084417608921178, w: 0.06928255228169675 },
         Orbit::Distinct { a: 0.0051263891023823685, b: 0.27251581777342965, w: 0.019181362007086526 },
     ]),
-    (14, 42, &[
+    (14, &[
         Orbit::Repeated { a: 0.17720553241254344, w: 0.08432517747398603 },
         Orbit::Repeated { a: 0.41764471934045394, w: 0.0655767070882507 },
         Orbit::Repeated { a: 0.0617998830908726, w: 0.028867399339553335 },
@@ -215,7 +228,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.09291624935697182, b: 0.336861459796345, w: 0.07714302157412137 },
         Orbit::Distinct { a: 0.001268330932872025, b: 0.11897449769695685, w: 0.010020457677001344 },
     ]),
-    (15, 49, &[
+    (15, &[
         Orbit::Centroid { w: 0.08867077476436815 },
         Orbit::Repeated { a: 0.4053622141339755, w: 0.08542756314292113 },
         Orbit::Repeated { a: 0.07017355289998602, w: 0.032889475125250325 },
@@ -229,7 +242,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.018638713728166376, b: 0.16806864522241435, w: 0.02334524236315169 },
         Orbit::Distinct { a: 0.09579672364760859, b: 0.33895061147527716, w: 0.06263095256993857 },
     ]),
-    (17, 60, &[
+    (17, &[
         Orbit::Repeated { a: 0.4171034443615992, w: 0.05462185305620421 },
         Orbit::Repeated { a: 0.014755491660753954, w: 0.005547775155275284 },
         Orbit::Repeated { a: 0.4655978716188903, w: 0.05003890190099471 },
@@ -244,7 +257,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.011575175903180615, b: 0.07250547079900242, w: 0.009168696803471734 },
         Orbit::Distinct { a: 0.1575054779268699, b: 0.29921894247697034, w: 0.05234325187067398 },
     ]),
-    (18, 67, &[
+    (18, &[
         Orbit::Centroid { w: 0.07271147060285334 },
         Orbit::Repeated { a: 0.39995562806757623, w: 0.06660894006678027 },
         Orbit::Repeated { a: 0.48758030157486953, w: 0.024093295267999422 },
@@ -261,7 +274,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.000548360042042319, b: 0.027090910995162015, w: 0.0024458962539221796 },
         Orbit::Distinct { a: 0.12058769516392465, b: 0.33349352944988075, w: 0.05096435062364888 },
     ]),
-    (19, 73, &[
+    (19, &[
         Orbit::Centroid { w: 0.06893879540802467 },
         Orbit::Repeated { a: 0.05252389035120897, w: 0.014218513195596262 },
         Orbit::Repeated { a: 0.4925126750413369, w: 0.020643510285888563 },
@@ -280,7 +293,7 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::Distinct { a: 0.014924052081984072, b: 0.24189457896057956, w: 0.016911774999072992 },
         Orbit::Distinct { a: 0.009776025800888155, b: 0.0600862753223067, w: 0.006654402725718776 },
     ]),
-    (20, 79, &[
+    (20, &[
         Orbit::Centroid { w: 0.055640442805812464 },
         Orbit::Repeated { a: 0.2545792676733391, w: 0.05633280523008099 },
         Orbit::Repeated { a: 0.010976141028397763, w: 0.0031953631642664794 },
@@ -302,38 +315,38 @@ pub(super) const TRIANGLE_RULES: &[(usize, usize, &[Orbit])] = &[
     ]),
 ];
 
-/// Symmetric tetrahedron rules with positive weights and all points inside: `(degree, points, orbits)`.
+/// Symmetric tetrahedron rules with positive weights and all points inside: `(degree, orbits)`.
 #[rustfmt::skip]
-pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
-    (1, 1, &[
+pub(super) const TETRAHEDRON_RULES: &[(usize, &[Orbit])] = &[
+    (1, &[
         Orbit::Centroid { w: 1.3333333333333333 },
     ]),
-    (2, 4, &[
+    (2, &[
         Orbit::Repeated { a: 0.1381966011250105, w: 0.3333333333333333 },
     ]),
-    (3, 8, &[
+    (3, &[
         Orbit::Repeated { a: 0.3281633025163817, w: 0.1816237900494498 },
         Orbit::Repeated { a: 0.10804724989842861, w: 0.15170954328388353 },
     ]),
-    (5, 14, &[
+    (5, &[
         Orbit::Repeated { a: 0.3108859192633006, w: 0.15025056762402114 },
         Orbit::Repeated { a: 0.09273525031089122, w: 0.09799072415514927 },
         Orbit::TwoPairs { a: 0.04550370412564965, w: 0.05672802770277529 },
     ]),
-    (6, 24, &[
+    (6, &[
         Orbit::Repeated { a: 0.04067395853461135, w: 0.013436281407094191 },
         Orbit::Repeated { a: 0.3223378901422755, w: 0.07380957539153964 },
         Orbit::Repeated { a: 0.21460287125915203, w: 0.053230333677556654 },
         Orbit::PairAndTwo { a: 0.06366100187501753, b: 0.2696723314583158, w: 0.06428571428571428 },
     ]),
-    (7, 35, &[
+    (7, &[
         Orbit::Centroid { w: 0.1273137192855078 },
         Orbit::Repeated { a: 0.3157011497782028, w: 0.05643944161328937 },
         Orbit::TwoPairs { a: 0.05048982259839637, w: 0.04252923711047677 },
         Orbit::PairAndTwo { a: 0.18883383102600104, b: 0.047160700360997884, w: 0.04960950763777949 },
         Orbit::PairAndTwo { a: 0.021265472541483248, b: 0.14663881381848495, w: 0.010814361106537789 },
     ]),
-    (8, 46, &[
+    (8, &[
         Orbit::Repeated { a: 0.10795272496221085, w: 0.03523553454454511 },
         Orbit::Repeated { a: 0.18510948778258657, w: 0.06937566341831804 },
         Orbit::Repeated { a: 0.04231654368476728, w: 0.010033674871386932 },
@@ -342,7 +355,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::PairAndTwo { a: 0.021433930127130574, b: 0.23966807631943052, w: 0.009542537187792577 },
         Orbit::PairAndTwo { a: 0.20413933387602912, b: 0.007923953945797353, w: 0.020604648201280447 },
     ]),
-    (10, 81, &[
+    (10, &[
         Orbit::Centroid { w: 0.06319969807469432 },
         Orbit::Repeated { a: 0.3122500686951886, w: 0.0359160799896916 },
         Orbit::Repeated { a: 0.11430965385734615, w: 0.013158879622391177 },
@@ -353,7 +366,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::PairAndTwo { a: 0.03248528156482305, b: 0.13385215221200952, w: 0.008768196369381205 },
         Orbit::PairAndTwo { a: 0.174979342183939, b: 0.02196947015675594, w: 0.01720938106514932 },
     ]),
-    (13, 145, &[
+    (13, &[
         Orbit::Centroid { w: 0.03721309006010304 },
         Orbit::Repeated { a: 0.0183047574861928, w: 0.0008906283547064081 },
         Orbit::Repeated { a: 0.17901508263002278, w: 0.02574306481157203 },
@@ -370,7 +383,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::PairAndTwo { a: 0.4166892876570384, b: 0.014566569709145579, w: 0.007702002056102268 },
         Orbit::FourDistinct { a: 0.011242443361469569, b: 0.07794656223180788, c: 0.3041584336763726, w: 0.004973198891326954 },
     ]),
-    (15, 213, &[
+    (15, &[
         Orbit::Centroid { w: 0.008767825136538017 },
         Orbit::Repeated { a: 0.0613445374189439, w: 0.004869233165083913 },
         Orbit::Repeated { a: 0.1566198483112966, w: 0.012772327660837478 },
@@ -392,7 +405,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::FourDistinct { a: 0.018357928578734153, b: 0.09291732576240098, c: 0.19566023487770134, w: 0.00524512389874379 },
         Orbit::FourDistinct { a: 0.06117984479620483, b: 0.14715709053659737, c: 0.25761477755976575, w: 0.009111012561933888 },
     ]),
-    (16, 251, &[
+    (16, &[
         Orbit::Centroid { w: 0.020716789083766788 },
         Orbit::Repeated { a: 0.012374723709988798, w: 0.0002911716540226108 },
         Orbit::Repeated { a: 0.060201258857379064, w: 0.002692072470401332 },
@@ -419,7 +432,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::FourDistinct { a: 0.015006817140012315, b: 0.1047833026105097, c: 0.31601376932317765, w: 0.004153922483852925 },
         Orbit::FourDistinct { a: 0.06306921447529051, b: 0.18035596984545066, c: 0.2874543292449691, w: 0.01138002408904496 },
     ]),
-    (17, 290, &[
+    (17, &[
         Orbit::Repeated { a: 0.015183403594311784, w: 0.0004528528351494235 },
         Orbit::Repeated { a: 0.07746476064142375, w: 0.0042215085054636645 },
         Orbit::Repeated { a: 0.13150297015049736, w: 0.010366547293270885 },
@@ -446,7 +459,7 @@ pub(super) const TETRAHEDRON_RULES: &[(usize, usize, &[Orbit])] = &[
         Orbit::FourDistinct { a: 0.013381969334753555, b: 0.04487498924768625, c: 0.3208551693232658, w: 0.0025543440743643095 },
         Orbit::FourDistinct { a: 0.01978622972186529, b: 0.12855964238665127, c: 0.2953970184679329, w: 0.005218442848564105 },
     ]),
-    (18, 352, &[
+    (18, &[
         Orbit::Repeated { a: 0.009616860578859037, w: 0.00014392047880870492 },
         Orbit::Repeated { a: 0.05129363143513755, w: 0.002068398400965442 },
         Orbit::Repeated { a: 0.10338833389264504, w: 0.006668507779911104 },

@@ -19,10 +19,11 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use hdg_backend_cpu::constant_operator::PanelOperator;
+use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
     choose, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
 };
+use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1]";
@@ -171,29 +172,37 @@ fn write_check(
         Beta::Zero => vec![0.0; op.m() * ld],
         Beta::One => panel(op.m(), 0.25),
     };
-    let mut bytes = Vec::new();
-    match precision {
-        Precision::F64 => {
-            let mut c = c_in.clone();
-            PanelOperator::<f64>::new(op)?.apply(beta, n, &b, ld, &mut c, ld)?;
-            let start = if beta == Beta::One { &c_in[..] } else { &[] };
-            b.iter().chain(start).chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-        }
-        Precision::F32 => {
-            let low = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
-            let (b, c_in) = (low(&b), low(&c_in));
-            let mut c = c_in.clone();
-            PanelOperator::<f32>::new(op)?.apply(beta, n, &b, ld, &mut c, ld)?;
-            let start = if beta == Beta::One { &c_in[..] } else { &[] };
-            b.iter().chain(start).chain(&c).for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-        }
-    }
-    let p = match precision {
-        Precision::F32 => "f32",
-        Precision::F64 => "f64",
+    let bytes = match precision {
+        Precision::F64 => check_bytes::<f64>(op, beta, (n, ld), &b, &c_in)?,
+        Precision::F32 => check_bytes::<f32>(op, beta, (n, ld), &b, &c_in)?,
     };
+    let p = precision.name();
     let file = format!("checks/{}_{p}.bin", op.name());
     std::fs::write(out.join(&file), bytes)?;
     let beta = if beta == Beta::One { 1 } else { 0 };
     Ok(json!({ "precision": p, "file": file, "n": n, "ld": ld, "beta": beta }))
+}
+
+/// B and, with beta = 1, the starting C rounded to `T`, then the CPU panel loop's C, as the
+/// little-endian bytes of `T` (the check file's contents).
+fn check_bytes<T: PanelReal>(
+    op: &ConstOperator,
+    beta: Beta,
+    (n, ld): (usize, usize),
+    b: &[f64],
+    c_in: &[f64],
+) -> Result<Vec<u8>, Box<dyn Error>> {
+    let (b, c_in) = (convert_slice::<T>(b), convert_slice::<T>(c_in));
+    let mut c = c_in.clone();
+    PanelOperator::<T>::new(op)?.apply(beta, n, &b, ld, &mut c, ld)?;
+    let start = if beta == Beta::One { &c_in[..] } else { &[] };
+    let mut bytes = Vec::new();
+    for v in b.iter().chain(start).chain(&c) {
+        // as_f64 is exact, so this gives T's own bits.
+        match T::PRECISION {
+            Precision::F64 => bytes.extend_from_slice(&v.as_f64().to_le_bytes()),
+            Precision::F32 => bytes.extend_from_slice(&(v.as_f64() as f32).to_le_bytes()),
+        }
+    }
+    Ok(bytes)
 }
