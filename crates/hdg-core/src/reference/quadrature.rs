@@ -605,17 +605,15 @@ mod tests {
             assert!(rule.weights[q] > 0.0, "degree {degree}: weight {}", rule.weights[q]);
             assert!(p[0] > -1.0 && p[1] > -1.0 && p[0] + p[1] < 0.0, "point outside");
         }
-        {
-            for d in 0..=degree {
-                for a in 0..=d {
-                    let b = d - a;
-                    let exact = exact_triangle_monomial(a, b);
-                    let got = triangle_integral(rule, a, b);
-                    assert!(
-                        (got - exact).abs() < 1e-13,
-                        "degree {degree}: x^{a} y^{b}: {got} vs {exact}"
-                    );
-                }
+        for d in 0..=degree {
+            for a in 0..=d {
+                let b = d - a;
+                let exact = exact_triangle_monomial(a, b);
+                let got = triangle_integral(rule, a, b);
+                assert!(
+                    (got - exact).abs() < 1e-13,
+                    "degree {degree}: x^{a} y^{b}: {got} vs {exact}"
+                );
             }
         }
     }
@@ -696,48 +694,46 @@ mod tests {
     /// Checks that `rule` is a rule on the reference tetrahedron with positive weights, points
     /// strictly inside and exact for every polynomial of total degree up to `degree`.
     fn check_tetrahedron_rule(rule: &QuadratureRule, degree: usize) {
-        {
-            assert_eq!(rule.dim, 3);
-            assert_eq!(rule.points.len(), 3 * rule.n_points());
-            let volume: f64 = rule.weights.iter().sum();
-            assert!((volume - 4.0 / 3.0).abs() < 1e-14, "degree {degree}: volume {volume}");
-            for q in 0..rule.n_points() {
-                let p = rule.point(q);
-                assert!(rule.weights[q] > 0.0);
-                assert!(p.iter().all(|c| *c > -1.0) && p[0] + p[1] + p[2] < -1.0, "outside");
-            }
-            // Every shifted monomial of total degree <= degree (a basis of P_degree).
-            for d in 0..=degree {
-                for i in 0..=d {
-                    for j in 0..=d - i {
-                        let l = d - i - j;
-                        let exact = exact_tetrahedron_shifted_monomial(i, j, l);
-                        let got = tetrahedron_integral(rule, |p| {
-                            (1.0 + p[0]).powi(i as i32)
-                                * (1.0 + p[1]).powi(j as i32)
-                                * (1.0 + p[2]).powi(l as i32)
-                        });
-                        assert!(
-                            (got - exact).abs() < 1e-13 * exact,
-                            "degree {degree}: (1+x)^{i} (1+y)^{j} (1+z)^{l}: {got} vs {exact}"
-                        );
-                    }
+        assert_eq!(rule.dim, 3);
+        assert_eq!(rule.points.len(), 3 * rule.n_points());
+        let volume: f64 = rule.weights.iter().sum();
+        assert!((volume - 4.0 / 3.0).abs() < 1e-14, "degree {degree}: volume {volume}");
+        for q in 0..rule.n_points() {
+            let p = rule.point(q);
+            assert!(rule.weights[q] > 0.0);
+            assert!(p.iter().all(|c| *c > -1.0) && p[0] + p[1] + p[2] < -1.0, "outside");
+        }
+        // Every shifted monomial of total degree <= degree (a basis of P_degree).
+        for d in 0..=degree {
+            for i in 0..=d {
+                for j in 0..=d - i {
+                    let l = d - i - j;
+                    let exact = exact_tetrahedron_shifted_monomial(i, j, l);
+                    let got = tetrahedron_integral(rule, |p| {
+                        (1.0 + p[0]).powi(i as i32)
+                            * (1.0 + p[1]).powi(j as i32)
+                            * (1.0 + p[2]).powi(l as i32)
+                    });
+                    assert!(
+                        (got - exact).abs() < 1e-13 * exact,
+                        "degree {degree}: (1+x)^{i} (1+y)^{j} (1+z)^{l}: {got} vs {exact}"
+                    );
                 }
             }
-            // Plain monomials x^a y^b z^c, for the degrees where the closed form is accurate.
-            for d in 0..=degree.min(10) {
-                for a in 0..=d {
-                    for b in 0..=d - a {
-                        let c = d - a - b;
-                        let (exact, scale) = exact_tetrahedron_monomial(a, b, c);
-                        let got = tetrahedron_integral(rule, |p| {
-                            p[0].powi(a as i32) * p[1].powi(b as i32) * p[2].powi(c as i32)
-                        });
-                        assert!(
-                            (got - exact).abs() < 1e-14 * scale,
-                            "degree {degree}: x^{a} y^{b} z^{c}: {got} vs {exact}"
-                        );
-                    }
+        }
+        // Plain monomials x^a y^b z^c, for the degrees where the closed form is accurate.
+        for d in 0..=degree.min(10) {
+            for a in 0..=d {
+                for b in 0..=d - a {
+                    let c = d - a - b;
+                    let (exact, scale) = exact_tetrahedron_monomial(a, b, c);
+                    let got = tetrahedron_integral(rule, |p| {
+                        p[0].powi(a as i32) * p[1].powi(b as i32) * p[2].powi(c as i32)
+                    });
+                    assert!(
+                        (got - exact).abs() < 1e-14 * scale,
+                        "degree {degree}: x^{a} y^{b} z^{c}: {got} vs {exact}"
+                    );
                 }
             }
         }
