@@ -2,7 +2,7 @@
 //! problem catalogue, and one solve with a chosen backend and precision.
 pub mod bench;
 pub mod compare;
-pub mod huge_pages;
+pub mod malloc_tunables;
 pub mod operators;
 pub mod plot;
 pub mod problem_file;
@@ -589,8 +589,11 @@ pub fn print_memory(m: &Measured) {
         );
     }
     if let Some(rss) = m.host_peak_rss_bytes {
+        let tunables = std::env::var("GLIBC_TUNABLES")
+            .map(|t| format!("; GLIBC_TUNABLES={t}"))
+            .unwrap_or_default();
         println!(
-            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof)",
+            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof{tunables})",
             rss as f64 / GIB,
             rss as f64 / dofs
         );
@@ -609,7 +612,8 @@ pub fn write_matrix_market(csr: &HostCsr, path: &Path) -> Result<(), CoreError> 
 
 /// [`report_json`] with the memory figures: `device_memory` (null on the CPU) with
 /// `peak_bytes`, `peak_bytes_per_trace_dof`, `baseline_used_bytes`, `total_bytes`, `samples`,
-/// `interval_s`; and `host_peak_rss_bytes` (null where unknown).
+/// `interval_s`; `host_peak_rss_bytes` (null where unknown); and `glibc_tunables`, the
+/// process's `GLIBC_TUNABLES` (null where unset; [`malloc_tunables`] sets it for `hdg`'s runs).
 pub fn measured_json(m: &Measured) -> serde_json::Value {
     let mut json = report_json(&m.report);
     let dofs = m.report.trace_dofs.max(1) as f64;
@@ -625,6 +629,7 @@ pub fn measured_json(m: &Measured) -> serde_json::Value {
         None => serde_json::Value::Null,
     };
     json["host_peak_rss_bytes"] = serde_json::json!(m.host_peak_rss_bytes);
+    json["glibc_tunables"] = serde_json::json!(std::env::var("GLIBC_TUNABLES").ok());
     json
 }
 

@@ -427,12 +427,10 @@ fn rate(coarse: f64, fine: f64) -> f64 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Huge pages where they measured faster: the CUDA backend's host setup on the 16-core H100
-    // host, not the CPU backend on the 2-core machine (BENCHMARKS.md).
+    // Each backend's malloc tunables (huge pages for CUDA, freed memory kept for reuse on the
+    // CPU), chosen by measurement (hdg_examples::malloc_tunables).
     if let Command::Solve { common, .. } | Command::Convergence { common, .. } = &cli.command {
-        if common.backend == BackendKind::Cuda {
-            hdg_examples::huge_pages::enable();
-        }
+        hdg_examples::malloc_tunables::enable(common.backend);
     }
     let result = match &cli.command {
         Command::Solve { mesh, output, plot, common } => {
@@ -461,9 +459,7 @@ fn main() -> ExitCode {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
         }
         Command::Run { file, json } => ProblemFile::load(file).and_then(|problem| {
-            if problem.backend() == BackendKind::Cuda {
-                hdg_examples::huge_pages::enable();
-            }
+            hdg_examples::malloc_tunables::enable(problem.backend());
             let mut log = StageLog::new(!*json);
             let solved = problem.solve(&mut log);
             drop(log);

@@ -246,6 +246,37 @@ fn solve_reports_memory() {
     }
 }
 
+/// The CPU runs keep freed memory for reuse (glibc tunables set by running again), unless the
+/// user set a malloc tunable or `HDG_MALLOC_TUNABLES=0`.
+#[test]
+fn cpu_runs_keep_freed_memory_unless_told_otherwise() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
+    let tunables = |envs: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hdg"))
+            .args(["solve", "--mesh", "square:4", "--order", "1", "--json"])
+            .env_remove("GLIBC_TUNABLES")
+            .env_remove("HDG_MALLOC_TUNABLES")
+            .envs(envs.iter().copied())
+            .output()
+            .expect("runs hdg");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        v["glibc_tunables"].as_str().map(str::to_string)
+    };
+    let set = tunables(&[]).expect("GLIBC_TUNABLES set for the run");
+    assert!(set.contains("glibc.malloc.mmap_max=0"), "{set}");
+    assert!(set.contains("glibc.malloc.trim_threshold="), "{set}");
+    assert!(!set.contains("hugetlb"), "{set}");
+    assert_eq!(tunables(&[("HDG_MALLOC_TUNABLES", "0")]), None);
+    let user = "glibc.malloc.hugetlb=0";
+    assert_eq!(tunables(&[("GLIBC_TUNABLES", user)]).as_deref(), Some(user));
+    // Another tunable is kept, and the CPU's added after it.
+    let other = tunables(&[("GLIBC_TUNABLES", "glibc.pthread.rseq=0")]).unwrap();
+    assert!(other.starts_with("glibc.pthread.rseq=0:glibc.malloc.mmap_max=0"), "{other}");
+}
+
 /// Problems too large for the host are refused with the estimate before anything is allocated
 /// (they used to panic with "capacity overflow" or abort in the allocator).
 #[test]
