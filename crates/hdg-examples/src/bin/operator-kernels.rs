@@ -8,7 +8,9 @@
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference
 //! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
 //! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
-//! kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split, in
+//! kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split (chunks of
+//! `--rows-per-thread` rows, default `codegen::DEFAULT_ROWS_PER_THREAD`; a list such as 8,16,32
+//! exports one row-split kernel per entry), in
 //! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
 //! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
@@ -26,7 +28,8 @@ use hdg_backend_cuda::codegen::{
 use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
 
-const USAGE: &str = "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1]";
+const USAGE: &str =
+    "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1] [--rows-per-thread R,R,..]";
 
 fn main() {
     if let Err(e) = run() {
@@ -39,6 +42,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let mut out: Option<PathBuf> = None;
     let mut max_entries = 20_000usize;
     let mut beta = Beta::Zero;
+    let mut rows_per_thread = vec![DEFAULT_ROWS_PER_THREAD];
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -52,6 +56,16 @@ fn run() -> Result<(), Box<dyn Error>> {
                     Some("1") => Beta::One,
                     _ => return Err(USAGE.into()),
                 };
+            }
+            "--rows-per-thread" => {
+                let list = args.next().ok_or(USAGE)?;
+                rows_per_thread = list
+                    .split(',')
+                    .map(|r| r.trim().parse().ok().filter(|&r: &usize| r > 0))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        format!("--rows-per-thread: '{list}' is not a list of counts")
+                    })?;
             }
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -74,7 +88,7 @@ fn run() -> Result<(), Box<dyn Error>> {
                 "reason": format!("more than {max_entries} entries (--max-entries)"),
             }));
         } else {
-            operators.push(export(&out, &op, beta)?);
+            operators.push(export(&out, &op, beta, &rows_per_thread)?);
         }
     }
     let manifest = json!({
@@ -98,7 +112,12 @@ fn run() -> Result<(), Box<dyn Error>> {
 }
 
 /// Writes the operator's values and its kernels; returns its manifest entry.
-fn export(out: &Path, op: &ConstOperator, beta: Beta) -> Result<Value, Box<dyn Error>> {
+fn export(
+    out: &Path,
+    op: &ConstOperator,
+    beta: Beta,
+    rows_per_thread: &[usize],
+) -> Result<Value, Box<dyn Error>> {
     let file = format!("ops/{}.json", op.name());
     let values = json!({
         "name": op.name(), "m": op.m(), "k": op.k(), "values": op.values(), "nnz": op.nnz(),
@@ -108,11 +127,9 @@ fn export(out: &Path, op: &ConstOperator, beta: Beta) -> Result<Value, Box<dyn E
     let mut checks = Vec::new();
     for precision in [Precision::F64, Precision::F32] {
         checks.push(write_check(out, op, precision, beta)?);
-        let variants = [
-            Variant::Unrolled,
-            Variant::UnrolledPairs,
-            Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD },
-        ];
+        let variants = [Variant::Unrolled, Variant::UnrolledPairs].into_iter().chain(
+            rows_per_thread.iter().map(|&rows_per_thread| Variant::RowSplit { rows_per_thread }),
+        );
         let mut chosen = None;
         for variant in variants {
             let kernel = generate(op, precision, beta, variant)?;
