@@ -53,8 +53,14 @@ pub use hdg_core::Precision;
 pub const BLOCK_X: u32 = 128;
 
 /// Rows of `A` per thread of the dense fallback (`kernels/dense_operator.cu`, for operators that
-/// are not built in): its accumulators' registers.
-pub const DENSE_ROWS: usize = 16;
+/// are not built in). With [`DENSE_COLUMNS`] the thread's register tile: `DENSE_ROWS x
+/// DENSE_COLUMNS` accumulators, each value of `A` loaded serving `DENSE_COLUMNS` products and
+/// each value of `B` `DENSE_ROWS`. 8 x 8 measured fastest or within 7% of the fastest of the
+/// tiles tried in both precisions (BENCHMARKS.md, issue 21).
+pub const DENSE_ROWS: usize = 8;
+
+/// Element columns per thread of the dense fallback (see [`DENSE_ROWS`]).
+pub const DENSE_COLUMNS: usize = 8;
 
 /// Rows of `A` per chunk in the [`Variant::RowSplit`] kernels that [`choose`] picks.
 pub const DEFAULT_ROWS_PER_THREAD: usize = 16;

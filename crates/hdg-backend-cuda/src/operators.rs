@@ -10,7 +10,7 @@
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
-use crate::codegen::{Variant, BLOCK_X, DENSE_ROWS};
+use crate::codegen::{Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 
 /// One compiled kernel of a built-in operator: `C = A B` (`codegen::Beta::Zero`).
@@ -66,7 +66,9 @@ impl BuiltInOperator {
         ldc: usize,
     ) -> Result<()> {
         let kernel = self.kernel;
-        let Some((n32, ldb32, ldc32, grid_x)) = panel(kernel.name, n, ldb, ldc)? else {
+        let Some((n32, ldb32, ldc32, grid_x)) =
+            panel(kernel.name, n, ldb, ldc, BLOCK_X as usize, 1)?
+        else {
             return Ok(());
         };
         // SAFETY: NAME(int n, const T* b, int ldb, T* c, int ldc) (codegen's signature) with the
@@ -83,10 +85,17 @@ impl BuiltInOperator {
     }
 }
 
-/// The launch sizes of a panel of `n` elements: n, ldb and ldc as ints and the blocks of
-/// BLOCK_X element columns; None for an empty panel; an error for leading dimensions below n
-/// or sizes beyond an int.
-fn panel(name: &str, n: usize, ldb: usize, ldc: usize) -> Result<Option<(i32, i32, i32, u32)>> {
+/// The launch sizes of a panel of `n` elements: n, ldb and ldc as ints and the grid's x extent,
+/// `row_chunks` blocks per `columns_per_block` element columns; None for an empty panel; an
+/// error for leading dimensions below n or sizes beyond an int.
+fn panel(
+    name: &str,
+    n: usize,
+    ldb: usize,
+    ldc: usize,
+    columns_per_block: usize,
+    row_chunks: u32,
+) -> Result<Option<(i32, i32, i32, u32)>> {
     if n == 0 {
         return Ok(None);
     }
@@ -101,7 +110,11 @@ fn panel(name: &str, n: usize, ldb: usize, ldc: usize) -> Result<Option<(i32, i3
         reason: format!("{n} elements (leading dimensions {ldb}, {ldc}): too many for {name}"),
     };
     let int = |v: usize| i32::try_from(v).map_err(|_| too_large());
-    let blocks = u32::try_from(n.div_ceil(BLOCK_X as usize)).map_err(|_| too_large())?;
+    let blocks = n
+        .div_ceil(columns_per_block)
+        .checked_mul(row_chunks as usize)
+        .and_then(|b| i32::try_from(b).ok())
+        .ok_or_else(too_large)? as u32;
     Ok(Some((int(n)?, int(ldb)?, int(ldc)?, blocks)))
 }
 
@@ -141,26 +154,30 @@ impl<T: DeviceReal> DenseOperator<T> {
         ldc: usize,
     ) -> Result<()> {
         let name = format!("dense_operator_{}", T::SUFFIX);
-        let Some((n32, ldb32, ldc32, grid_x)) = panel(&name, n, ldb, ldc)? else {
-            return Ok(());
-        };
         let too_large =
             || CoreError::Backend(format!("{name}: a {} x {} operator", self.m, self.k));
+        let row_chunks = u32::try_from(self.m_pad / DENSE_ROWS).map_err(|_| too_large())?;
+        let columns_per_block = BLOCK_X as usize * DENSE_COLUMNS;
+        let Some((n32, ldb32, ldc32, blocks)) =
+            panel(&name, n, ldb, ldc, columns_per_block, row_chunks)?
+        else {
+            return Ok(());
+        };
         let (m, m_pad, k) = (
             i32::try_from(self.m).map_err(|_| too_large())?,
             i32::try_from(self.m_pad).map_err(|_| too_large())?,
             i32::try_from(self.k).map_err(|_| too_large())?,
         );
-        let grid_y = u32::try_from(self.m_pad / DENSE_ROWS).map_err(|_| too_large())?;
         let at = address(&self.at);
         // SAFETY: dense_operator_T(int m, int m_pad, int k, const T* at, int n, const T* b, int
         // ldb, T* c, int ldc): at holds k * m_pad values (upload), the caller's panel; BLOCK_X
-        // threads (the kernel's launch bound, OPERATOR_BLOCK_X) and m_pad / DENSE_ROWS row
-        // chunks.
+        // threads (the kernel's launch bound, OPERATOR_BLOCK_X) of DENSE_COLUMNS columns each
+        // and m_pad / DENSE_ROWS row chunks per column block (the kernel derives both from
+        // blockIdx.x).
         unsafe {
             backend.gpu.launch_shaped(
                 &name,
-                (grid_x, grid_y),
+                (blocks, 1),
                 BLOCK_X,
                 &[
                     arg(&m),
