@@ -55,8 +55,8 @@ pub const BLOCK_X: u32 = 128;
 /// Rows of `A` per thread of the dense fallback (`kernels/dense_operator.cu`, for operators that
 /// are not built in). With [`DENSE_COLUMNS`] the thread's register tile: `DENSE_ROWS x
 /// DENSE_COLUMNS` accumulators, each value of `A` loaded serving `DENSE_COLUMNS` products and
-/// each value of `B` `DENSE_ROWS`. 8 x 8 measured fastest or within 7% of the fastest of the
-/// tiles tried in both precisions (BENCHMARKS.md, issue 21).
+/// each value of `B` `DENSE_ROWS`. Of the tiles tried, 8 x 8 measured at most 11% slower than
+/// the fastest in either precision (BENCHMARKS.md, issue 21).
 pub const DENSE_ROWS: usize = 8;
 
 /// Element columns per thread of the dense fallback (see [`DENSE_ROWS`]).

@@ -10,7 +10,7 @@
 //! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
 //! kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split (chunks of
 //! `--rows-per-thread` rows, default `codegen::DEFAULT_ROWS_PER_THREAD`; a list such as 8,16,32
-//! exports one row-split kernel per entry), in
+//! exports one row-split kernel per entry, the default always among them), in
 //! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
 //! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
@@ -66,6 +66,11 @@ fn run() -> Result<(), Box<dyn Error>> {
                     .ok_or_else(|| {
                         format!("--rows-per-thread: '{list}' is not a list of counts")
                     })?;
+                // The row-split kernel `codegen::choose` picks is always exported, so that every
+                // operator has its automatic choice in the manifest.
+                if !rows_per_thread.contains(&DEFAULT_ROWS_PER_THREAD) {
+                    rows_per_thread.push(DEFAULT_ROWS_PER_THREAD);
+                }
             }
             "-h" | "--help" => {
                 println!("{USAGE}");
