@@ -215,6 +215,40 @@ pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     }
 }
 
+/// Nonzeros above which cuBLAS's GEMM applies an operator faster than our kernels, per
+/// precision ([`gemm_wins`]).
+///
+/// - f64: 4096. From there cuBLAS (FP64 tensor cores) beats the generated kernels at n = 1e6
+///   by 1.4-2.6x (tet error basis k = 4, 7165 nonzeros, and its postprocessing basis; tri
+///   error basis k = 8, 6480) and is level with them or ahead at n = 1e5 (tet error basis k
+///   = 4: 0.84x of their time), and it beats the dense fallback above [`BUILT_IN_MAX_NNZ`] by
+///   2.4-4.1x.
+/// - f32: [`BUILT_IN_MAX_NNZ`]. Every built-in f32 kernel beats cuBLAS (SGEMM on CUDA cores: the
+///   tri error basis k = 8 by 2.1x), or is within 6% of it; above, cuBLAS beats the dense
+///   fallback by 1.5-1.9x on the operators the pipeline applies (tetrahedra from k = 5).
+///
+/// Measured on an H100 (`gpu-bench --operators`, BENCHMARKS.md, issue 21).
+pub const fn gemm_min_nnz(precision: Precision) -> usize {
+    match precision {
+        Precision::F64 => 4096,
+        Precision::F32 => BUILT_IN_MAX_NNZ,
+    }
+}
+
+/// Whether cuBLAS's GEMM should apply an operator of m rows, k used columns and `nnz`
+/// nonzeros (in `precision`) rather than the generated or dense kernels: more than
+/// [`gemm_min_nnz`] nonzeros, or, in f64, an operator whose generated kernel [`choose`] makes
+/// [`Variant::RowSplit`] (more than 32 used columns), which loads `B` once per chunk of rows:
+/// from 36 columns cuBLAS measured 1.45-1.54x faster at n = 1e6 (the tri k = 6 postprocessing
+/// basis, the tri k = 7 bases) and within 15% either way at 1e5. Where the library is not loaded the kernels apply it all the
+/// same ([`crate::CublasUse`]). cuBLAS sums in its own order, so its results are not the bits
+/// of [`hdg_core::constant_operator`]'s sequence (rounding-level differences).
+pub fn gemm_wins(m: usize, k: usize, nnz: usize, precision: Precision) -> bool {
+    nnz > gemm_min_nnz(precision)
+        || (precision == Precision::F64
+            && matches!(choose(m, k, nnz, precision), Variant::RowSplit { .. }))
+}
+
 /// Operators with more nonzeros than this are not compiled into the backend: their unrolled
 /// kernels would cost minutes of ptxas and megabytes of code, and the pipeline applies them with
 /// its loop kernels instead (tetrahedra from k = 5 on, for the error norms).

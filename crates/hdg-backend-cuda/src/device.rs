@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use cust::context::{Context, CurrentContext};
@@ -20,6 +20,7 @@ use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
 use rayon::prelude::*;
 
+use crate::cublas::Cublas;
 use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
 
@@ -210,6 +211,8 @@ unsafe impl Send for KernelHandle {}
 /// What the backend and its operators share: the context, the stream, the kernels.
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
+    /// cuBLAS, loaded on first use (`CudaBackend::cublas`), or why it could not be.
+    cublas: OnceLock<std::result::Result<Cublas, CoreError>>,
     pub(crate) scratch: Mutex<Scratch>,
     /// The modules of [`FIXED_KERNELS`], in its order.
     modules: Vec<Module>,
@@ -470,6 +473,7 @@ impl CudaBackend {
             )));
         }
         let gpu = Gpu {
+            cublas: OnceLock::new(),
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
             modules,
             functions: Mutex::new(HashMap::new()),
@@ -518,6 +522,33 @@ impl CudaBackend {
     /// One line about the device: name, compute capability, SM count, memory, kernel image used.
     pub fn describe(&self) -> String {
         self.gpu.description.clone()
+    }
+
+    /// Loads cuBLAS and creates its handle on this backend's stream now (from
+    /// [`CudaSettings::cublas_library`] or the usual places), so that the constant operators
+    /// where it is faster use it from now on ([`crate::CublasUse::Auto`]), on this backend and
+    /// every clone. About 0.1 s once: worth it in a program that applies many operators. The
+    /// load's error, now and on every later call, where it cannot be loaded.
+    pub fn load_cublas(&self) -> Result<()> {
+        self.cublas().map(|_| ())
+    }
+
+    /// Whether cuBLAS is loaded (by [`CudaBackend::load_cublas`] or an operator).
+    pub(crate) fn cublas_loaded(&self) -> bool {
+        matches!(self.gpu.cublas.get(), Some(Ok(_)))
+    }
+
+    /// cuBLAS with a handle on this backend's stream, loaded on the first call (see
+    /// [`CudaBackend::load_cublas`]).
+    pub(crate) fn cublas(&self) -> Result<&Cublas> {
+        let loaded = self.gpu.cublas.get_or_init(|| {
+            self.gpu.bind()?;
+            Cublas::load(
+                self.settings.cublas_library.as_deref(),
+                self.gpu.stream.as_inner() as *mut c_void,
+            )
+        });
+        loaded.as_ref().map_err(Clone::clone)
     }
 
     /// Waits until all queued device work is done (for timings).

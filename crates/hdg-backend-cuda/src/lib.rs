@@ -50,6 +50,8 @@ use hdg_core::Manufactured;
 
 mod block_sizes;
 pub mod codegen;
+#[cfg(feature = "cuda")]
+mod cublas;
 pub mod design;
 #[cfg(feature = "cuda")]
 mod device;
@@ -93,7 +95,9 @@ pub use operator::dbf::{DeviceDbf, SpmvKernel};
 pub use operator::matrix_free::MatrixFreeOperator;
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
-pub use settings::{CudaSettings, PointEvaluation};
+#[cfg(feature = "cuda")]
+pub use operators::{DeviceOperator, OperatorPath};
+pub use settings::{CublasUse, CudaSettings, PointEvaluation};
 #[cfg(feature = "cuda")]
 pub use stages::{
     condense::{CondensedArray, DeviceCondensed},

@@ -126,8 +126,8 @@ impl DeviceSource {
 /// per cell), from the element-fastest fields, and how the fields were evaluated at the points.
 ///
 /// With [`PointEvaluation::Operators`] (or [`PointEvaluation::Auto`] where [`operators_win`]),
-/// the evaluation operators' kernels ([`crate::operators`]:
-/// built in, or the dense fallback) write the fields at the error rule's points for a panel of
+/// the evaluation operators ([`crate::operators`]: cuBLAS, the built-in kernels or the dense
+/// fallback) write the fields at the error rule's points for a panel of
 /// cells at a time and `manufactured_errors_at_points` compares them with the solution; with
 /// [`PointEvaluation::Loop`] one thread per cell sums the basis at every point
 /// (`manufactured_errors`).
@@ -153,8 +153,7 @@ pub(crate) fn squared_errors<T: DeviceReal>(
     let operators =
         if use_operators { Some(evaluation_operators::<T>(backend, tables)?) } else { None };
     let evaluation = match &operators {
-        Some(ops) if ops.iter().all(PanelKernel::is_built_in) => PointKernels::Generated,
-        Some(_) => PointKernels::Dense,
+        Some([basis, post]) => PointKernels::Operators { basis: basis.path(), post: post.path() },
         None => PointKernels::Loop,
     };
     if nc == 0 {

@@ -3,15 +3,27 @@
 //! error norms' evaluation operators), compiles them as the `operators` module and writes the
 //! table this module finds them in. A stage asks for an operator by name with its matrix
 //! ([`PanelKernel::for_operator`]) and applies it to panels of elements
-//! ([`PanelKernel::apply`]): with its built-in kernel where there is one, else with the dense
-//! fallback (`kernels/dense_operator.cu`: the matrix staged in device memory, one kernel for
-//! every operator), for operators with too many nonzeros to be built in
-//! (`codegen::BUILT_IN_MAX_NNZ`).
+//! ([`PanelKernel::apply`]), on one of three paths ([`OperatorPath`]):
+//!
+//! - cuBLAS's GEMM for the large operators where it measured faster (`codegen::gemm_wins`),
+//!   when the library is loaded (`crate::cublas`; who loads it: [`crate::CublasUse`]);
+//! - else the operator's built-in generated kernel where there is one;
+//! - else the dense fallback (`kernels/dense_operator.cu`: the matrix staged in device memory,
+//!   one kernel for every operator), for operators with too many nonzeros to be built in
+//!   (`codegen::BUILT_IN_MAX_NNZ`).
+//!
+//! The generated and dense kernels give the bits of `hdg_core::constant_operator`'s operation
+//! sequence (the CPU's); cuBLAS sums in its own order.
+//!
+//! [`DeviceOperator`] is the same machinery as a public type, for tests and programs that apply
+//! an operator to panels of their own.
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
-use crate::codegen::{Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS};
+use crate::codegen::{gemm_wins, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
+use crate::settings::CublasUse;
+use crate::vector::DeviceVector;
 
 /// One compiled kernel of a built-in operator: `C = A B` (`codegen::Beta::Zero`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,18 +207,80 @@ impl<T: DeviceReal> DenseOperator<T> {
     }
 }
 
+/// An operator for cuBLAS's GEMM: `A` (m x k, row-major) on the device.
+pub(crate) struct GemmOperator<T: DeviceReal> {
+    m: usize,
+    k: usize,
+    a: DeviceBuffer<T>,
+}
+
+impl<T: DeviceReal> GemmOperator<T> {
+    /// Queues `C = A B` (see [`PanelKernel::apply`]) with the backend's cuBLAS handle.
+    ///
+    /// # Safety
+    /// As [`PanelKernel::apply`].
+    unsafe fn apply(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        ldb: usize,
+        c: u64,
+        ldc: usize,
+    ) -> Result<()> {
+        let Some((n32, ldb32, ldc32, _)) = panel("cuBLAS GEMM", n, ldb, ldc, 1, 1)? else {
+            return Ok(());
+        };
+        let too_large = || CoreError::Backend(format!("a {} x {} operator", self.m, self.k));
+        let m = i32::try_from(self.m).map_err(|_| too_large())?;
+        let k = i32::try_from(self.k).map_err(|_| too_large())?;
+        let cublas = backend.cublas()?;
+        backend.gpu.bind()?;
+        // SAFETY: the context is current (bind); `a` holds m k values of T (upload), b and c
+        // the caller's panel (k rows of ldb >= n, m rows of ldc >= n, c overlapping neither,
+        // untouched by the host until the stream is synchronised), sizes checked to fit an int.
+        unsafe { cublas.gemm(T::PRECISION, (m, k, n32), address(&self.a), b, ldb32, c, ldc32) }
+    }
+}
+
 /// How a stage applies one constant operator to panels of elements.
 pub(crate) enum PanelKernel<T: DeviceReal> {
     /// Its built-in generated kernel.
     BuiltIn(BuiltInOperator),
     /// The dense fallback.
     Dense(DenseOperator<T>),
+    /// cuBLAS's GEMM.
+    Gemm(GemmOperator<T>),
+}
+
+/// Which code applies a constant operator on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperatorPath {
+    /// The operator's built-in generated kernel (`codegen`: constants in the code, zeros
+    /// skipped).
+    Generated,
+    /// The dense fallback kernel (the matrix in device memory).
+    Dense,
+    /// cuBLAS's GEMM (`crate::CublasUse`).
+    Cublas,
+}
+
+impl std::fmt::Display for OperatorPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OperatorPath::Generated => "generated",
+            OperatorPath::Dense => "dense",
+            OperatorPath::Cublas => "cuBLAS",
+        })
+    }
 }
 
 impl<T: DeviceReal> PanelKernel<T> {
-    /// The operator `name` with matrix `a` (m x k, row-major, in T): its built-in kernel where
-    /// there is one, else the dense fallback with `a`. An error where the built-in kernel was
-    /// generated for another shape (a build out of step with the core).
+    /// The operator `name` with matrix `a` (m x k, row-major, in T): cuBLAS where the settings
+    /// ([`CublasUse`]) and `codegen::gemm_wins` say so and it is loaded or loads, else its built-in kernel where there is
+    /// one, else the dense fallback with `a`. An error where the built-in kernel was generated
+    /// for another shape (a build out of step with the core), or where cuBLAS is forced
+    /// ([`CublasUse::Always`]) and does not load.
     pub(crate) fn for_operator(
         backend: &CudaBackend,
         name: &str,
@@ -220,6 +294,26 @@ impl<T: DeviceReal> PanelKernel<T> {
                 reason: format!("{name}: {} values for a {m} x {k} matrix", a.len()),
             });
         }
+        let nnz = a.iter().filter(|&&v| v != T::zero()).count();
+        let used = (0..k).filter(|&j| a.iter().skip(j).step_by(k).any(|&v| v != T::zero()));
+        let wins = || gemm_wins(m, used.count(), nnz, T::PRECISION);
+        let gemm = match backend.settings().cublas {
+            CublasUse::Never => false,
+            CublasUse::Always => true,
+            CublasUse::Load => wins(),
+            CublasUse::Auto => backend.cublas_loaded() && wins(),
+        };
+        if gemm {
+            match backend.cublas() {
+                Ok(_) => {
+                    let a = backend.gpu.upload(a)?;
+                    return Ok(PanelKernel::Gemm(GemmOperator { m, k, a }));
+                }
+                Err(e) if backend.settings().cublas == CublasUse::Always => return Err(e),
+                // Load: the kernels apply it all the same (the path says which).
+                Err(_) => {}
+            }
+        }
         match BuiltInOperator::find::<T>(name) {
             Some(op) if op.shape() == (m, k) => Ok(PanelKernel::BuiltIn(op)),
             Some(op) => Err(CoreError::Backend(format!(
@@ -231,9 +325,13 @@ impl<T: DeviceReal> PanelKernel<T> {
         }
     }
 
-    /// Whether the built-in kernel applies it.
-    pub(crate) fn is_built_in(&self) -> bool {
-        matches!(self, PanelKernel::BuiltIn(_))
+    /// Which code applies it.
+    pub(crate) fn path(&self) -> OperatorPath {
+        match self {
+            PanelKernel::BuiltIn(_) => OperatorPath::Generated,
+            PanelKernel::Dense(_) => OperatorPath::Dense,
+            PanelKernel::Gemm(_) => OperatorPath::Cublas,
+        }
     }
 
     /// Queues `C = A B` over `n` elements: `B` at device address `b`, k rows of leading
@@ -258,8 +356,81 @@ impl<T: DeviceReal> PanelKernel<T> {
             match self {
                 PanelKernel::BuiltIn(op) => op.apply(backend, n, b, ldb, c, ldc),
                 PanelKernel::Dense(op) => op.apply(backend, n, b, ldb, c, ldc),
+                PanelKernel::Gemm(op) => op.apply(backend, n, b, ldb, c, ldc),
             }
         }
+    }
+}
+
+/// A constant operator on the device, applied to panels of elements (`C = A B`, the element
+/// index fastest: `B` k rows of `ldb` values, `C` m rows of `ldc`) by the path the backend's
+/// settings and the cost model choose ([`DeviceOperator::path`]).
+pub struct DeviceOperator<T: DeviceReal> {
+    kernel: PanelKernel<T>,
+    m: usize,
+    k: usize,
+}
+
+impl CudaBackend {
+    /// The operator `name` with matrix `a` (m x k, row-major): the built-in generated kernel of
+    /// that name where the build carries one of this shape (`codegen::built_in_operators`'
+    /// names, e.g. "tri-k3-error-basis"), cuBLAS where [`crate::CudaSettings::cublas`] and
+    /// `codegen::gemm_wins` say so (by default only once it is loaded:
+    /// [`CudaBackend::load_cublas`]), the dense kernel otherwise. Errors: `a` not m x k, a
+    /// built-in kernel of another shape, cuBLAS forced and missing.
+    pub fn constant_operator<T: DeviceReal>(
+        &self,
+        name: &str,
+        m: usize,
+        k: usize,
+        a: &[T],
+    ) -> Result<DeviceOperator<T>> {
+        Ok(DeviceOperator { kernel: PanelKernel::for_operator(self, name, m, k, a)?, m, k })
+    }
+}
+
+impl<T: DeviceReal> DeviceOperator<T> {
+    /// Rows and columns of `A`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    /// Which code applies it.
+    pub fn path(&self) -> OperatorPath {
+        self.kernel.path()
+    }
+
+    /// Queues `C = A B` over the first `n` element columns: `b` holds k rows of `ldb >= n`
+    /// values, `c` m rows of `ldc >= n` (the values between n and the leading dimension are
+    /// left as they are). An error where the vectors are too short for that.
+    pub fn apply(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: &DeviceVector<T>,
+        ldb: usize,
+        c: &mut DeviceVector<T>,
+        ldc: usize,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let need = |rows: usize, ld: usize| (rows - 1).checked_mul(ld)?.checked_add(n);
+        for (what, len, rows, ld) in [("B", b.len(), self.k, ldb), ("C", c.len(), self.m, ldc)] {
+            if ld < n || need(rows, ld).is_none_or(|need| len < need) {
+                return Err(CoreError::InvalidParameter {
+                    name: "panel",
+                    reason: format!(
+                        "{what}: {len} values for {rows} rows of {n} elements at leading \
+                         dimension {ld}"
+                    ),
+                });
+            }
+        }
+        // SAFETY: b and c are live vectors of this backend large enough for their rows
+        // (checked above); c is borrowed mutably, so it overlaps neither b nor anything the
+        // host reads before the stream is synchronised (every download synchronises first).
+        unsafe { self.kernel.apply(backend, n, b.address(), ldb, c.address(), ldc) }
     }
 }
 

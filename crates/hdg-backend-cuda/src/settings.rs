@@ -37,6 +37,13 @@ pub struct CudaSettings {
     /// How the error norms evaluate the fields at their quadrature points.
     /// `HDG_CUDA_POINT_EVALUATION` = `auto`, `operators`, `loop`.
     pub point_evaluation: PointEvaluation,
+    /// Whether constant operators go through cuBLAS's GEMM (`crate::cublas`).
+    /// `HDG_CUDA_CUBLAS` = `auto`, `load`, `never`, `always`.
+    pub cublas: CublasUse,
+    /// The cuBLAS library to load (a path or a soname); None: the CUDA 13 and 12 sonames, then
+    /// `/usr/local/cuda/lib64`. The first backend of a device to load it decides for all its
+    /// clones. `HDG_CUDA_CUBLAS_LIBRARY`.
+    pub cublas_library: Option<PathBuf>,
     /// Load `STEM.sm_90.cubin` from this directory, where there is one, in place of the
     /// embedded SASS of `kernels/STEM.cu` (compiled on the GPU machine with nvcc, say with
     /// -lineinfo or a variant's defines). `HDG_CUDA_KERNEL_DIR`.
@@ -57,6 +64,44 @@ pub enum PointEvaluation {
     /// One thread per cell sums the basis at every point (the kernel before the operator
     /// kernels).
     Loop,
+}
+
+/// When a constant operator is applied by cuBLAS's GEMM instead of the backend's kernels.
+///
+/// Loading cuBLAS and creating its handle costs about 0.1 s once per process (measured on an
+/// H100: BENCHMARKS.md, issue 21), more than cuBLAS saves in the error norms of any pipeline
+/// run measured; so by default the backend does not load it, and uses it where it is faster
+/// once something has ([`CublasUse::Load`], [`CublasUse::Always`], or
+/// `CudaBackend::load_cublas` in a program that applies many operators).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CublasUse {
+    /// For the operators where it measured faster (`codegen::gemm_wins`), if the library is
+    /// loaded already; the kernels otherwise.
+    #[default]
+    Auto,
+    /// As [`CublasUse::Auto`], loading the library on the first operator that wants it (the
+    /// kernels where it does not load).
+    Load,
+    /// Never: the generated kernels, or the dense fallback (the bits of
+    /// `hdg_core::constant_operator`'s sequence).
+    Never,
+    /// Every operator (to compare); an error where the library does not load.
+    Always,
+}
+
+impl std::str::FromStr for CublasUse {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(CublasUse::Auto),
+            "load" => Ok(CublasUse::Load),
+            "never" => Ok(CublasUse::Never),
+            "always" => Ok(CublasUse::Always),
+            other => {
+                Err(format!("unknown cuBLAS use '{other}' (known: auto, load, never, always)"))
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for PointEvaluation {
@@ -114,6 +159,13 @@ impl CudaSettings {
                 .map(|v| v.trim().parse().map_err(|r| invalid("HDG_CUDA_POINT_EVALUATION", r)))
                 .transpose()?
                 .unwrap_or_default(),
+            cublas: var("HDG_CUDA_CUBLAS")
+                .map(|v| v.trim().parse().map_err(|r| invalid("HDG_CUDA_CUBLAS", r)))
+                .transpose()?
+                .unwrap_or_default(),
+            cublas_library: std::env::var_os("HDG_CUDA_CUBLAS_LIBRARY")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
             profile: std::env::var_os("HDG_CUDA_PROFILE").is_some(),
             kernel_dir: std::env::var_os("HDG_CUDA_KERNEL_DIR").map(PathBuf::from),
         };
@@ -160,5 +212,10 @@ mod tests {
         assert_eq!("operators".parse(), Ok(super::PointEvaluation::Operators));
         assert_eq!("auto".parse(), Ok(super::PointEvaluation::Auto));
         assert!("unrolled".parse::<super::PointEvaluation>().is_err());
+        assert_eq!("never".parse(), Ok(super::CublasUse::Never));
+        assert_eq!("always".parse(), Ok(super::CublasUse::Always));
+        assert_eq!("auto".parse(), Ok(super::CublasUse::Auto));
+        assert_eq!("load".parse(), Ok(super::CublasUse::Load));
+        assert!("yes".parse::<super::CublasUse>().is_err());
     }
 }

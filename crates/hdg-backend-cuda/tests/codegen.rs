@@ -579,3 +579,34 @@ fn hex_literals_round_trip() {
         .collect();
     assert_eq!(lines, want);
 }
+
+/// The cuBLAS line (`gemm_wins`) on the pipeline operators whose side it was measured on
+/// (`gpu-bench --operators`, H100, BENCHMARKS.md): (m, used columns, nonzeros).
+#[test]
+fn gemm_line_follows_the_measurements() {
+    use hdg_backend_cuda::codegen::gemm_wins;
+    let f64_cases = [
+        // The generated kernels win: tri error basis k = 5, tet error basis k = 3.
+        ((60, 21, 1206), false),
+        ((145, 20, 2760), false),
+        // cuBLAS wins: row-split kernels (tri error basis k = 7) and large operators (tri
+        // error basis k = 8, tet error basis k = 4, tet k = 5: not built in).
+        ((79, 36, 2715), true),
+        ((144, 45, 6480), true),
+        ((213, 35, 7165), true),
+        ((251, 56, 13485), true),
+    ];
+    for ((m, k, nnz), wins) in f64_cases {
+        assert_eq!(gemm_wins(m, k, nnz, Precision::F64), wins, "f64 {m} x {k}, {nnz}");
+    }
+    let f32_cases = [
+        // Every built-in f32 kernel wins or ties (tet postprocessing basis k = 4: 11445).
+        ((144, 45, 6480), false),
+        ((213, 56, 11445), false),
+        // The dense fallback loses (tet error basis k = 5).
+        ((251, 56, 13485), true),
+    ];
+    for ((m, k, nnz), wins) in f32_cases {
+        assert_eq!(gemm_wins(m, k, nnz, Precision::F32), wins, "f32 {m} x {k}, {nnz}");
+    }
+}

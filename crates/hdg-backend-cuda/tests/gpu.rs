@@ -5,13 +5,16 @@
 //!
 //! Every test needs a GPU, so every test is `#[ignore]`d (reported as ignored, never as passed,
 //! on a machine without one). On a GPU machine: `gpu-<hash> --ignored --test-threads 4`.
+use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cpu::{CpuBackend, DbfMatrix};
 use hdg_backend_cuda::{
-    CudaBackend, CudaSettings, Design, DeviceDbf, DeviceFields, DevicePostprocessed,
-    DevicePrepared, DeviceReal, DeviceVector, ElementStage, NormsComputed, PointEvaluation,
-    PointKernels, SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
+    codegen, CublasUse, CudaBackend, CudaSettings, Design, DeviceDbf, DeviceFields,
+    DevicePostprocessed, DevicePrepared, DeviceReal, DeviceVector, ElementStage, NormsComputed,
+    OperatorPath, PointEvaluation, PointKernels, SpmvKernel, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER,
 };
+use hdg_core::constant_operator::{Beta, ConstOperator};
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
+use hdg_core::Precision;
 use hdg_core::{
     Assembler, BlockOps, CellType, Coefficient, CoreError, DemoteOperator, Discretization,
     ErrorNorms, FusedOps, Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps,
@@ -1429,7 +1432,8 @@ fn without_last_cell(mesh: &Mesh) -> Mesh {
 /// fields: every triangle order and the tetrahedra up to k = 4 (built-in generated kernels), the
 /// tetrahedra at k = 5 and 6 (not built in: the dense fallback; 251 and 352 points, so that its
 /// row chunks of 8 are once cut short and once not), even and odd cell counts; and
-/// the automatic choice between the two. The two evaluate
+/// the automatic choice (the loop kernel; per operator cuBLAS for the large ones, compared with
+/// the loop within the same bound). The two evaluate
 /// u_h, q_h and u* at each point with the same basis values in another operation order, so
 /// each norm may differ by at most the norm of that evaluation difference: per point at most
 /// 2 n eps max|c| max_p sum_i |phi_i(p)| (a rounding bound for sums of n products, for both
@@ -1438,8 +1442,17 @@ fn without_last_cell(mesh: &Mesh) -> Mesh {
 fn generated_point_evaluation<T: DeviceReal>() {
     let g = gpu();
     let settings = |point_evaluation| CudaSettings { point_evaluation, ..CudaSettings::auto() };
-    let generated = g.clone().with_settings(settings(PointEvaluation::Operators)).unwrap();
+    // The kernels alone (cuBLAS off): the bits of the operation sequence.
+    let generated = g
+        .clone()
+        .with_settings(CudaSettings {
+            cublas: CublasUse::Never,
+            ..settings(PointEvaluation::Operators)
+        })
+        .unwrap();
     let looped = g.clone().with_settings(settings(PointEvaluation::Loop)).unwrap();
+    // The automatic choice takes cuBLAS only once it is loaded.
+    g.load_cublas().unwrap();
     let square =
         generate::perturb(&generate::unit_square(6, Diagonal::Alternating).unwrap(), 0.2, 3)
             .unwrap();
@@ -1465,18 +1478,38 @@ fn generated_point_evaluation<T: DeviceReal>() {
         let (gn, gw) =
             generated.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
         let (ln, lw) = looped.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
-        let expected = if built_in { PointKernels::Generated } else { PointKernels::Dense };
+        let kernel = if built_in { OperatorPath::Generated } else { OperatorPath::Dense };
+        let expected = PointKernels::Operators { basis: kernel, post: kernel };
         assert_eq!(gw, NormsComputed::OnDevice(expected), "{label}");
-        // The automatic choice: the loop kernel for few basis functions per point.
+        // The automatic choice: the loop kernel for few basis functions per point, else per
+        // operator cuBLAS for the large ones (codegen::gemm_wins), the kernels for the others.
         let loop_wins = (mesh.dim() == 2 && k <= 2) || (mesh.dim() == 3 && k == 1);
+        let t = &disc.tables;
+        let auto_path = |basis: &[T], n: usize| {
+            let (m, used, nnz) = operator_counts(basis, n);
+            if codegen::gemm_wins(m, used, nnz, T::PRECISION) {
+                OperatorPath::Cublas
+            } else {
+                kernel
+            }
+        };
+        let auto_expected = if loop_wins {
+            PointKernels::Loop
+        } else {
+            PointKernels::Operators {
+                basis: auto_path(&t.error_basis, t.n),
+                post: auto_path(&t.error_basis_post, t.n_post),
+            }
+        };
         let (an, aw) = g.error_norms_and_where(&disc, &prep, &fields, &post, exact).unwrap();
-        let (auto_expected, same) =
-            if loop_wins { (PointKernels::Loop, ln) } else { (expected, gn) };
         assert_eq!(aw, NormsComputed::OnDevice(auto_expected), "{label} (auto)");
-        assert_eq!(an, same, "{label} (auto)");
+        let uses_cublas = matches!(auto_expected, PointKernels::Operators { basis, post }
+            if basis == OperatorPath::Cublas || post == OperatorPath::Cublas);
+        if !uses_cublas {
+            assert_eq!(an, if loop_wins { ln } else { gn }, "{label} (auto)");
+        }
         assert_eq!(lw, NormsComputed::OnDevice(PointKernels::Loop), "{label}");
         // The rounding bound of the module comment, per field.
-        let t = &disc.tables;
         let lebesgue = |basis: &[T], n: usize| {
             basis
                 .chunks_exact(n)
@@ -1494,10 +1527,14 @@ fn generated_point_evaluation<T: DeviceReal>() {
         eprintln!(
             "{label}: generated {gn:?}, loop {ln:?}, bounds {tol_u:.1e} {tol_q:.1e} {tol_star:.1e}"
         );
+        // cuBLAS sums each value in its own order: the same bound holds for it.
         for (what, a, b, tol) in [
             ("u", gn.u, ln.u, tol_u),
             ("q", gn.q, ln.q, tol_q),
             ("u*", gn.u_star, ln.u_star, tol_star),
+            ("u (auto)", an.u, ln.u, tol_u),
+            ("q (auto)", an.q, ln.q, tol_q),
+            ("u* (auto)", an.u_star, ln.u_star, tol_star),
         ] {
             assert!(a.is_finite() && a > 0.0, "{label}: ||{what} error|| = {a}");
             assert!(
@@ -1518,4 +1555,169 @@ fn generated_point_evaluation_f64() {
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn generated_point_evaluation_f32() {
     generated_point_evaluation::<f32>();
+}
+
+/// Rows, used columns and nonzeros of a row-major matrix of `k` columns (`codegen::gemm_wins`'s
+/// arguments).
+fn operator_counts<T: DeviceReal>(a: &[T], k: usize) -> (usize, usize, usize) {
+    let nnz = a.iter().filter(|&&v| v != T::zero()).count();
+    let used = (0..k).filter(|&j| a.iter().skip(j).step_by(k).any(|&v| v != T::zero())).count();
+    (a.len() / k, used, nnz)
+}
+
+/// `DeviceOperator` on each of its paths (the built-in generated kernel, the dense fallback,
+/// cuBLAS) against a product summed on the host in f64, on panels with odd leading dimensions
+/// whose padding must stay untouched: every value within the rounding bound of a k-term sum
+/// (2 k eps sum_j |a_ij b_j|; a wrong entry, row, column or offset is off by far more). The
+/// kernels must also give the bits of the CPU's panel loop (the documented operation
+/// sequence), and every path the same bits from one run to the next. Operators: one built in
+/// (with the name that finds its kernel), one dense random operator that is not, and one that
+/// the automatic choice gives to cuBLAS in this precision; and the automatic choice before and
+/// after cuBLAS is loaded. Needs cuBLAS (the GPU machines have it in /usr/local/cuda).
+fn constant_operator_paths<T: DeviceReal + PanelReal>() {
+    let g = gpu();
+    let with = |cublas| g.clone().with_settings(CudaSettings { cublas, ..CudaSettings::auto() });
+    let built_in = codegen::built_in_operators(MAX_ELEMENT_ORDER).unwrap();
+    let find = |name: &str| built_in.iter().find(|op| op.name() == name).unwrap().clone();
+    let dense = |name: &str, m: usize, k: usize, seed: u64| {
+        let values = random::<f64>(m * k, seed);
+        ConstOperator::new(name, m, k, values).unwrap()
+    };
+    let large = match T::PRECISION {
+        // 144 x 45, built in, 6480 nonzeros: cuBLAS's in f64.
+        Precision::F64 => find("tri-k8-error-basis"),
+        // Not built in, above the f32 line.
+        Precision::F32 => dense("test-large", 160, 90, 7),
+    };
+    let ops = [find("tri-k3-error-basis"), dense("test-not-built-in", 37, 11, 5), large];
+    let (n, ldb, ldc) = (1037, 1040, 1043);
+    let eps = if T::NAME == "f64" { f64::EPSILON } else { f32::EPSILON as f64 };
+    let sentinel = T::from_f64_lossy(-7.25);
+    for op in &ops {
+        let (m, k) = (op.m(), op.k());
+        let a: Vec<T> =
+            op.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
+        let (_, used, nnz) = operator_counts(&a, k);
+        let is_built_in = built_in.iter().any(|b| b.name() == op.name());
+        let kernel = if is_built_in { OperatorPath::Generated } else { OperatorPath::Dense };
+        let wins = codegen::gemm_wins(m, used, nnz, T::PRECISION);
+        let auto = if wins { OperatorPath::Cublas } else { kernel };
+        let b_host = random::<T>(k * ldb, 11 + m as u64);
+        let b = upload(&g, &b_host);
+        // The reference: f64 sums and the rounding bound of each value.
+        let mut reference = vec![(0.0, 0.0); m * n];
+        for i in 0..m {
+            for e in 0..n {
+                let (mut sum, mut abs) = (0.0, 0.0);
+                for j in 0..k {
+                    let p = a[i * k + j].as_f64() * b_host[j * ldb + e].as_f64();
+                    sum += p;
+                    abs += p.abs();
+                }
+                reference[i * n + e] = (sum, 2.0 * k as f64 * eps * abs + 1e-300);
+            }
+        }
+        let mut cpu = vec![T::zero(); m * ldc];
+        PanelOperator::<T>::new(op)
+            .unwrap()
+            .apply(Beta::Zero, n, &b_host, ldb, &mut cpu, ldc)
+            .unwrap();
+        // Auto after Load and Always: cuBLAS is loaded.
+        for (cublas, path) in [
+            (CublasUse::Never, kernel),
+            (CublasUse::Load, auto),
+            (CublasUse::Always, OperatorPath::Cublas),
+            (CublasUse::Auto, auto),
+        ] {
+            let backend = with(cublas).unwrap();
+            let label =
+                format!("{} ({m} x {k}, {} nonzeros, {}, {cublas:?})", op.name(), nnz, T::NAME);
+            let device = backend
+                .constant_operator(op.name(), m, k, &a)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(device.path(), path, "{label}");
+            assert_eq!(device.shape(), (m, k), "{label}");
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let mut c = upload(&backend, &vec![sentinel; m * ldc]);
+                device.apply(&backend, n, &b, ldb, &mut c, ldc).unwrap();
+                runs.push(download(&backend, &c));
+            }
+            let c = &runs[0];
+            for i in 0..m {
+                for e in 0..ldc {
+                    let got = c[i * ldc + e];
+                    if e >= n {
+                        assert_eq!(got, sentinel, "{label}: padding ({i}, {e}) written");
+                        continue;
+                    }
+                    let (want, tol) = reference[i * n + e];
+                    assert!(
+                        (got.as_f64() - want).abs() <= tol,
+                        "{label}: C[{i}][{e}] = {:e}, reference {want:e} (bound {tol:e})",
+                        got.as_f64()
+                    );
+                    if path != OperatorPath::Cublas {
+                        assert_eq!(
+                            got.as_f64().to_bits(),
+                            cpu[i * ldc + e].as_f64().to_bits(),
+                            "{label}: C[{i}][{e}] is not the CPU's bits"
+                        );
+                    }
+                }
+            }
+            let bits = |v: &[T]| v.iter().map(|x| x.as_f64().to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&runs[0]), bits(&runs[1]), "{label}: not the same bits twice");
+            eprintln!("{label}: {path} within the bound, the same bits twice");
+        }
+    }
+    // On a backend that has not loaded cuBLAS, the automatic choice keeps the kernels until
+    // it is loaded.
+    let fresh = gpu();
+    let large = &ops[2];
+    let a: Vec<T> =
+        large.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
+    let path = |b: &CudaBackend| {
+        b.constant_operator(large.name(), large.m(), large.k(), &a).unwrap().path()
+    };
+    assert_ne!(path(&fresh), OperatorPath::Cublas, "auto, cuBLAS not loaded");
+    fresh.load_cublas().unwrap();
+    assert_eq!(path(&fresh), OperatorPath::Cublas, "auto, cuBLAS loaded");
+    // Panels that do not fit their vectors, and a matrix of the wrong size, are errors.
+    let op = &ops[0];
+    let (m, k) = (op.m(), op.k());
+    let a: Vec<T> =
+        op.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
+    assert!(g.constant_operator(op.name(), m, k + 1, &a).is_err());
+    assert!(g.constant_operator(op.name(), m + 1, k, &vec![T::one(); (m + 1) * k]).is_err());
+    let device = g.constant_operator(op.name(), m, k, &a).unwrap();
+    let b = upload(&g, &vec![T::one(); k * ldb]);
+    let mut c = upload(&g, &vec![T::zero(); m * ldc]);
+    assert!(device.apply(&g, n, &b, n - 1, &mut c, ldc).is_err(), "ldb below n");
+    assert!(device.apply(&g, n, &b, ldb, &mut c, n - 1).is_err(), "ldc below n");
+    // One value short of the last row's n.
+    let short_b = upload(&g, &vec![T::one(); (k - 1) * ldb + n - 1]);
+    assert!(device.apply(&g, n, &short_b, ldb, &mut c, ldc).is_err(), "B too short");
+    let mut short_c = upload(&g, &vec![T::zero(); (m - 1) * ldc + n - 1]);
+    assert!(device.apply(&g, n, &b, ldb, &mut short_c, ldc).is_err(), "C too short");
+    let exact_b = upload(&g, &vec![T::one(); (k - 1) * ldb + n]);
+    let mut exact_c = upload(&g, &vec![T::zero(); (m - 1) * ldc + n]);
+    device.apply(&g, n, &exact_b, ldb, &mut exact_c, ldc).unwrap();
+    let last = download(&g, &exact_c)[(m - 1) * ldc + n - 1].as_f64();
+    let row = &a[(m - 1) * k..];
+    let row_sum: f64 = row.iter().map(|v| v.as_f64()).sum();
+    let row_abs: f64 = row.iter().map(|v| v.as_f64().abs()).sum();
+    assert!((last - row_sum).abs() <= 2.0 * k as f64 * eps * row_abs + 1e-300, "exact fit");
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn constant_operator_paths_f64() {
+    constant_operator_paths::<f64>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn constant_operator_paths_f32() {
+    constant_operator_paths::<f32>();
 }

@@ -60,7 +60,7 @@ pub(crate) struct PhaseClock {
     what: &'static str,
     enabled: bool,
     last: std::time::Instant,
-    phases: Vec<(&'static str, f64)>,
+    phases: Vec<(std::borrow::Cow<'static, str>, f64)>,
 }
 
 impl PhaseClock {
@@ -70,10 +70,10 @@ impl PhaseClock {
 
     /// Ends the current phase. Uploads are synchronous and the device loads synchronise, so a
     /// phase includes its device work.
-    pub(crate) fn lap(&mut self, phase: &'static str) {
+    pub(crate) fn lap(&mut self, phase: impl Into<std::borrow::Cow<'static, str>>) {
         if self.enabled {
             let now = std::time::Instant::now();
-            self.phases.push((phase, (now - self.last).as_secs_f64()));
+            self.phases.push((phase.into(), (now - self.last).as_secs_f64()));
             self.last = now;
         }
     }

@@ -8,6 +8,7 @@ use hdg_core::{CoreError, Discretization, ErrorNorms, ExactSolution, LocalSolver
 use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::manufactured::{device_solution, squared_errors};
+use crate::operators::OperatorPath;
 use crate::stages::launch::{first_failure, poison, PhaseClock};
 use crate::stages::layout::to_element_contiguous;
 use crate::stages::prepare::DevicePrepared;
@@ -72,12 +73,30 @@ pub enum NormsComputed {
 /// Which kernels evaluated the fields at the error norms' points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointKernels {
-    /// The operators' built-in generated kernels (`crate::operators`).
-    Generated,
-    /// The operators' dense fallback (not built in for this cell type and order).
-    Dense,
+    /// The constant operators (`crate::operators`) of the basis and of the postprocessing
+    /// basis at the points, each on the path shown.
+    Operators {
+        /// The path of the basis of u_h and q_h.
+        basis: OperatorPath,
+        /// The path of the basis of u*.
+        post: OperatorPath,
+    },
     /// The loop kernel ([`crate::PointEvaluation::Loop`]).
     Loop,
+}
+
+impl std::fmt::Display for PointKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PointKernels::Operators { basis, post } if basis == post => {
+                write!(f, "device ({basis} operators)")
+            }
+            PointKernels::Operators { basis, post } => {
+                write!(f, "device ({basis} and {post} operators)")
+            }
+            PointKernels::Loop => f.write_str("device (loop kernel)"),
+        }
+    }
 }
 
 impl CudaBackend {
@@ -121,11 +140,7 @@ pub(crate) fn error_norms<T: DeviceReal>(
             &fields.q,
             &post.u_star,
         )?;
-        clock.lap(match evaluation {
-            PointKernels::Generated => "device (generated operators)",
-            PointKernels::Dense => "device (dense operators)",
-            PointKernels::Loop => "device (loop kernel)",
-        });
+        clock.lap(evaluation.to_string());
         clock.report();
         let norms = ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() };
         return Ok((norms, NormsComputed::OnDevice(evaluation)));

@@ -23,8 +23,14 @@
 //! an f64 solve) by CUDA events and by the host's clock (their gap is the host's launch work),
 //! and the same V-cycle in multiples of the f64 and f32 trace SpMV.
 //!
+//! `--operators` times instead the error norms' constant operators (the basis and the
+//! postprocessing basis at the error rule's points, triangles and tetrahedra of the given
+//! orders, f64 and f32; [`run_operators`]) on panels of 1e5 and 1e6 elements, on each path of
+//! `CudaBackend::constant_operator`: the backend's kernels (generated or dense), cuBLAS, and the
+//! automatic choice between them, so that the choice is checked against measurement in one run.
+//!
 //! Usage: gpu-bench [--dofs N] [--orders 1,2,3] [--samples 50] [--copy-mib 1024] [--export DIR]
-//!        [--matrix-free] [--multigrid] [--dim 2|3]
+//!        [--matrix-free] [--multigrid] [--operators] [--dim 2|3]
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -52,6 +58,8 @@ struct Args {
     matrix_free: bool,
     /// Time the multigrid preconditioner ([`run_multigrid`]) instead.
     multigrid: bool,
+    /// Time the error norms' constant operators on each path ([`run_operators`]) instead.
+    operators: bool,
     /// 2: unit square, triangles (5 DBF slots); 3: unit cube, tetrahedra (7 slots).
     dim: usize,
 }
@@ -73,7 +81,7 @@ fn bench_mesh(dim: usize, k: usize, dofs: f64) -> Result<(hdg_mesh::Mesh, String
 
 fn usage() -> String {
     "usage: gpu-bench [--dofs N (1e7)] [--orders 1,2,3,4,5,6] [--samples 50] [--copy-mib 1024] \
-     [--export DIR] [--matrix-free] [--multigrid] [--dim 2|3]"
+     [--export DIR] [--matrix-free] [--multigrid] [--operators] [--dim 2|3]"
         .into()
 }
 
@@ -86,6 +94,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         export: None,
         matrix_free: false,
         multigrid: false,
+        operators: false,
         dim: 2,
     };
     let mut it = std::env::args().skip(1);
@@ -116,6 +125,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             "--export" => args.export = Some(PathBuf::from(value()?)),
             "--matrix-free" => args.matrix_free = true,
             "--multigrid" => args.multigrid = true,
+            "--operators" => args.operators = true,
             "--dim" => {
                 let v = value()?;
                 args.dim = v.parse().ok().filter(|d| *d == 2 || *d == 3).ok_or_else(|| bad(&v))?;
@@ -142,6 +152,8 @@ fn main() -> std::process::ExitCode {
         run_matrix_free(&args)
     } else if args.multigrid {
         run_multigrid(&args)
+    } else if args.operators {
+        run_operators(&args)
     } else {
         run(&args)
     };
@@ -672,6 +684,129 @@ fn run_multigrid(args: &Args) -> Result<()> {
         "cycle ms: one f32 V-cycle by CUDA events (median); host ms: the same by the host's clock \
          (launches included); f64 cycle: the V-cycle built in f64 on the f64 operator; x f64, \
          x f32: the f32 cycle in trace SpMVs of that precision"
+    );
+    Ok(())
+}
+
+/// The error norms' evaluation operators of triangles and tetrahedra at the orders asked, each
+/// applied to panels of 1e5 and 1e6 elements in f64 and f32 on every path of
+/// `CudaBackend::constant_operator`: the kernels (cuBLAS off: the built-in generated kernel or
+/// the dense fallback), cuBLAS, and the automatic choice. Medians of `--samples` launches (CUDA
+/// events, B alternating between two panels); the results of the paths are compared first.
+/// cuBLAS is loaded first (its one-time cost is printed), so "auto" is the choice of a program
+/// that has loaded it.
+fn run_operators(args: &Args) -> Result<()> {
+    use hdg_backend_cuda::CublasUse;
+    use hdg_core::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
+    let base = CudaBackend::new()?;
+    println!("device: {}", base.describe());
+    // What the first use of cuBLAS costs: the library and the handle, then the first GEMM.
+    let clock = Instant::now();
+    base.load_cublas()?;
+    let load = clock.elapsed().as_secs_f64();
+    let first = {
+        let a = vec![1.0f64; 144 * 45];
+        let always = CudaSettings { cublas: CublasUse::Always, ..CudaSettings::auto() };
+        let backend = base.clone().with_settings(always)?;
+        let op = backend.constant_operator("first-gemm", 144, 45, &a)?;
+        let b = VectorOps::<f64>::zeros(&backend, 45 * 1000)?;
+        let mut c = VectorOps::<f64>::zeros(&backend, 144 * 1000)?;
+        let clock = Instant::now();
+        op.apply(&backend, 1000, &b, 1000, &mut c, 1000)?;
+        backend.synchronize()?;
+        clock.elapsed().as_secs_f64()
+    };
+    println!(
+        "cuBLAS: library and handle {:.1} ms, first GEMM (144 x 45, 1000 elements) {:.1} ms",
+        load * 1e3,
+        first * 1e3
+    );
+    let with = |cublas| base.clone().with_settings(CudaSettings { cublas, ..CudaSettings::auto() });
+    let paths = [with(CublasUse::Never)?, with(CublasUse::Always)?, with(CublasUse::Auto)?];
+    println!(
+        "| operator | prec | n | m x k | nnz | kernels ms (path) | cuBLAS ms | auto ms (path) | \
+         auto / best |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for &k in &args.orders {
+        let elements: [[Box<dyn ReferenceElement>; 2]; 2] = [
+            [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
+            [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
+        ];
+        for [element, post] in &elements {
+            let pair =
+                hdg_core::tables::error_evaluation_operators(element.as_ref(), post.as_ref())
+                    .map_err(|e| CoreError::Backend(e.to_string()))?;
+            for op in &pair {
+                for n in [100_000, 1_000_000] {
+                    operator_row::<f64>(&paths, op, n, args.samples)?;
+                    operator_row::<f32>(&paths, op, n, args.samples)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One row of [`run_operators`]: `op` over n elements in T on the three backends (kernels,
+/// cuBLAS, auto).
+fn operator_row<T: DeviceReal>(
+    paths: &[CudaBackend; 3],
+    op: &hdg_core::constant_operator::ConstOperator,
+    n: usize,
+    samples: usize,
+) -> Result<()>
+where
+    CudaBackend: VectorOps<T, Vector = hdg_backend_cuda::DeviceVector<T>>,
+{
+    let (m, k) = (op.m(), op.k());
+    let entries = op.entries(T::PRECISION).map_err(|e| CoreError::Backend(e.to_string()))?;
+    let a: Vec<T> = entries.iter().map(|&v| T::from_f64_lossy(v)).collect();
+    let nnz = a.iter().filter(|&&v| v != T::zero()).count();
+    let backend = &paths[0];
+    let b: Vec<T> = (0..k * n).map(|i| T::from_f64_lossy(((i as f64) * 0.618).sin())).collect();
+    let bs = [backend.copy_from_host(&b)?, backend.copy_from_host(&b)?];
+    let mut c = VectorOps::<T>::zeros(backend, m * n)?;
+    // The check runs on the first columns only: the whole C of the largest operators is
+    // gigabytes.
+    let n_check = n.min(20_000);
+    let mut c_check = VectorOps::<T>::zeros(backend, m * n_check)?;
+    let mut times = Vec::new();
+    let mut first: Option<Vec<T>> = None;
+    for path in paths {
+        let device = path.constant_operator(op.name(), m, k, &a)?;
+        device.apply(path, n_check, &bs[0], n, &mut c_check, n_check)?;
+        let got = path.to_host(&c_check)?;
+        // The paths must agree (rounding: relative to the largest value) before timing.
+        if let Some(first) = &first {
+            let scale = first.iter().fold(0.0f64, |s, v| s.max(v.as_f64().abs()));
+            let diff = first
+                .iter()
+                .zip(&got)
+                .fold(0.0f64, |d, (x, y)| d.max((x.as_f64() - y.as_f64()).abs()));
+            let tol = 2e3 * T::UNIT_ROUNDOFF * scale;
+            if diff.is_nan() || diff > tol {
+                return Err(CoreError::Backend(format!(
+                    "{}: the {} path differs from the kernels' by {diff:e} (> {tol:e})",
+                    op.name(),
+                    device.path()
+                )));
+            }
+        } else {
+            first = Some(got);
+        }
+        let t =
+            time_launches(path, samples, 3, |i| device.apply(path, n, &bs[i % 2], n, &mut c, n))?;
+        times.push((t * 1e3, device.path()));
+    }
+    let [(kernels, kernel_path), (cublas, _), (auto, auto_path)] = [times[0], times[1], times[2]];
+    println!(
+        "| {} | {} | {:.0e} | {m} x {k} | {nnz} | {kernels:.4} ({kernel_path}) | {cublas:.4} | \
+         {auto:.4} ({auto_path}) | {:.2} |",
+        op.name(),
+        T::NAME,
+        n as f64,
+        auto / kernels.min(cublas)
     );
     Ok(())
 }
