@@ -240,8 +240,8 @@ pub const fn gemm_min_nnz(precision: Precision) -> usize {
 /// [`gemm_min_nnz`] nonzeros, or, in f64, an operator whose generated kernel [`choose`] makes
 /// [`Variant::RowSplit`] (more than 32 used columns), which loads `B` once per chunk of rows:
 /// from 36 columns cuBLAS measured 1.45-1.54x faster at n = 1e6 (the tri k = 6 postprocessing
-/// basis, the tri k = 7 bases) and within 15% either way at 1e5. Where the library is not loaded the kernels apply it all the
-/// same ([`crate::CublasUse`]). cuBLAS sums in its own order, so its results are not the bits
+/// basis, the tri k = 7 bases) and within 15% either way at 1e5. Where the library is not
+/// loaded the kernels apply it all the same ([`crate::CublasUse`]). cuBLAS sums in its own order, so its results are not the bits
 /// of [`hdg_core::constant_operator`]'s sequence (rounding-level differences).
 pub fn gemm_wins(m: usize, k: usize, nnz: usize, precision: Precision) -> bool {
     nnz > gemm_min_nnz(precision)

@@ -109,30 +109,16 @@ impl Cublas {
                 failures.join("; ")
             )));
         };
-        let symbol_error =
-            |what: &str, e: libloading::Error| CoreError::Backend(format!("{origin}: {what}: {e}"));
-        // SAFETY: each symbol is looked up with the type of its declaration in cublas_api.h
+        // SAFETY: each function is looked up with the type of its declaration in cublas_api.h
         // (cuBLAS 12 and 13 export these names with these signatures).
         let (create, destroy, set_stream, set_math_mode, sgemm, dgemm) = unsafe {
             (
-                *library
-                    .get::<CreateFn>(b"cublasCreate_v2\0")
-                    .map_err(|e| symbol_error("cublasCreate_v2", e))?,
-                *library
-                    .get::<DestroyFn>(b"cublasDestroy_v2\0")
-                    .map_err(|e| symbol_error("cublasDestroy_v2", e))?,
-                *library
-                    .get::<SetStreamFn>(b"cublasSetStream_v2\0")
-                    .map_err(|e| symbol_error("cublasSetStream_v2", e))?,
-                *library
-                    .get::<SetMathModeFn>(b"cublasSetMathMode\0")
-                    .map_err(|e| symbol_error("cublasSetMathMode", e))?,
-                *library
-                    .get::<GemmFn>(b"cublasSgemm_v2\0")
-                    .map_err(|e| symbol_error("cublasSgemm_v2", e))?,
-                *library
-                    .get::<GemmFn>(b"cublasDgemm_v2\0")
-                    .map_err(|e| symbol_error("cublasDgemm_v2", e))?,
+                symbol::<CreateFn>(&library, &origin, "cublasCreate_v2")?,
+                symbol::<DestroyFn>(&library, &origin, "cublasDestroy_v2")?,
+                symbol::<SetStreamFn>(&library, &origin, "cublasSetStream_v2")?,
+                symbol::<SetMathModeFn>(&library, &origin, "cublasSetMathMode")?,
+                symbol::<GemmFn>(&library, &origin, "cublasSgemm_v2")?,
+                symbol::<GemmFn>(&library, &origin, "cublasDgemm_v2")?,
             )
         };
         let mut handle: Handle = std::ptr::null_mut();
@@ -231,6 +217,19 @@ impl Cublas {
         }
         Ok(())
     }
+}
+
+/// The function `name` of `library` (loaded from `origin`), as a `T`.
+///
+/// # Safety
+/// `T` must be the function's type as the library declares it.
+unsafe fn symbol<T: Copy>(library: &libloading::Library, origin: &str, name: &str) -> Result<T> {
+    let terminated = format!("{name}\0");
+    // SAFETY: the caller's guarantee on T; the copied function pointer is used only while the
+    // library is loaded (`Cublas` keeps it).
+    unsafe { library.get::<T>(terminated.as_bytes()) }
+        .map(|f| *f)
+        .map_err(|e| CoreError::Backend(format!("{origin}: {name}: {e}")))
 }
 
 impl Drop for Cublas {

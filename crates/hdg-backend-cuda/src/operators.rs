@@ -277,10 +277,10 @@ impl std::fmt::Display for OperatorPath {
 
 impl<T: DeviceReal> PanelKernel<T> {
     /// The operator `name` with matrix `a` (m x k, row-major, in T): cuBLAS where the settings
-    /// ([`CublasUse`]) and `codegen::gemm_wins` say so and it is loaded or loads, else its built-in kernel where there is
-    /// one, else the dense fallback with `a`. An error where the built-in kernel was generated
-    /// for another shape (a build out of step with the core), or where cuBLAS is forced
-    /// ([`CublasUse::Always`]) and does not load.
+    /// ([`CublasUse`]) and `codegen::gemm_wins` say so and it is loaded (or loads), else its
+    /// built-in kernel where there is one, else the dense fallback with `a`. An error where the
+    /// built-in kernel was generated for another shape (a build out of step with the core), or
+    /// where cuBLAS is forced ([`CublasUse::Always`]) and does not load.
     pub(crate) fn for_operator(
         backend: &CudaBackend,
         name: &str,
@@ -400,9 +400,10 @@ impl<T: DeviceReal> DeviceOperator<T> {
         self.kernel.path()
     }
 
-    /// Queues `C = A B` over the first `n` element columns: `b` holds k rows of `ldb >= n`
-    /// values, `c` m rows of `ldc >= n` (the values between n and the leading dimension are
-    /// left as they are). An error where the vectors are too short for that.
+    /// Queues `C = A B` over the first `n` element columns on `backend`'s stream (the backend
+    /// that made the operator, or a clone): `b` holds k rows of `ldb >= n` values, `c` m rows
+    /// of `ldc >= n` (the values between n and the leading dimension are left as they are). An
+    /// error where the vectors are too short for that.
     pub fn apply(
         &self,
         backend: &CudaBackend,
