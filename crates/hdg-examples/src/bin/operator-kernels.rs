@@ -13,7 +13,7 @@
 //! exports one row-split kernel per entry, the default always among them), in
 //! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
-//! (`codegen::choose`); `checks/` holds, per operator and precision, a panel and the CPU's
+//! (`codegen::choose`, and `codegen::gemm_wins`: cuBLAS in place of the kernels once loaded); `checks/` holds, per operator and precision, a panel and the CPU's
 //! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
 //! Operators with more than `--max-entries` entries (default 20000: the
 //! tetrahedron error bases from k = 6, whose unrolled kernels would be megabytes of source)
@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 
 use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
-    choose, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
+    choose, gemm_wins, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X,
+    DEFAULT_ROWS_PER_THREAD,
 };
 use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
@@ -148,6 +149,8 @@ fn export(
                 "precision": match precision { Precision::F32 => "f32", Precision::F64 => "f64" },
                 "variant": variant.tag(),
                 "chosen": variant == choice,
+                // Whether the backend applies the operator with cuBLAS once it is loaded.
+                "gemm": gemm_wins(kernel.m, kernel.b_rows_used, kernel.nnz, precision),
                 "block": [kernel.block.0, kernel.block.1],
                 "columns_per_thread": kernel.columns_per_thread,
                 "grid_y": kernel.grid_y,
