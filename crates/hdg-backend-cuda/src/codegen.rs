@@ -182,6 +182,10 @@ impl GeneratedKernel {
     }
 }
 
+/// Largest number of nonzeros for which [`choose`] keeps an f64 operator of 33 to 36 used
+/// columns unrolled (see there).
+pub const UNROLLED_WIDE_MAX_NNZ: usize = 4096;
+
 /// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32.
 pub const PAIRS_MAX_NNZ: usize = 2500;
 
@@ -197,7 +201,11 @@ pub const PAIRS_MAX_NNZ: usize = 2500;
 ///   measured within 5% of the plain one either way and is not chosen.
 /// - otherwise the unrolled kernel, which keeps every used row of `B` in registers (`w k`
 ///   32-bit registers, w = 1 for f32, 2 for f64), while `w k <= 64`, or for at most
-///   [`DEFAULT_ROWS_PER_THREAD`] rows;
+///   [`DEFAULT_ROWS_PER_THREAD`] rows, or in f64 up to 36 used columns while the code stays
+///   small, at most [`UNROLLED_WIDE_MAX_NNZ`] nonzeros (the tri error basis k = 7, 79 x 36,
+///   2715 nonzeros: unrolled 1.8x faster than row-split at n = 1e6 and 1.03x at 1e5 on an
+///   H100; the tet error basis k = 4, 213 x 35, 7165 nonzeros: unrolled 1.9x slower on an
+///   H200);
 /// - otherwise [`Variant::RowSplit`] with [`DEFAULT_ROWS_PER_THREAD`] rows per thread, whose
 ///   live set is `w (rows_per_thread + 1)` registers whatever k is, at the price of loading `B`
 ///   once per row chunk.
@@ -208,7 +216,10 @@ pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     };
     if precision == Precision::F32 && nnz <= PAIRS_MAX_NNZ && 2 * k <= 64 {
         Variant::UnrolledPairs
-    } else if w * k <= 64 || m <= DEFAULT_ROWS_PER_THREAD {
+    } else if w * k <= 64
+        || m <= DEFAULT_ROWS_PER_THREAD
+        || (precision == Precision::F64 && k <= 36 && nnz <= UNROLLED_WIDE_MAX_NNZ)
+    {
         Variant::Unrolled
     } else {
         Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }
@@ -238,9 +249,8 @@ pub const fn gemm_min_nnz(precision: Precision) -> usize {
 /// Whether cuBLAS's GEMM should apply an operator of m rows, k used columns and `nnz`
 /// nonzeros (in `precision`) rather than the generated or dense kernels: more than
 /// [`gemm_min_nnz`] nonzeros, or, in f64, an operator whose generated kernel [`choose`] makes
-/// [`Variant::RowSplit`] (more than 32 used columns), which loads `B` once per chunk of rows:
-/// from 36 columns cuBLAS measured 1.45-1.54x faster at n = 1e6 (the tri k = 6 postprocessing
-/// basis, the tri k = 7 bases) and within 15% either way at 1e5. Where the library is not
+/// [`Variant::RowSplit`], which loads `B` once per chunk of rows: against it cuBLAS measured
+/// 1.45x faster at n = 1e6 and level at 1e5 (the tri k = 7 postprocessing basis, 79 x 45). Where the library is not
 /// loaded the kernels apply it all the same ([`crate::CublasUse`]). cuBLAS sums in its own order, so its results are not the bits
 /// of [`hdg_core::constant_operator`]'s sequence (rounding-level differences).
 pub fn gemm_wins(m: usize, k: usize, nnz: usize, precision: Precision) -> bool {
@@ -682,6 +692,12 @@ mod tests {
         assert_eq!(choose(121, 36, 4212, Precision::F32), Variant::Unrolled);
         assert_eq!(choose(121, 36, 4212, Precision::F64), split);
         assert_eq!(choose(144, 45, 6480, Precision::F64), split);
+        // The symmetric rules' shapes: tri error basis k = 7 unrolled (36 columns, 2715
+        // nonzeros), tet error basis k = 4 and the tri k = 7 postprocessing basis split.
+        assert_eq!(choose(79, 36, 2715, Precision::F64), Variant::Unrolled);
+        assert_eq!(choose(79, 37, 2844, Precision::F64), split);
+        assert_eq!(choose(213, 35, 7165, Precision::F64), split);
+        assert_eq!(choose(79, 45, 3394, Precision::F64), split);
         // Tetrahedron face trace k = 6 (84 x 28) and k = 7 (120 x 36) in f32.
         assert_eq!(choose(84, 28, 2352, Precision::F32), pairs);
         assert_eq!(choose(120, 36, 4320, Precision::F32), Variant::Unrolled);
