@@ -8,6 +8,18 @@ use hdg_core::constant_operator::{ConstOperator, OperatorError};
 use hdg_core::tables::error_evaluation_operators;
 use hdg_core::{ElementTables, ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 
+/// An element and its postprocessing element.
+pub type ElementPair = [Box<dyn ReferenceElement>; 2];
+
+/// The reference triangle and tetrahedron of order k, each with its postprocessing element (order
+/// k + 1), as the error norms' operators take them (`error_evaluation_operators`).
+pub fn element_pairs(k: usize) -> Result<[ElementPair; 2], Box<dyn std::error::Error>> {
+    Ok([
+        [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
+        [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
+    ])
+}
+
 /// The operators, in order (k, then triangle before tetrahedron, error basis before the faces);
 /// `all_faces` = false keeps face 0 only.
 pub fn pipeline_operators(
@@ -15,11 +27,7 @@ pub fn pipeline_operators(
 ) -> Result<Vec<ConstOperator>, Box<dyn std::error::Error>> {
     let mut ops = Vec::new();
     for k in 1..=8 {
-        let elements: [[Box<dyn ReferenceElement>; 2]; 2] = [
-            [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
-            [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
-        ];
-        for ([element, post], cell) in elements.into_iter().zip(["tri", "tet"]) {
+        for ([element, post], cell) in element_pairs(k)?.into_iter().zip(["tri", "tet"]) {
             let [error_basis, _] = error_evaluation_operators(element.as_ref(), post.as_ref())?;
             ops.push(error_basis);
             let t = ElementTables::<f64>::new(element.as_ref(), post.as_ref(), 2 * k + 4);

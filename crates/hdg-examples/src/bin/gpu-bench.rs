@@ -697,7 +697,6 @@ fn run_multigrid(args: &Args) -> Result<()> {
 /// that has loaded it.
 fn run_operators(args: &Args) -> Result<()> {
     use hdg_backend_cuda::CublasUse;
-    use hdg_core::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
     let base = CudaBackend::new()?;
     println!("device: {}", base.describe());
     // What the first use of cuBLAS costs: the library and the handle, then the first GEMM.
@@ -729,10 +728,8 @@ fn run_operators(args: &Args) -> Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for &k in &args.orders {
-        let elements: [[Box<dyn ReferenceElement>; 2]; 2] = [
-            [Box::new(ReferenceTriangle::new(k)?), Box::new(ReferenceTriangle::new(k + 1)?)],
-            [Box::new(ReferenceTetrahedron::new(k)?), Box::new(ReferenceTetrahedron::new(k + 1)?)],
-        ];
+        let elements = hdg_examples::operators::element_pairs(k)
+            .map_err(|e| CoreError::Backend(e.to_string()))?;
         for [element, post] in &elements {
             let pair =
                 hdg_core::tables::error_evaluation_operators(element.as_ref(), post.as_ref())
