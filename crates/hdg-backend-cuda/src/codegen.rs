@@ -168,26 +168,40 @@ impl GeneratedKernel {
     /// dimensions: [`Variant::UnrolledPairs`] reads and writes pairs of values, which must be
     /// aligned to twice the value's size (even leading dimensions, aligned bases).
     pub fn launchable(&self, b_address: u64, ldb: usize, c_address: u64, ldc: usize) -> bool {
-        if self.columns_per_thread == 1 {
-            return true;
-        }
-        let pair = 2 * match self.precision {
-            Precision::F32 => 4,
-            Precision::F64 => 8,
-        };
-        ldb.is_multiple_of(2)
-            && ldc.is_multiple_of(2)
-            && b_address.is_multiple_of(pair)
-            && c_address.is_multiple_of(pair)
+        self.columns_per_thread == 1
+            || pairs_launchable(self.precision, b_address, ldb, c_address, ldc)
     }
+}
+
+/// Whether a pair kernel ([`Variant::UnrolledPairs`]) in `precision` may read `B` and write `C`
+/// at these byte addresses and leading dimensions: every pair aligned to twice the value's
+/// size (even leading dimensions, aligned bases).
+pub fn pairs_launchable(
+    precision: Precision,
+    b_address: u64,
+    ldb: usize,
+    c_address: u64,
+    ldc: usize,
+) -> bool {
+    let pair = 2 * match precision {
+        Precision::F32 => 4,
+        Precision::F64 => 8,
+    };
+    ldb.is_multiple_of(2)
+        && ldc.is_multiple_of(2)
+        && b_address.is_multiple_of(pair)
+        && c_address.is_multiple_of(pair)
 }
 
 /// Largest number of nonzeros for which [`choose`] keeps an f64 operator of 33 to 36 used
 /// columns unrolled (see there).
 pub const UNROLLED_WIDE_MAX_NNZ: usize = 4096;
 
-/// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32.
-pub const PAIRS_MAX_NNZ: usize = 2500;
+/// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32:
+/// the break-even of the pair form's doubled code at n = 1e6 (the tri error basis k = 6 of the
+/// collapsed rule, 2800 nonzeros: 1.01x the plain kernel's time; the tet error basis k = 3,
+/// 2760: 0.90x, both H200; BENCHMARKS.md, issue 21).
+pub const PAIRS_MAX_NNZ: usize = 2800;
 
 /// Chooses the variant for an operator of m rows, k used columns (rows of `B` loaded) and
 /// `nnz` nonzeros in `precision`.
@@ -197,7 +211,8 @@ pub const PAIRS_MAX_NNZ: usize = 2500;
 /// - f32 with at most [`PAIRS_MAX_NNZ`] nonzeros and `2 k <= 64`: [`Variant::UnrolledPairs`]
 ///   (measured 5-20% faster than [`Variant::Unrolled`] at 1e6 elements; above about 2800
 ///   nonzeros its doubled code is slower, up to 2.4x). The caller falls back to
-///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] says no. In f64 the pair form
+///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] or [`pairs_pay`] says no
+///   (both are built in: [`built_in_kernels`]). In f64 the pair form
 ///   measured within 5% of the plain one either way and is not chosen.
 /// - otherwise the unrolled kernel, which keeps every used row of `B` in registers (`w k`
 ///   32-bit registers, w = 1 for f32, 2 for f64), while `w k <= 64`, or for at most
@@ -287,25 +302,36 @@ pub fn built_in_operators(max_order: usize) -> Result<Vec<ConstOperator>, Codege
     Ok(ops)
 }
 
-/// The kernels of `op` that build.rs compiles into the backend, `C = A B`: one per precision
-/// (f32, then f64), the variant [`choose`] picks, except that the pair form becomes the plain
-/// [`Variant::Unrolled`]: the pair form needs even leading dimensions, so it would need the
-/// plain kernel beside it for odd panels, three times the f32 code for the 5-20% it gains, and
-/// these kernels are minutes of ptxas already.
+/// The kernels of `op` that build.rs compiles into the backend, `C = A B`: per precision (f32,
+/// then f64) the variant [`choose`] picks; where that is the pair form, the plain
+/// [`Variant::Unrolled`] kernel first and the pair kernel after it. The pair form needs even
+/// leading dimensions and aligned panels ([`GeneratedKernel::launchable`]), and pays only on
+/// panels wide enough ([`pairs_pay`]); the plain kernel takes the others.
 pub fn built_in_kernels(op: &ConstOperator) -> Result<Vec<GeneratedKernel>, CodegenError> {
-    [Precision::F32, Precision::F64]
-        .into_iter()
-        .map(|precision| {
-            let rows = op.rows(precision)?;
-            let nnz = rows.iter().map(Vec::len).sum();
-            let used = (0..op.k()).filter(|&j| rows.iter().any(|r| r.iter().any(|&(c, _)| c == j)));
-            let variant = match choose(op.m(), used.count(), nnz, precision) {
-                Variant::UnrolledPairs => Variant::Unrolled,
-                other => other,
-            };
-            generate(op, precision, Beta::Zero, variant)
-        })
-        .collect()
+    let mut kernels = Vec::new();
+    for precision in [Precision::F32, Precision::F64] {
+        let rows = op.rows(precision)?;
+        let nnz = rows.iter().map(Vec::len).sum();
+        let used = (0..op.k()).filter(|&j| rows.iter().any(|r| r.iter().any(|&(c, _)| c == j)));
+        let variant = choose(op.m(), used.count(), nnz, precision);
+        if variant == Variant::UnrolledPairs {
+            kernels.push(generate(op, precision, Beta::Zero, Variant::Unrolled)?);
+        }
+        kernels.push(generate(op, precision, Beta::Zero, variant)?);
+    }
+    Ok(kernels)
+}
+
+/// Whether the pair form ([`Variant::UnrolledPairs`]) should apply an operator to a panel of `n`
+/// elements on a device that holds `resident_threads` threads at once (SMs times threads per
+/// SM), rather than the plain form: from `n >= resident_threads` on, where the pairs' n / 2
+/// threads still fill half the device. On a narrower panel halving the threads costs more
+/// than the halved memory instructions save: on an H200 (270336 resident threads) the pair
+/// kernels of the f32 error bases of up to 1803 nonzeros measured up to 1.13x slower than the
+/// plain ones at n = 1e5 and 1.5e5, mostly faster from 2.7e5 on (0.86-1.02x, two cases of
+/// 1.07x at 3.5e5) and 1.06-1.15x faster at 1e6 (BENCHMARKS.md, issue 21).
+pub fn pairs_pay(n: usize, resident_threads: usize) -> bool {
+    n >= resident_threads
 }
 
 /// The kernel name for an operator, precision, beta and variant.
@@ -623,7 +649,7 @@ mod tests {
 
     /// What is compiled in: both error evaluation operators of every triangle order and of the
     /// tetrahedra up to k = 4 (tetrahedra at k = 5 exceed the limit), each with one kernel per
-    /// precision, never the pair form.
+    /// precision, and in f32 the small ones with the pair kernel after the plain one.
     #[test]
     fn built_in_operators_and_their_kernels() {
         let ops = built_in_operators(crate::MAX_ELEMENT_ORDER).unwrap();
@@ -643,8 +669,21 @@ mod tests {
             for precision in [Precision::F32, Precision::F64] {
                 let of: Vec<&GeneratedKernel> =
                     kernels.iter().filter(|g| g.precision == precision).collect();
-                assert_eq!(of.len(), 1, "{}", op.name());
-                assert_ne!(of[0].variant, Variant::UnrolledPairs);
+                let variants: Vec<Variant> = of.iter().map(|g| g.variant).collect();
+                let pairs = variants.len() == 2;
+                if pairs {
+                    assert_eq!(variants, [Variant::Unrolled, Variant::UnrolledPairs]);
+                } else {
+                    assert_eq!(variants.len(), 1, "{}", op.name());
+                    assert_ne!(variants[0], Variant::UnrolledPairs);
+                }
+                // The pair forms are f32's, for the small operators.
+                let small = op.nnz() <= 600 && op.k() <= 32;
+                if precision == Precision::F64 || op.nnz() > PAIRS_MAX_NNZ {
+                    assert!(!pairs, "{} {precision:?}", op.name());
+                } else if small {
+                    assert!(pairs, "{} {precision:?}", op.name());
+                }
                 assert!(of.iter().all(|g| g.beta == Beta::Zero && (g.m, g.k) == (op.m(), op.k())));
             }
         }
@@ -707,5 +746,9 @@ mod tests {
         assert_eq!(choose(40, 60, 2401, Precision::F64), split);
         assert_eq!(choose(40, 65, 2600, Precision::F32), split);
         assert_eq!(choose(16, 500, 8000, Precision::F64), Variant::Unrolled);
+        // Up to 2800 nonzeros in pairs: the tet error basis k = 3 (145 x 20, 2760) is.
+        assert_eq!(choose(145, 20, 2760, Precision::F32), pairs);
+        assert_eq!(choose(100, 28, 2800, Precision::F32), pairs);
+        assert_eq!(choose(100, 29, 2801, Precision::F32), Variant::Unrolled);
     }
 }

@@ -221,6 +221,8 @@ pub(crate) struct Gpu {
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
+    /// Threads the device holds at once: SMs times threads per SM (`codegen::pairs_pay`).
+    pub(crate) resident_threads: usize,
     context: Context,
 }
 
@@ -433,6 +435,8 @@ impl CudaBackend {
         let major = attribute(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attribute(DeviceAttribute::ComputeCapabilityMinor)?;
         let sms = attribute(DeviceAttribute::MultiprocessorCount)?;
+        let threads_per_sm = attribute(DeviceAttribute::MaxThreadsPerMultiprocessor)?;
+        let resident_threads = (sms.max(1) as usize) * (threads_per_sm.max(1) as usize);
         let name = device.name().map_err(|e| cuda_error("device name query failed", e))?;
         let memory = device.total_memory().map_err(|e| cuda_error("memory query failed", e))?;
         let mut modules = Vec::with_capacity(FIXED_KERNELS.len());
@@ -480,6 +484,7 @@ impl CudaBackend {
             stream,
             device,
             description,
+            resident_threads,
             context,
         };
         Ok(CudaBackend {

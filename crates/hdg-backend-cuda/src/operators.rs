@@ -20,7 +20,9 @@
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
-use crate::codegen::{gemm_wins, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS};
+use crate::codegen::{
+    gemm_wins, pairs_launchable, pairs_pay, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
+};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::settings::CublasUse;
 use crate::vector::DeviceVector;
@@ -41,27 +43,56 @@ pub(crate) struct BuiltInKernel {
     pub(crate) grid_y: u32,
 }
 
-/// Every built-in kernel, in build.rs's order (one per operator and precision).
+/// Every built-in kernel, in build.rs's order (`codegen::built_in_kernels`: per operator and
+/// precision the plain kernel, and after it the pair kernel where `codegen::choose` takes
+/// that form).
 const BUILT_IN: &[BuiltInKernel] = &include!(concat!(env!("OUT_DIR"), "/operators_table.rs"));
 
 /// A built-in operator in one precision.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BuiltInOperator {
+    /// One element column per thread: every panel.
     kernel: &'static BuiltInKernel,
+    /// Two adjacent columns per thread, where built: wide, aligned panels.
+    pairs: Option<&'static BuiltInKernel>,
 }
 
 impl BuiltInOperator {
     /// The operator `name` in T's precision, if it is built in.
     pub(crate) fn find<T: DeviceReal>(name: &str) -> Option<BuiltInOperator> {
-        BUILT_IN
-            .iter()
-            .find(|g| g.operator == name && g.precision == T::PRECISION)
-            .map(|kernel| BuiltInOperator { kernel })
+        let mut kernels =
+            BUILT_IN.iter().filter(|g| g.operator == name && g.precision == T::PRECISION);
+        let kernel = kernels.clone().find(|g| g.variant != Variant::UnrolledPairs)?;
+        let pairs = kernels.find(|g| g.variant == Variant::UnrolledPairs);
+        Some(BuiltInOperator { kernel, pairs })
     }
 
     /// Rows and columns of `A`.
     pub(crate) fn shape(&self) -> (usize, usize) {
         (self.kernel.m, self.kernel.k)
+    }
+
+    /// The kernel for a panel of `n` elements with `B` and `C` at these addresses: the pair
+    /// kernel where there is one, the panel is wide enough for it (`codegen::pairs_pay`) and
+    /// aligned (`codegen::pairs_launchable`), else the plain one.
+    fn kernel_for(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        ldb: usize,
+        c: u64,
+        ldc: usize,
+    ) -> &'static BuiltInKernel {
+        match self.pairs {
+            Some(pairs)
+                if pairs_pay(n, backend.gpu.resident_threads)
+                    && pairs_launchable(pairs.precision, b, ldb, c, ldc) =>
+            {
+                pairs
+            }
+            _ => self.kernel,
+        }
     }
 
     /// Queues `C = A B` (see [`PanelKernel::apply`]).
@@ -77,15 +108,17 @@ impl BuiltInOperator {
         c: u64,
         ldc: usize,
     ) -> Result<()> {
-        let kernel = self.kernel;
+        let kernel = self.kernel_for(backend, n, b, ldb, c, ldc);
+        let columns_per_thread = if kernel.variant == Variant::UnrolledPairs { 2 } else { 1 };
         let Some((n32, ldb32, ldc32, grid_x)) =
-            panel(kernel.name, n, ldb, ldc, BLOCK_X as usize, 1)?
+            panel(kernel.name, n, ldb, ldc, BLOCK_X as usize * columns_per_thread, 1)?
         else {
             return Ok(());
         };
         // SAFETY: NAME(int n, const T* b, int ldb, T* c, int ldc) (codegen's signature) with the
         // caller's panel, BLOCK_X threads (the kernels' launch bound) and the kernel's own grid
-        // (one element column per thread: no pair form is built in).
+        // (columns_per_thread element columns per thread; the pair kernel only on aligned
+        // panels of even leading dimensions, kernel_for, and the last column of an odd n alone).
         unsafe {
             backend.gpu.launch_shaped(
                 kernel.name,
@@ -400,6 +433,26 @@ impl<T: DeviceReal> DeviceOperator<T> {
         self.kernel.path()
     }
 
+    /// On the generated path, the form of the kernel that [`DeviceOperator::apply`] launches
+    /// for this panel: the pair form on panels wide and aligned enough where it is built in,
+    /// else the plain or row-split one; `None` on the dense and cuBLAS paths.
+    pub fn generated_variant(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: &DeviceVector<T>,
+        ldb: usize,
+        c: &DeviceVector<T>,
+        ldc: usize,
+    ) -> Option<Variant> {
+        match &self.kernel {
+            PanelKernel::BuiltIn(op) => {
+                Some(op.kernel_for(backend, n, b.address(), ldb, c.address(), ldc).variant)
+            }
+            PanelKernel::Dense(_) | PanelKernel::Gemm(_) => None,
+        }
+    }
+
     /// Queues `C = A B` over the first `n` element columns on `backend`'s stream (the backend
     /// that made the operator, or a clone): `b` holds k rows of `ldb >= n` values, `c` m rows
     /// of `ldc >= n` (the values between n and the leading dimension are left as they are). An
@@ -455,7 +508,18 @@ mod tests {
             .map(|g| (g.operator.to_string(), g.precision, g.name.to_string(), g.m, g.k, g.variant))
             .collect();
         assert_eq!(table, expected);
-        assert!(BUILT_IN.iter().all(|g| g.variant != Variant::UnrolledPairs));
+        // Every pair kernel follows its operator's plain kernel, and only in f32.
+        for (i, g) in BUILT_IN.iter().enumerate() {
+            if g.variant == Variant::UnrolledPairs {
+                let plain = &BUILT_IN[i - 1];
+                assert_eq!((plain.operator, plain.variant), (g.operator, Variant::Unrolled));
+                assert_eq!(g.precision, Precision::F32);
+            }
+        }
+        let tri = BuiltInOperator::find::<f32>("tri-k2-error-basis").unwrap();
+        assert_eq!(tri.kernel.variant, Variant::Unrolled);
+        assert_eq!(tri.pairs.map(|p| p.variant), Some(Variant::UnrolledPairs));
+        assert!(BuiltInOperator::find::<f64>("tri-k2-error-basis").unwrap().pairs.is_none());
         let op = BuiltInOperator::find::<f32>("tet-k3-error-basis-post").unwrap();
         assert_eq!((op.kernel.precision, op.shape()), (Precision::F32, (343, 35)));
         assert!(BuiltInOperator::find::<f64>("tet-k4-error-basis").is_none());

@@ -13,7 +13,10 @@
 //! exports one row-split kernel per entry, the default always among them), in
 //! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
-//! (`codegen::choose`, and `codegen::gemm_wins`: cuBLAS in place of the kernels once loaded); `checks/` holds, per operator and precision, a panel and the CPU's
+//! (`codegen::choose`; where that is the pair form, `chosen_narrow` marks the plain kernel
+//! that the backend takes on panels narrower than the device's resident threads,
+//! `codegen::pairs_pay`; and `codegen::gemm_wins`: cuBLAS in place of the kernels once
+//! loaded); `checks/` holds, per operator and precision, a panel and the CPU's
 //! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
 //! Operators with more than `--max-entries` entries (default 20000: the
 //! tetrahedron error bases from k = 6, whose unrolled kernels would be megabytes of source)
@@ -149,6 +152,9 @@ fn export(
                 "precision": match precision { Precision::F32 => "f32", Precision::F64 => "f64" },
                 "variant": variant.tag(),
                 "chosen": variant == choice,
+                // The backend's choice on panels narrower than the device's resident threads
+                // where `choose` takes the pair form (codegen::pairs_pay).
+                "chosen_narrow": variant == Variant::Unrolled && choice == Variant::UnrolledPairs,
                 // Whether the backend applies the operator with cuBLAS once it is loaded.
                 "gemm": gemm_wins(kernel.m, kernel.b_rows_used, kernel.nnz, precision),
                 "block": [kernel.block.0, kernel.block.1],
