@@ -2,11 +2,13 @@
 """Device benchmark of the generated constant-operator kernels (issue 21).
 
 Reads the manifest written by `operator-kernels --out DIR` (hdg-examples) and, for each
-operator, precision (f32, f64) and panel width n, times with CUDA events (warm-up, then the
-median of --reps launches):
+operator, precision (f32, f64) and panel width n, times with CUDA events the device time of
+one launch (warm-up; then --reps launches queued behind a spin kernel, so that the host's
+launch cost is not counted; time / reps, the median of 5 such rounds):
 
   (a) our generated kernels (hdg_backend_cuda::codegen), every variant, the automatic choice
-      (codegen::choose) marked; where the manifest says "gemm" (codegen::gemm_wins: the
+      (codegen::choose; where that is the pair form, the plain kernel on panels narrower than
+      the device's resident threads, codegen::pairs_pay) marked; where the manifest says "gemm" (codegen::gemm_wins: the
       backend applies the operator with cuBLAS once it is loaded), the automatic choice is
       the cuBLAS timing of (b);
   (b) cuBLAS through cupy.matmul(A, B) (A on the device in the same precision, TF32 off), or
@@ -46,6 +48,14 @@ import numpy as np
 os.environ.setdefault('CUPY_TF32', '0')
 
 DTYPES = {'f32': np.float32, 'f64': np.float64}
+
+# Holds the stream for `ns` nanoseconds of the device's clock (CupyDevice.time_ms).
+SPIN = r'''
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}'''
 TOL = {'f32': 1e-5, 'f64': 1e-12}
 
 
@@ -57,6 +67,9 @@ class CupyDevice:
         self.cp = cupy
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
         self.name = props['name'].decode() if isinstance(props['name'], bytes) else props['name']
+        # What the backend's pairs_pay compares the panel width with.
+        self.resident_threads = props['multiProcessorCount'] * props['maxThreadsPerMultiProcessor']
+        self.spin = cupy.RawKernel(SPIN, 'spin')
 
     def asarray(self, a):
         return self.cp.asarray(a)
@@ -85,18 +98,26 @@ class CupyDevice:
         kernel.compile()
         return lambda grid, block, args, _k=kernel: _k(tuple(grid), tuple(block), args)
 
-    def time_ms(self, fn, warmup, reps):
+    def time_ms(self, fn, warmup, reps, rounds=5):
+        """Device time of one launch: a spin kernel holds the stream while `reps` launches queue
+        behind it, then events around them, time / reps; the median of `rounds`. Events around
+        a single launch would also count the host's launch cost wherever it exceeds the
+        kernel's (CuPy's argument packing: 5-10 us, more for more arguments), which at n = 1e5
+        is most of the time of the small operators."""
         cp = self.cp
         for _ in range(warmup):
             fn()
         start, end = cp.cuda.Event(), cp.cuda.Event()
         times = []
-        for _ in range(reps):
+        for _ in range(rounds):
+            # Long enough for the host to queue every launch (reps x at most ~50 us).
+            self.spin((1,), (1,), (np.uint64(max(2_000_000, 50_000 * reps)),))
             start.record()
-            fn()
+            for _ in range(reps):
+                fn()
             end.record()
             end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end))
+            times.append(cp.cuda.get_elapsed_time(start, end) / reps)
         return statistics.median(times)
 
 
@@ -105,6 +126,7 @@ class FakeDevice:
     A B with NumPy (so the checks pass); times are host times and mean nothing."""
 
     name = 'fake (NumPy, no GPU)'
+    resident_threads = 270_336
 
     def __init__(self):
         self.ops = {}
@@ -123,7 +145,8 @@ class FakeDevice:
         return np.asarray(a)
 
     def matmul(self, a, b, out, beta=0):
-        out[...] = a @ b + beta * out
+        # Not beta * out with beta = 0: out starts as NaN before a checked launch.
+        out[...] = a @ b + out if beta else a @ b
 
     def copy(self, src, dst):
         np.copyto(dst, src)
@@ -135,7 +158,7 @@ class FakeDevice:
 
         def launch(grid, block, args):
             b, c = [x for x in args if isinstance(x, np.ndarray)]
-            c[...] = a.astype(c.dtype) @ b + beta * c
+            c[...] = a.astype(c.dtype) @ b + c if beta else a.astype(c.dtype) @ b
         return launch
 
     def time_ms(self, fn, warmup, reps):
@@ -268,6 +291,10 @@ def main():
                         'bandwidth_fraction': bytes_moved / t / bw_copy,
                         'max_rel_error': err, 'ok': ok, **extra})
 
+                # The backend's choice (codegen::pairs_pay): on panels narrower than the
+                # device's resident threads the plain kernel where choose takes the pairs.
+                narrow = (n < dev.resident_threads
+                          and any(kern.get('chosen_narrow') for kern, _ in ours))
                 for kern, launch in ours:
                     grid = (-(-n // (kern['block'][0] * kern.get('columns_per_thread', 1))), kern['grid_y'])
                     block = (kern['block'][0], kern['block'][1])
@@ -276,7 +303,8 @@ def main():
                     def fn(launch=launch, grid=grid, block=block, kargs=kargs):
                         launch(grid, block, kargs)
                     t_ms, err, ok = checked_then_timed(fn)
-                    record('ours', kern['variant'], t_ms, err, ok, chosen=kern['chosen'],
+                    chosen = kern.get('chosen_narrow') if narrow else kern['chosen']
+                    record('ours', kern['variant'], t_ms, err, ok, chosen=bool(chosen),
                            gemm=kern.get('gemm', False))
 
                 t_ms, err, ok = checked_then_timed(lambda: dev.matmul(a_dev, b, c, beta))
