@@ -178,24 +178,9 @@ fn time_launches(
     backend: &CudaBackend,
     samples: usize,
     warmup: usize,
-    mut f: impl FnMut(usize) -> Result<()>,
+    f: impl FnMut(usize) -> Result<()>,
 ) -> Result<f64> {
-    for i in 0..warmup {
-        f(i)?;
-    }
-    backend.synchronize()?;
-    let start = Event::new(EventFlags::DEFAULT).map_err(cuda("event"))?;
-    let stop = Event::new(EventFlags::DEFAULT).map_err(cuda("event"))?;
-    let mut times = Vec::with_capacity(samples);
-    for i in 0..samples {
-        start.record(backend.stream()).map_err(cuda("event record"))?;
-        f(i)?;
-        stop.record(backend.stream()).map_err(cuda("event record"))?;
-        stop.synchronize().map_err(cuda("event synchronize"))?;
-        times.push(stop.elapsed_time_f32(&start).map_err(cuda("event time"))? as f64 * 1e-3);
-    }
-    times.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
-    Ok(times[samples / 2])
+    time_rounds(backend, samples, 1, warmup, None, f)
 }
 
 /// Device time of one launch of `f`, for kernels of microseconds: a copy of `hold.0` into
@@ -207,6 +192,20 @@ fn time_queued(
     hold: &mut (DeviceVector<f64>, DeviceVector<f64>),
     samples: usize,
     warmup: usize,
+    f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    time_rounds(backend, 5, samples, warmup, Some(hold), f)
+}
+
+/// The median over `rounds` of the time (seconds) of `per_round` launches of `f` between two
+/// CUDA events, divided by `per_round`; with `hold`, a copy queued before each round's first
+/// event. `f` gets the launch's index.
+fn time_rounds(
+    backend: &CudaBackend,
+    rounds: usize,
+    per_round: usize,
+    warmup: usize,
+    mut hold: Option<&mut (DeviceVector<f64>, DeviceVector<f64>)>,
     mut f: impl FnMut(usize) -> Result<()>,
 ) -> Result<f64> {
     for i in 0..warmup {
@@ -215,19 +214,22 @@ fn time_queued(
     backend.synchronize()?;
     let start = Event::new(EventFlags::DEFAULT).map_err(cuda("event"))?;
     let stop = Event::new(EventFlags::DEFAULT).map_err(cuda("event"))?;
-    let mut times = Vec::with_capacity(5);
-    for _ in 0..5 {
-        backend.copy(&hold.0, &mut hold.1)?;
+    let mut times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        if let Some((src, dst)) = hold.as_deref_mut() {
+            backend.copy(src, dst)?;
+        }
         start.record(backend.stream()).map_err(cuda("event record"))?;
-        for i in 0..samples {
-            f(i)?;
+        for i in 0..per_round {
+            f(round * per_round + i)?;
         }
         stop.record(backend.stream()).map_err(cuda("event record"))?;
         stop.synchronize().map_err(cuda("event synchronize"))?;
-        times.push(stop.elapsed_time_f32(&start).map_err(cuda("event time"))? as f64 * 1e-3);
+        let seconds = stop.elapsed_time_f32(&start).map_err(cuda("event time"))? as f64 * 1e-3;
+        times.push(seconds / per_round as f64);
     }
     times.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
-    Ok(times[2] / samples as f64)
+    Ok(times[rounds / 2])
 }
 
 /// Device-to-device copy bandwidth, bytes read + written per second.
