@@ -7,8 +7,9 @@ one launch (warm-up; then --reps launches queued behind a spin kernel, so that t
 launch cost is not counted; time / reps, the median of 5 such rounds):
 
   (a) our generated kernels (hdg_backend_cuda::codegen), every variant, the automatic choice
-      (codegen::choose; where that is the pair form, the plain kernel on panels narrower than
-      the device's resident threads, codegen::pairs_pay) marked; where the manifest says "gemm" (codegen::gemm_wins: the
+      (codegen::choose; on panels narrower than the device's resident threads, codegen::
+      wide_panel, codegen::choose_narrow's kernel where the manifest marks one
+      "chosen_narrow") marked; where the manifest says "gemm" (codegen::gemm_wins: the
       backend applies the operator with cuBLAS once it is loaded), the automatic choice is
       the cuBLAS timing of (b);
   (b) cuBLAS through cupy.matmul(A, B) (A on the device in the same precision, TF32 off), or
@@ -67,7 +68,7 @@ class CupyDevice:
         self.cp = cupy
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
         self.name = props['name'].decode() if isinstance(props['name'], bytes) else props['name']
-        # What the backend's pairs_pay compares the panel width with.
+        # What the backend's wide_panel compares the panel width with.
         self.resident_threads = props['multiProcessorCount'] * props['maxThreadsPerMultiProcessor']
         self.spin = cupy.RawKernel(SPIN, 'spin')
 
@@ -291,8 +292,8 @@ def main():
                         'bandwidth_fraction': bytes_moved / t / bw_copy,
                         'max_rel_error': err, 'ok': ok, **extra})
 
-                # The backend's choice (codegen::pairs_pay): on panels narrower than the
-                # device's resident threads the plain kernel where choose takes the pairs.
+                # The backend's choice (codegen::wide_panel): on panels narrower than the
+                # device's resident threads choose_narrow's kernel where it differs.
                 narrow = (n < dev.resident_threads
                           and any(kern.get('chosen_narrow') for kern, _ in ours))
                 for kern, launch in ours:

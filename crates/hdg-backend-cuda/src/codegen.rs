@@ -211,7 +211,7 @@ pub const PAIRS_MAX_NNZ: usize = 2800;
 /// - f32 with at most [`PAIRS_MAX_NNZ`] nonzeros and `2 k <= 64`: [`Variant::UnrolledPairs`]
 ///   (measured 5-20% faster than [`Variant::Unrolled`] at 1e6 elements; above about 2800
 ///   nonzeros its doubled code is slower, up to 2.4x). The caller falls back to
-///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] or [`pairs_pay`] says no
+///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] or [`wide_panel`] says no
 ///   (both are built in: [`built_in_kernels`]). In f64 the pair form
 ///   measured within 5% of the plain one either way and is not chosen.
 /// - otherwise the unrolled kernel, which keeps every used row of `B` in registers (`w k`
@@ -224,6 +224,8 @@ pub const PAIRS_MAX_NNZ: usize = 2800;
 /// - otherwise [`Variant::RowSplit`] with [`DEFAULT_ROWS_PER_THREAD`] rows per thread, whose
 ///   live set is `w (rows_per_thread + 1)` registers whatever k is, at the price of loading `B`
 ///   once per row chunk.
+///
+/// This is the choice for wide panels; [`choose_narrow`] says where narrower ones differ.
 pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     let w = match precision {
         Precision::F32 => 1,
@@ -238,6 +240,32 @@ pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
         Variant::Unrolled
     } else {
         Variant::RowSplit { rows_per_thread: DEFAULT_ROWS_PER_THREAD }
+    }
+}
+
+/// The variant for panels narrower than the device's resident threads (where [`wide_panel`]
+/// says no): [`choose`]'s, but for two classes of operators whose wide-panel form needs the
+/// panel's width to pay.
+/// - Where [`choose`] takes [`Variant::UnrolledPairs`]: [`Variant::Unrolled`] (the pairs' n / 2
+///   threads would leave the device half empty; see [`wide_panel`]).
+/// - The f64 operators that [`choose`] keeps unrolled with more than 32 used columns (`2 k >
+///   64`: the tri bases of P7, 36 columns): [`Variant::RowSplit`] with all m rows in one chunk,
+///   GiMMiK's "bstream" form (each value of `B` loaded once and added to the live accumulators
+///   of the rows that use it, stored as each row's last column passes). Its live set is the m
+///   accumulators rather than the k values of `B` and their k addresses. At n = 1e5 it
+///   measured 1.15-1.2x faster than the unrolled kernel and within 1% of GiMMiK's best or
+///   ahead of it (its bstream; the tri error basis k = 7, 79 x 36, on an H100 and an H200, and
+///   the tri k = 6 postprocessing basis, 67 x 36, on an H200); on wide panels the unrolled
+///   kernel is faster (1.09-1.15x at 1e6; [`wide_panel`]; BENCHMARKS.md, issue 21).
+pub fn choose_narrow(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
+    match choose(m, k, nnz, precision) {
+        Variant::UnrolledPairs => Variant::Unrolled,
+        Variant::Unrolled
+            if precision == Precision::F64 && 2 * k > 64 && m > DEFAULT_ROWS_PER_THREAD =>
+        {
+            Variant::RowSplit { rows_per_thread: m }
+        }
+        wide => wide,
     }
 }
 
@@ -303,34 +331,45 @@ pub fn built_in_operators(max_order: usize) -> Result<Vec<ConstOperator>, Codege
 }
 
 /// The kernels of `op` that build.rs compiles into the backend, `C = A B`: per precision (f32,
-/// then f64) the variant [`choose`] picks; where that is the pair form, the plain
-/// [`Variant::Unrolled`] kernel first and the pair kernel after it. The pair form needs even
-/// leading dimensions and aligned panels ([`GeneratedKernel::launchable`]), and pays only on
-/// panels wide enough ([`pairs_pay`]); the plain kernel takes the others.
+/// then f64) the variant [`choose`] picks for wide panels, and before it, where it differs, the
+/// one [`choose_narrow`] picks for narrow panels ([`wide_panel`]). Where the wide form is the
+/// pair form, the narrow one ([`Variant::Unrolled`]) also takes the panels the pairs cannot
+/// read: odd leading dimensions or unaligned bases ([`GeneratedKernel::launchable`]).
 pub fn built_in_kernels(op: &ConstOperator) -> Result<Vec<GeneratedKernel>, CodegenError> {
     let mut kernels = Vec::new();
     for precision in [Precision::F32, Precision::F64] {
-        let rows = op.rows(precision)?;
-        let nnz = rows.iter().map(Vec::len).sum();
-        let used = (0..op.k()).filter(|&j| rows.iter().any(|r| r.iter().any(|&(c, _)| c == j)));
-        let variant = choose(op.m(), used.count(), nnz, precision);
-        if variant == Variant::UnrolledPairs {
-            kernels.push(generate(op, precision, Beta::Zero, Variant::Unrolled)?);
+        let [wide, narrow] = choices(op, precision)?;
+        if narrow != wide {
+            kernels.push(generate(op, precision, Beta::Zero, narrow)?);
         }
-        kernels.push(generate(op, precision, Beta::Zero, variant)?);
+        kernels.push(generate(op, precision, Beta::Zero, wide)?);
     }
     Ok(kernels)
 }
 
-/// Whether the pair form ([`Variant::UnrolledPairs`]) should apply an operator to a panel of `n`
-/// elements on a device that holds `resident_threads` threads at once (SMs times threads per
-/// SM), rather than the plain form: from `n >= resident_threads` on, where the pairs' n / 2
-/// threads still fill half the device. On a narrower panel halving the threads costs more
-/// than the halved memory instructions save: on an H200 (270336 resident threads) the pair
-/// kernels of the f32 error bases of up to 1803 nonzeros measured up to 1.13x slower than the
-/// plain ones at n = 1e5 and 1.5e5, mostly faster from 2.7e5 on (0.86-1.02x, two cases of
-/// 1.07x at 3.5e5) and 1.06-1.15x faster at 1e6 (BENCHMARKS.md, issue 21).
-pub fn pairs_pay(n: usize, resident_threads: usize) -> bool {
+/// The variants for `op` in `precision`, `[wide panels, narrow panels]`: [`choose`]'s and
+/// [`choose_narrow`]'s for its rows, its used columns (rows of `B` loaded) and its nonzeros in
+/// that precision.
+pub fn choices(op: &ConstOperator, precision: Precision) -> Result<[Variant; 2], CodegenError> {
+    let rows = op.rows(precision)?;
+    let nnz = rows.iter().map(Vec::len).sum();
+    let used = (0..op.k()).filter(|&j| rows.iter().any(|r| r.iter().any(|&(c, _)| c == j)));
+    let k_used = used.count();
+    Ok([choose(op.m(), k_used, nnz, precision), choose_narrow(op.m(), k_used, nnz, precision)])
+}
+
+/// Whether a panel of `n` elements is wide on a device that holds `resident_threads` threads at
+/// once (SMs times threads per SM), so that it takes [`choose`]'s variant rather than
+/// [`choose_narrow`]'s: from `n >= resident_threads` on. Measured on both classes that differ:
+/// - the pair form's n / 2 threads: on an H200 (270336 resident threads) the pair kernels of
+///   the f32 error bases of up to 1803 nonzeros measured up to 1.13x slower than the plain ones
+///   at n = 1e5 and 1.5e5, mostly faster from 2.7e5 on (0.86-1.02x, two cases of 1.07x at
+///   3.5e5) and 1.06-1.15x faster at 1e6;
+/// - the f64 bases of 36 columns, one chunk of rows against unrolled: on an H100 (270336 too)
+///   0.83x at n = 1e5, 0.94x at 1.5e5 and 2e5, 1.02x at 3e5, 1.15x at 1e6; on an H200 0.86-0.87x
+///   at 1e5, 0.96-1.02x at 1.5e5 and 2e5, but 1.06-1.09x at 2.5e5, below the line, and 1.09-1.12x
+///   at 1e6 (BENCHMARKS.md, issue 21).
+pub fn wide_panel(n: usize, resident_threads: usize) -> bool {
     n >= resident_threads
 }
 
@@ -649,7 +688,9 @@ mod tests {
 
     /// What is compiled in: both error evaluation operators of every triangle order and of the
     /// tetrahedra up to k = 4 (tetrahedra at k = 5 exceed the limit), each with one kernel per
-    /// precision, and in f32 the small ones with the pair kernel after the plain one.
+    /// precision, and before it, where the narrow panels take another: in f32 the plain kernel
+    /// before the small ones' pair kernel, in f64 one chunk of rows before the unrolled kernel
+    /// of the 36-column bases.
     #[test]
     fn built_in_operators_and_their_kernels() {
         let ops = built_in_operators(crate::MAX_ELEMENT_ORDER).unwrap();
@@ -670,13 +711,22 @@ mod tests {
                 let of: Vec<&GeneratedKernel> =
                     kernels.iter().filter(|g| g.precision == precision).collect();
                 let variants: Vec<Variant> = of.iter().map(|g| g.variant).collect();
-                let pairs = variants.len() == 2;
+                let pairs = variants.contains(&Variant::UnrolledPairs);
+                let one_chunk = Variant::RowSplit { rows_per_thread: op.m() };
                 if pairs {
                     assert_eq!(variants, [Variant::Unrolled, Variant::UnrolledPairs]);
+                } else if variants.len() == 2 {
+                    assert_eq!(variants, [one_chunk, Variant::Unrolled], "{}", op.name());
+                    assert_eq!(
+                        (precision, of[0].grid_y, of[1].b_rows_used),
+                        (Precision::F64, 1, 36)
+                    );
                 } else {
                     assert_eq!(variants.len(), 1, "{}", op.name());
-                    assert_ne!(variants[0], Variant::UnrolledPairs);
                 }
+                // The one-chunk narrow form: the tri bases of P7 in f64, and only they.
+                let p7 = op.k() == 36 && op.name().starts_with("tri");
+                assert_eq!(variants.contains(&one_chunk), p7 && precision == Precision::F64);
                 // The pair forms are f32's, for the small operators.
                 let small = op.nnz() <= 600 && op.k() <= 32;
                 if precision == Precision::F64 || op.nnz() > PAIRS_MAX_NNZ {
@@ -750,5 +800,34 @@ mod tests {
         assert_eq!(choose(145, 20, 2760, Precision::F32), pairs);
         assert_eq!(choose(100, 28, 2800, Precision::F32), pairs);
         assert_eq!(choose(100, 29, 2801, Precision::F32), Variant::Unrolled);
+    }
+
+    #[test]
+    fn narrow_choice_follows_the_documented_rule() {
+        // The pair forms' narrow panels take the plain kernel.
+        assert_eq!(choose_narrow(145, 20, 2760, Precision::F32), Variant::Unrolled);
+        assert_eq!(choose_narrow(4, 3, 12, Precision::F32), Variant::Unrolled);
+        // The f64 bases kept unrolled with 33 to 36 columns: one chunk of all rows.
+        assert_eq!(
+            choose_narrow(79, 36, 2715, Precision::F64),
+            Variant::RowSplit { rows_per_thread: 79 }
+        );
+        assert_eq!(
+            choose_narrow(67, 33, 2211, Precision::F64),
+            Variant::RowSplit { rows_per_thread: 67 }
+        );
+        // Elsewhere the wide panels' choice: 32 columns, at most 16 rows, f32, row-split.
+        for (m, k, nnz, precision) in [
+            (79, 32, 2528, Precision::F64),
+            (16, 36, 576, Precision::F64),
+            (79, 36, 2715, Precision::F32),
+            (79, 37, 2844, Precision::F64),
+            (213, 35, 7165, Precision::F64),
+            (343, 20, 6692, Precision::F32),
+        ] {
+            assert_eq!(choose_narrow(m, k, nnz, precision), choose(m, k, nnz, precision));
+        }
+        assert!(!wide_panel(270_335, 270_336));
+        assert!(wide_panel(270_336, 270_336));
     }
 }

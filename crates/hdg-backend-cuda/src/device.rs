@@ -221,7 +221,7 @@ pub(crate) struct Gpu {
     pub(crate) stream: Stream,
     pub(crate) device: Device,
     pub(crate) description: String,
-    /// Threads the device holds at once: SMs times threads per SM (`codegen::pairs_pay`).
+    /// Threads the device holds at once: SMs times threads per SM (`codegen::wide_panel`).
     pub(crate) resident_threads: usize,
     context: Context,
 }

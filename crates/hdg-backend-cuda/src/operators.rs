@@ -21,7 +21,7 @@ use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
 use crate::codegen::{
-    gemm_wins, pairs_launchable, pairs_pay, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
+    gemm_wins, pairs_launchable, wide_panel, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
 };
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::settings::CublasUse;
@@ -44,37 +44,43 @@ pub(crate) struct BuiltInKernel {
 }
 
 /// Every built-in kernel, in build.rs's order (`codegen::built_in_kernels`: per operator and
-/// precision the plain kernel, and after it the pair kernel where `codegen::choose` takes
-/// that form).
+/// precision the narrow panels' kernel where it differs, then the wide panels' one).
 const BUILT_IN: &[BuiltInKernel] = &include!(concat!(env!("OUT_DIR"), "/operators_table.rs"));
 
 /// A built-in operator in one precision.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BuiltInOperator {
-    /// One element column per thread: every panel.
-    kernel: &'static BuiltInKernel,
-    /// Two adjacent columns per thread, where built: wide, aligned panels.
-    pairs: Option<&'static BuiltInKernel>,
+    /// `codegen::choose`'s kernel: wide panels.
+    wide: &'static BuiltInKernel,
+    /// `codegen::choose_narrow`'s kernel where it differs: narrow panels, and the panels that
+    /// a pair kernel cannot read.
+    narrow: Option<&'static BuiltInKernel>,
 }
 
 impl BuiltInOperator {
-    /// The operator `name` in T's precision, if it is built in.
+    /// The operator `name` in T's precision, if it is built in (and its kernels are what
+    /// `codegen::built_in_kernels` makes: a pair kernel always has a plain one before it).
     pub(crate) fn find<T: DeviceReal>(name: &str) -> Option<BuiltInOperator> {
         let mut kernels =
             BUILT_IN.iter().filter(|g| g.operator == name && g.precision == T::PRECISION);
-        let kernel = kernels.clone().find(|g| g.variant != Variant::UnrolledPairs)?;
-        let pairs = kernels.find(|g| g.variant == Variant::UnrolledPairs);
-        Some(BuiltInOperator { kernel, pairs })
+        let first = kernels.next()?;
+        let (wide, narrow) = match kernels.next() {
+            Some(second) => (second, Some(first)),
+            None => (first, None),
+        };
+        let plain = narrow.is_some_and(|g| g.variant == Variant::Unrolled);
+        (wide.variant != Variant::UnrolledPairs || plain)
+            .then_some(BuiltInOperator { wide, narrow })
     }
 
     /// Rows and columns of `A`.
     pub(crate) fn shape(&self) -> (usize, usize) {
-        (self.kernel.m, self.kernel.k)
+        (self.wide.m, self.wide.k)
     }
 
-    /// The kernel for a panel of `n` elements with `B` and `C` at these addresses: the pair
-    /// kernel where there is one, the panel is wide enough for it (`codegen::pairs_pay`) and
-    /// aligned (`codegen::pairs_launchable`), else the plain one.
+    /// The kernel for a panel of `n` elements with `B` and `C` at these addresses: the wide
+    /// panels' kernel where the panel is wide (`codegen::wide_panel`) and, for a pair kernel,
+    /// aligned (`codegen::pairs_launchable`), else the narrow panels' one.
     fn kernel_for(
         &self,
         backend: &CudaBackend,
@@ -84,14 +90,14 @@ impl BuiltInOperator {
         c: u64,
         ldc: usize,
     ) -> &'static BuiltInKernel {
-        match self.pairs {
-            Some(pairs)
-                if pairs_pay(n, backend.gpu.resident_threads)
-                    && pairs_launchable(pairs.precision, b, ldb, c, ldc) =>
-            {
-                pairs
-            }
-            _ => self.kernel,
+        let Some(narrow) = self.narrow else { return self.wide };
+        let wide = wide_panel(n, backend.gpu.resident_threads)
+            && (self.wide.variant != Variant::UnrolledPairs
+                || pairs_launchable(self.wide.precision, b, ldb, c, ldc));
+        if wide {
+            self.wide
+        } else {
+            narrow
         }
     }
 
@@ -434,8 +440,8 @@ impl<T: DeviceReal> DeviceOperator<T> {
     }
 
     /// On the generated path, the form of the kernel that [`DeviceOperator::apply`] launches
-    /// for this panel: the pair form on panels wide and aligned enough where it is built in,
-    /// else the plain or row-split one; `None` on the dense and cuBLAS paths.
+    /// for this panel (`codegen::choose` on wide panels, `codegen::choose_narrow` on narrow
+    /// ones and on those a pair kernel cannot read); `None` on the dense and cuBLAS paths.
     pub fn generated_variant(
         &self,
         backend: &CudaBackend,
@@ -517,11 +523,23 @@ mod tests {
             }
         }
         let tri = BuiltInOperator::find::<f32>("tri-k2-error-basis").unwrap();
-        assert_eq!(tri.kernel.variant, Variant::Unrolled);
-        assert_eq!(tri.pairs.map(|p| p.variant), Some(Variant::UnrolledPairs));
-        assert!(BuiltInOperator::find::<f64>("tri-k2-error-basis").unwrap().pairs.is_none());
+        assert_eq!(tri.wide.variant, Variant::UnrolledPairs);
+        assert_eq!(tri.narrow.map(|g| g.variant), Some(Variant::Unrolled));
+        assert!(BuiltInOperator::find::<f64>("tri-k2-error-basis").unwrap().narrow.is_none());
+        // The f64 bases of 36 columns: unrolled on wide panels, one chunk of rows on narrow ones.
+        for name in ["tri-k7-error-basis", "tri-k6-error-basis-post"] {
+            let op = BuiltInOperator::find::<f64>(name).unwrap();
+            assert_eq!((op.wide.variant, op.shape().1), (Variant::Unrolled, 36), "{name}");
+            let rows_per_thread = op.shape().0;
+            assert_eq!(
+                op.narrow.map(|g| (g.variant, g.grid_y)),
+                Some((Variant::RowSplit { rows_per_thread }, 1)),
+                "{name}"
+            );
+            assert!(BuiltInOperator::find::<f32>(name).unwrap().narrow.is_none(), "{name}");
+        }
         let op = BuiltInOperator::find::<f32>("tet-k3-error-basis-post").unwrap();
-        assert_eq!((op.kernel.precision, op.shape()), (Precision::F32, (343, 35)));
+        assert_eq!((op.wide.precision, op.shape()), (Precision::F32, (343, 35)));
         assert!(BuiltInOperator::find::<f64>("tet-k4-error-basis").is_none());
     }
 }

@@ -1722,55 +1722,83 @@ fn constant_operator_paths_f32() {
     constant_operator_paths::<f32>();
 }
 
-/// The f32 operators built in with a pair kernel (`codegen::built_in_kernels`) apply it to wide
-/// aligned panels and the plain kernel to narrow or unaligned ones (`codegen::pairs_pay`,
-/// `codegen::pairs_launchable`), and both give the CPU panel loop's bits, the last column of
-/// an odd panel included, with the padding untouched. The wide panel (about 1e6 elements) is
-/// wider than the resident threads of any current GPU (an H100 or H200 holds 270336).
-#[test]
-#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
-fn built_in_pair_kernels_f32() {
+/// The operators built in with a kernel for narrow panels beside the wide panels' one
+/// (`codegen::built_in_kernels`) apply the wide one to panels at least as wide as the device's
+/// resident threads (`codegen::wide_panel`) and the narrow one to the others: in f32 the pair
+/// kernel on wide aligned panels and the plain kernel on narrow or unaligned ones
+/// (`codegen::pairs_launchable`), in f64 the unrolled kernel of the 36-column bases on wide
+/// panels and one chunk of rows on narrow ones. Every kernel gives the CPU panel loop's bits,
+/// the last column of an odd panel included, with the padding untouched. The wide panel (about
+/// 1e6 elements) is wider than the resident threads of any current GPU (an H100 or H200 holds
+/// 270336).
+fn built_in_narrow_and_wide_kernels<T: DeviceReal + PanelReal + Bits>() {
+    use codegen::Variant;
     let g = gpu();
     let built_in = codegen::built_in_operators(MAX_ELEMENT_ORDER).unwrap();
-    use codegen::Variant;
-    let sentinel = -7.25f32;
-    for name in ["tri-k2-error-basis", "tet-k1-error-basis-post"] {
+    let sentinel = T::from_f64_lossy(-7.25);
+    let wide = 1_000_001;
+    let names: &[&str] = match T::PRECISION {
+        Precision::F32 => &["tri-k2-error-basis", "tet-k1-error-basis-post"],
+        Precision::F64 => &["tri-k7-error-basis", "tri-k6-error-basis-post"],
+    };
+    for &name in names {
         let op = built_in.iter().find(|op| op.name() == name).unwrap();
         let (m, k) = (op.m(), op.k());
-        let a: Vec<f32> = op.entries(Precision::F32).unwrap().iter().map(|&v| v as f32).collect();
+        let a: Vec<T> =
+            op.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
         let device = g.constant_operator(name, m, k, &a).unwrap();
         assert_eq!(device.path(), OperatorPath::Generated, "{name}");
         // (n, ldb, ldc, the kernel expected)
-        let wide = 1_000_001;
-        for (n, ldb, ldc, variant) in [
-            (wide, wide + 1, wide + 3, Variant::UnrolledPairs),
-            (wide - 1, wide + 1, wide + 3, Variant::UnrolledPairs),
-            (wide, wide + 1, wide + 2, Variant::Unrolled),
-            (1001, 1002, 1004, Variant::Unrolled),
-        ] {
-            let label = format!("{name}, n = {n}, ldb = {ldb}, ldc = {ldc}");
-            let b_host = random::<f32>(k * ldb, 3 + n as u64);
+        let cases = match T::PRECISION {
+            Precision::F32 => [
+                (wide, wide + 1, wide + 3, Variant::UnrolledPairs),
+                (wide - 1, wide + 1, wide + 3, Variant::UnrolledPairs),
+                (wide, wide + 1, wide + 2, Variant::Unrolled),
+                (1001, 1002, 1004, Variant::Unrolled),
+            ],
+            Precision::F64 => [
+                (wide, wide + 1, wide + 3, Variant::Unrolled),
+                (wide, wide + 1, wide + 2, Variant::Unrolled),
+                (1001, 1002, 1004, Variant::RowSplit { rows_per_thread: m }),
+                (1001, 1001, 1003, Variant::RowSplit { rows_per_thread: m }),
+            ],
+        };
+        for (n, ldb, ldc, variant) in cases {
+            let label = format!("{name} {}, n = {n}, ldb = {ldb}, ldc = {ldc}", T::NAME);
+            let b_host = random::<T>(k * ldb, 3 + n as u64);
             let b = upload(&g, &b_host);
             let mut c = upload(&g, &vec![sentinel; m * ldc]);
             assert_eq!(device.generated_variant(&g, n, &b, ldb, &c, ldc), Some(variant), "{label}");
             device.apply(&g, n, &b, ldb, &mut c, ldc).unwrap();
             let got = download(&g, &c);
             let mut cpu = vec![sentinel; m * ldc];
-            PanelOperator::<f32>::new(op)
+            PanelOperator::<T>::new(op)
                 .unwrap()
                 .apply(Beta::Zero, n, &b_host, ldb, &mut cpu, ldc)
                 .unwrap();
-            let differ = got.iter().zip(&cpu).position(|(x, y)| x.to_bits() != y.to_bits());
+            let differ = got.iter().zip(&cpu).position(|(x, y)| x.to_bits_u64() != y.to_bits_u64());
             if let Some(p) = differ {
                 panic!(
                     "{label}: C[{}][{}] = {:e}, the CPU's {:e} (padding from column {n})",
                     p / ldc,
                     p % ldc,
-                    got[p],
-                    cpu[p]
+                    got[p].as_f64(),
+                    cpu[p].as_f64()
                 );
             }
             eprintln!("{label}: {variant:?}, the CPU's bits");
         }
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn built_in_narrow_and_wide_kernels_f32() {
+    built_in_narrow_and_wide_kernels::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn built_in_narrow_and_wide_kernels_f64() {
+    built_in_narrow_and_wide_kernels::<f64>();
 }

@@ -1,7 +1,8 @@
 //! The pipeline's constant operators that the issue-21 benchmarks apply to panels of elements:
 //! for triangles and tetrahedra at k = 1..=8, the volume basis at the error quadrature points
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference face
-//! trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
+//! trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`), and on
+//! request the postprocessing basis at the same points (`tri-k3-error-basis-post`).
 //! One list for the CUDA kernel export (`operator-kernels`) and the CPU benchmark
 //! (`operator-cpu-bench`).
 use hdg_core::constant_operator::{ConstOperator, OperatorError};
@@ -20,16 +21,21 @@ pub fn element_pairs(k: usize) -> Result<[ElementPair; 2], Box<dyn std::error::E
     ])
 }
 
-/// The operators, in order (k, then triangle before tetrahedron, error basis before the faces);
-/// `all_faces` = false keeps face 0 only.
+/// The operators, in order (k, then triangle before tetrahedron, error basis, with `post_bases`
+/// the postprocessing basis, then the faces); `all_faces` = false keeps face 0 only.
 pub fn pipeline_operators(
     all_faces: bool,
+    post_bases: bool,
 ) -> Result<Vec<ConstOperator>, Box<dyn std::error::Error>> {
     let mut ops = Vec::new();
     for k in 1..=8 {
         for ([element, post], cell) in element_pairs(k)?.into_iter().zip(["tri", "tet"]) {
-            let [error_basis, _] = error_evaluation_operators(element.as_ref(), post.as_ref())?;
+            let [error_basis, post_basis] =
+                error_evaluation_operators(element.as_ref(), post.as_ref())?;
             ops.push(error_basis);
+            if post_bases {
+                ops.push(post_basis);
+            }
             let t = ElementTables::<f64>::new(element.as_ref(), post.as_ref(), 2 * k + 4);
             let faces = if all_faces { t.n_faces } else { 1 };
             for f in 0..faces {

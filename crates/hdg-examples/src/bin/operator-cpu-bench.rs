@@ -57,7 +57,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     println!();
     println!("| operator | prec | n | m x k | nnz | ours ms | GFLOP/s (useful) | GB/s | faer ms | faer / ours |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for op in hdg_examples::operators::pipeline_operators(false)? {
+    for op in hdg_examples::operators::pipeline_operators(false, false)? {
         if !only.is_empty() && !only.iter().any(|o| o == op.name()) {
             continue;
         }

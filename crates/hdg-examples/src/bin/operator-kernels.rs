@@ -6,16 +6,18 @@
 //!
 //! For triangles and tetrahedra at k = 1..=8: the volume basis at the error quadrature points
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference
-//! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`).
+//! face trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`);
+//! with `--post` also the postprocessing basis at the error points (`tri-k6-error-basis-post`).
 //! Each operator goes to `ops/NAME.json` (`{name, m, k, values (row-major f64), nnz}`) with its
 //! kernels, f32 and f64, unrolled, unrolled on pairs of columns and row-split (chunks of
 //! `--rows-per-thread` rows, default `codegen::DEFAULT_ROWS_PER_THREAD`; a list such as 8,16,32
-//! exports one row-split kernel per entry, the default always among them), in
+//! exports one row-split kernel per entry, the default always among them, and
+//! `codegen::choose_narrow`'s variant where it is another), in
 //! `kernels/KERNEL.cu` (`C = A B`, or with `--beta 1` `C = A B + C`), and
 //! `manifest.json` lists them with their launch geometry and the automatic choice
-//! (`codegen::choose`; where that is the pair form, `chosen_narrow` marks the plain kernel
+//! (`codegen::choose`; where `codegen::choose_narrow` differs, `chosen_narrow` marks the kernel
 //! that the backend takes on panels narrower than the device's resident threads,
-//! `codegen::pairs_pay`; and `codegen::gemm_wins`: cuBLAS in place of the kernels once
+//! `codegen::wide_panel`; and `codegen::gemm_wins`: cuBLAS in place of the kernels once
 //! loaded); `checks/` holds, per operator and precision, a panel and the CPU's
 //! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
 //! Operators with more than `--max-entries` entries (default 20000: the
@@ -26,14 +28,14 @@ use std::path::{Path, PathBuf};
 
 use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
-    choose, gemm_wins, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X,
+    choices, gemm_wins, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X,
     DEFAULT_ROWS_PER_THREAD,
 };
 use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1] [--rows-per-thread R,R,..]";
+    "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1] [--rows-per-thread R,R,..] [--post]";
 
 fn main() {
     if let Err(e) = run() {
@@ -47,6 +49,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let mut max_entries = 20_000usize;
     let mut beta = Beta::Zero;
     let mut rows_per_thread = vec![DEFAULT_ROWS_PER_THREAD];
+    let mut post_bases = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -76,6 +79,7 @@ fn run() -> Result<(), Box<dyn Error>> {
                     rows_per_thread.push(DEFAULT_ROWS_PER_THREAD);
                 }
             }
+            "--post" => post_bases = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -90,7 +94,7 @@ fn run() -> Result<(), Box<dyn Error>> {
 
     let mut operators = Vec::new();
     let mut skipped = Vec::new();
-    for op in hdg_examples::operators::pipeline_operators(true)? {
+    for op in hdg_examples::operators::pipeline_operators(true, post_bases)? {
         if op.m() * op.k() > max_entries {
             skipped.push(json!({
                 "name": op.name(), "m": op.m(), "k": op.k(),
@@ -136,14 +140,17 @@ fn export(
     let mut checks = Vec::new();
     for precision in [Precision::F64, Precision::F32] {
         checks.push(write_check(out, op, precision, beta)?);
-        let variants = [Variant::Unrolled, Variant::UnrolledPairs].into_iter().chain(
-            rows_per_thread.iter().map(|&rows_per_thread| Variant::RowSplit { rows_per_thread }),
-        );
-        let mut chosen = None;
+        let [choice, narrow] = choices(op, precision)?;
+        let mut variants = vec![Variant::Unrolled, Variant::UnrolledPairs];
+        let splits =
+            rows_per_thread.iter().map(|&rows_per_thread| Variant::RowSplit { rows_per_thread });
+        for variant in splits.chain([narrow]) {
+            if !variants.contains(&variant) {
+                variants.push(variant);
+            }
+        }
         for variant in variants {
             let kernel = generate(op, precision, beta, variant)?;
-            let choice = *chosen
-                .get_or_insert_with(|| choose(kernel.m, kernel.b_rows_used, kernel.nnz, precision));
             let cu = format!("kernels/{}.cu", kernel.name);
             std::fs::write(out.join(&cu), &kernel.source)?;
             kernels.push(json!({
@@ -153,8 +160,8 @@ fn export(
                 "variant": variant.tag(),
                 "chosen": variant == choice,
                 // The backend's choice on panels narrower than the device's resident threads
-                // where `choose` takes the pair form (codegen::pairs_pay).
-                "chosen_narrow": variant == Variant::Unrolled && choice == Variant::UnrolledPairs,
+                // where `choose_narrow` differs from `choose` (codegen::wide_panel).
+                "chosen_narrow": variant == narrow && narrow != choice,
                 // Whether the backend applies the operator with cuBLAS once it is loaded.
                 "gemm": gemm_wins(kernel.m, kernel.b_rows_used, kernel.nnz, precision),
                 "block": [kernel.block.0, kernel.block.1],
