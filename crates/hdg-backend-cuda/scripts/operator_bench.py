@@ -33,6 +33,7 @@ after every case, so a run cut short keeps what it measured).
 
     python3 operator_bench.py MANIFEST_DIR --out results.json [--n 100000 1000000]
         [--only SUBSTRING ...] [--precisions f64 f32] [--reps 20] [--warmup 5]
+        [--gimmik-variants cstream bstream ...]   # the others not compiled (large operators)
     python3 operator_bench.py MANIFEST_DIR --out results.json --fake   # no GPU: NumPy stands in
     python3 operator_bench.py MANIFEST_DIR --out bits.json --bitwise   # device bits = CPU bits
 """
@@ -212,6 +213,9 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--warmup', type=int, default=5)
     ap.add_argument('--no-gimmik', action='store_true')
+    ap.add_argument('--gimmik-variants', nargs='+', default=None,
+                    help="time only these of GiMMiK's variants (e.g. cstream bstream-msplit "
+                         "cstream-w2): a forced variant of a large operator takes minutes of NVRTC")
     ap.add_argument('--fake', action='store_true', help='NumPy in place of CuPy (no GPU)')
     ap.add_argument('--bitwise', action='store_true',
                     help='only run every kernel on its checks/ panel and compare the bits with '
@@ -314,6 +318,9 @@ def main():
                 if not args.no_gimmik:
                     declined, kernels = gimmik_kernels(a, dtype, n, beta)
                     case['gimmik_declined'] = declined
+                    if args.gimmik_variants:
+                        kernels = [kn for kn in kernels if kn[0] in args.gimmik_variants]
+                        case['gimmik_variants'] = args.gimmik_variants
                     for variant, src, meta in kernels:
                         try:
                             launch = dev.compile(src, 'gimmik_mm')
