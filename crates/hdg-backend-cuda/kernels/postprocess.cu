@@ -6,7 +6,8 @@
 // dense_thread.cuh) operation for operation, one thread per element (the CPU's numbers to the
 // bit). BLOCK design (one thread block per element, a persistent grid): the (n' - 1) x (n' - 1)
 // matrix with the right-hand side appended as one more row (packed, column-major) in shared
-// memory: the first n' - 1 steps of the right-looking Cholesky of that bordered matrix
+// memory (the right-hand side from W_s = sum_r (-det (J^-1)_sr / kappa) Q_r, one thread per
+// entry, after the matrix): the first n' - 1 steps of the right-looking Cholesky of that bordered matrix
 // (dense_block.cuh) leave L and y = L^-1 rhs; then x = L^-T y, one barrier per row. Agrees
 // with the CPU to rounding.
 //
@@ -74,7 +75,7 @@ __device__ void postprocess_thread(const Tables& tb, const Cells& c, const T* __
 }
 
 // Bytes of dynamic shared memory of the block postprocessing, its layout: the bordered
-// matrix of order n' (packed), dinv (n' - 1) and q (d n) (checked at compile time below
+// matrix of order n' (packed), dinv (n' - 1) and q, then W (d n) (checked at compile time below
 // against src/element_instances.rs's postprocess_block_shared_values, with which
 // src/design.rs launches it).
 template <typename T, int D, int N, int NP>
@@ -106,14 +107,29 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
         if (tid == 0) cf.load(c, e);
         for (int t = tid; t < D * N; t += nt) qs[t] = q[(u64)t * nc + e];
         __syncthreads();
-        // The matrix: det sum_st B_st K'_st[i+1][j+1], i, j < M (symmetric: read at (j, i)).
-        // Row M: rhs_j = sum_r sum_s (-det (J^-1)_sr / kappa) sum_l Q_r[l] D'_s[l][j+1]; L(M, M)
-        // is not used (0).
+        // W_s = sum_r (-det (J^-1)_sr / kappa) Q_r, in place: the thread of index ll alone reads
+        // and writes qs[r * N + ll], for every r.
+        for (int ll = tid; ll < N; ll += nt) {
+            T qv[D];
+#pragma unroll
+            for (int r = 0; r < D; ++r) qv[r] = qs[r * N + ll];
+#pragma unroll
+            for (int sd = 0; sd < D; ++sd) {
+                T w = T(0);
+#pragma unroll
+                for (int r = 0; r < D; ++r)
+                    w = fmad(-cf.det * cf.jinv[sd * D + r] / cf.kappa, qv[r], w);
+                qs[sd * N + ll] = w;
+            }
+        }
+        // The matrix: det sum_st B_st K'_st[i+1][j+1], i, j < M (symmetric: read at (j, i));
+        // L(M, M) is not used (0). Row M (the right-hand side) comes after the barrier.
         for (int t = tid; t < NS; t += nt) {
             int rr, cc;
             packed_row_col(NS - 1 - t, rr, cc);
             const int j = R - 1 - rr;  // column
             const int i = R - 1 - cc;  // row >= j
+            if (i == M && j < M) continue;
             T s = T(0);
             if (i < M) {
 #pragma unroll
@@ -123,20 +139,22 @@ __device__ void postprocess_block(const Tables& tb, const Cells& c, const T* __r
                         const T coef = cf.det * cf.metric_b[sd * D + td];
                         s = fmad(coef, stiff[(sd * D + td) * NP * NP + (j + 1) * NP + i + 1], s);
                     }
-            } else if (j < M) {
-#pragma unroll
-                for (int r = 0; r < D; ++r)
-#pragma unroll
-                    for (int sd = 0; sd < D; ++sd) {
-                        const T coef = -cf.det * cf.jinv[sd * D + r] / cf.kappa;
-                        const T* dp = pderiv + sd * N * NP + j + 1;
-                        T ds = T(0);
-#pragma unroll 4
-                        for (int ll = 0; ll < N; ++ll) ds = fmad(qs[r * N + ll], dp[ll * NP], ds);
-                        s = fmad(coef, ds, s);
-                    }
             }
             l[t] = s;
+        }
+        __syncthreads();
+        // Row M: rhs_j = sum_s sum_l W_s[l] D'_s[l][j+1], one thread per j. (Inside the loop
+        // above, its M entries fell to scattered lanes, each a d^2 n-term sum beside the other
+        // lanes' d^2 terms: the warps ran them one after the other, most lanes idle.)
+        for (int j = tid; j < M; j += nt) {
+            T s = T(0);
+#pragma unroll
+            for (int sd = 0; sd < D; ++sd) {
+                const T* dp = pderiv + sd * N * NP + j + 1;
+#pragma unroll 4
+                for (int ll = 0; ll < N; ++ll) s = fmad(qs[sd * N + ll], dp[ll * NP], s);
+            }
+            l[col_start(R, j) + M - j] = s;
         }
         __syncthreads();
         const int bad = block_cholesky<T>(R, M, l, dinv, &cf.fail_value);
