@@ -470,12 +470,14 @@ pub fn recovery_design(cell: CellType, k: usize, precision: Precision) -> Design
 }
 
 /// The postprocessing design for (cell, k, precision), by the same measurement as
-/// [`condensation_design`]: the thread design for triangles in f32 and for k <= 2 in f64
-/// (and tetrahedra k = 1 in f32), the block design elsewhere.
+/// [`condensation_design`]: the thread design for triangles at k <= 2, and k <= 4 in f32
+/// (and tetrahedra k = 1 in f32), the block design elsewhere. Since the block design forms its
+/// right-hand side one thread per entry (BENCHMARKS.md, 2026-11-27), it also wins the f32
+/// triangles from k = 5 (1.14-1.52x).
 pub fn postprocess_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f32 = precision == Precision::F32;
     match cell {
-        CellType::Triangle if f32 || k <= 2 => Design::Thread,
+        CellType::Triangle if k <= 2 || (f32 && k <= 4) => Design::Thread,
         CellType::Tetrahedron if f32 && k == 1 => Design::Thread,
         _ => Design::BlockShared,
     }
