@@ -4,6 +4,9 @@
 # enough to travel with the working tree: the script fails above 60 MiB):
 #
 #   gpu-tests            crates/hdg-backend-cuda/tests/gpu.rs (CPU-vs-GPU, fixed cases)
+#   cuda-lib-tests       the unit tests of hdg-backend-cuda built with `cuda` (the modules that
+#                        exist only there, e.g. the built-in operators' table; no device needed,
+#                        but the CUDA build, which CI does not have)
 #   matrix-free-tests    crates/hdg-backend-cuda/tests/matrix_free.rs (when that target exists)
 #   cross-backend-tests  tests/tests/cross_backend.rs (CPU-vs-GPU property tests, proptest)
 #   pipeline-tests       tests/tests/pipeline/ (the pipeline tests, each run per backend)
@@ -45,10 +48,14 @@ declared coefficient-bench && targets+=(--bin coefficient-bench)
 cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p tests -p hdg \
   --features hdg-backend-cuda/cuda,hdg-examples/cuda,tests/cuda,hdg/cuda "${targets[@]}" \
   --message-format=json-render-diagnostics > "$artifacts"
+# The library's own unit tests with `cuda`: a second invocation with the same features reuses the
+# build above (build.rs and nvcc do not run again).
+cargo test --no-run --release --target-dir "$target" -p hdg-backend-cuda --features cuda --lib \
+  --message-format=json-render-diagnostics >> "$artifacts"
 
 # (kind, target name) -> packed name; the executables from this build's messages (never a stale
 # binary from an older build lying in target/cuda/release/deps).
-wanted="test:gpu:gpu-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
+wanted="test:gpu:gpu-tests lib:hdg_backend_cuda:cuda-lib-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
 test:pipeline:pipeline-tests test:facade:facade-tests
 bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:coefficient-bench:coefficient-bench
 bin:hdg:hdg"

@@ -2,8 +2,8 @@
 # Runs, on a GPU machine, what scripts/gpu-build.sh packed into .gpuz/ (run from the repository
 # root; needs the system's libcuda, never the build stub, and no Rust toolchain):
 #
-#   1. every GPU test binary there (gpu-tests, matrix-free-tests, cross-backend-tests,
-#      pipeline-tests), with
+#   1. every GPU test binary there (gpu-tests, cuda-lib-tests, matrix-free-tests,
+#      cross-backend-tests, pipeline-tests, facade-tests), with
 #      --include-ignored (the GPU tests are #[ignore]d so that they never pass without a device);
 #   2. CPU-vs-GPU end-to-end solves with hdg;
 #   3. the SpMV benchmark with cuSPARSE on the same matrices (HDG_GPU_BENCH=1 only);
@@ -40,7 +40,7 @@ status=0
 
 # 1. Tests.
 if [ "${HDG_GPU_TESTS:-1}" = 1 ]; then
-  for t in ${HDG_GPU_ONLY:-gpu-tests matrix-free-tests cross-backend-tests pipeline-tests facade-tests}; do
+  for t in ${HDG_GPU_ONLY:-gpu-tests cuda-lib-tests matrix-free-tests cross-backend-tests pipeline-tests facade-tests}; do
     if [ ! -x "$b/$t" ]; then
       echo "== $t: not in .gpuz (not built: its target does not exist yet?), skipped"
       continue

@@ -539,7 +539,7 @@ mod tests {
             assert!(BuiltInOperator::find::<f32>(name).unwrap().narrow.is_none(), "{name}");
         }
         let op = BuiltInOperator::find::<f32>("tet-k3-error-basis-post").unwrap();
-        assert_eq!((op.wide.precision, op.shape()), (Precision::F32, (343, 35)));
-        assert!(BuiltInOperator::find::<f64>("tet-k4-error-basis").is_none());
+        assert_eq!((op.wide.precision, op.shape()), (Precision::F32, (145, 35)));
+        assert!(BuiltInOperator::find::<f64>("tet-k5-error-basis").is_none());
     }
 }
