@@ -82,6 +82,14 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// Element columns per thread: 2 for [`Variant::UnrolledPairs`], else 1.
+    pub fn columns_per_thread(self) -> u32 {
+        match self {
+            Variant::UnrolledPairs => 2,
+            Variant::Unrolled | Variant::RowSplit { .. } => 1,
+        }
+    }
+
     /// "u" or "rsR" (kernel names, file names).
     pub fn tag(self) -> String {
         match self {
@@ -527,7 +535,7 @@ pub fn generate(
         m,
         k,
         block: (BLOCK_X, 1),
-        columns_per_thread: if variant == Variant::UnrolledPairs { 2 } else { 1 },
+        columns_per_thread: variant.columns_per_thread(),
         grid_y,
         rows_per_thread,
         nnz,

@@ -115,7 +115,7 @@ impl BuiltInOperator {
         ldc: usize,
     ) -> Result<()> {
         let kernel = self.kernel_for(backend, n, b, ldb, c, ldc);
-        let columns_per_thread = if kernel.variant == Variant::UnrolledPairs { 2 } else { 1 };
+        let columns_per_thread = kernel.variant.columns_per_thread() as usize;
         let Some((n32, ldb32, ldc32, grid_x)) =
             panel(kernel.name, n, ldb, ldc, BLOCK_X as usize * columns_per_thread, 1)?
         else {
