@@ -12,6 +12,9 @@
 //! ```
 //!
 //! and one thread computes one element column (of all rows of `C`, or of one chunk of rows).
+//! The built-in kernels read `ldb` and `ldc` from their arguments ([`Strides::Arguments`]);
+//! kernels compiled at run time for one panel shape have them compiled in ([`Strides::Fixed`],
+//! [`generate_with`]), the arguments then ignored.
 //! The generated source is host-independent text: this module has no CUDA types and is built
 //! with and without the `cuda` feature, and build.rs includes it to generate the kernels the
 //! backend carries ([`built_in_operators`], [`built_in_kernels`]).
@@ -100,6 +103,24 @@ impl Variant {
     }
 }
 
+/// Where a kernel takes the panel's leading dimensions from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strides {
+    /// The `ldb` and `ldc` arguments: one kernel for every panel (the built-in kernels).
+    Arguments,
+    /// Compiled in, for panels of exactly these leading dimensions (the arguments are then
+    /// ignored): every load and store is a base register plus an immediate offset where the
+    /// run-time strides cost one address computation per row of `B` and `C`, up to 6% of the
+    /// kernel's time on narrow panels (BENCHMARKS.md, issue 21). For kernels compiled at run
+    /// time (NVRTC), per operator and panel shape.
+    Fixed {
+        /// Leading dimension of `B`.
+        ldb: usize,
+        /// Leading dimension of `C`.
+        ldc: usize,
+    },
+}
+
 /// Why no kernel could be generated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CodegenError {
@@ -112,6 +133,14 @@ pub enum CodegenError {
     /// `rows_per_thread` is zero.
     #[error("rows_per_thread must be at least 1")]
     RowsPerThread,
+    /// Fixed leading dimensions of zero or beyond an `int`.
+    #[error("fixed leading dimensions {ldb}, {ldc}: each must be between 1 and 2^31 - 1")]
+    Strides {
+        /// Leading dimension of `B`.
+        ldb: usize,
+        /// Leading dimension of `C`.
+        ldc: usize,
+    },
     /// The row chunks do not fit the launch grid's y extent.
     #[error("operator '{name}' ({m} x {k}) is too large for a generated kernel")]
     TooLarge {
@@ -137,6 +166,8 @@ pub struct GeneratedKernel {
     pub beta: Beta,
     /// The kernel's form.
     pub variant: Variant,
+    /// Where the leading dimensions come from.
+    pub strides: Strides,
     /// Rows of `A`.
     pub m: usize,
     /// Columns of `A`.
@@ -310,6 +341,19 @@ pub fn gemm_wins(m: usize, k: usize, nnz: usize, precision: Precision) -> bool {
             && matches!(choose(m, k, nnz, precision), Variant::RowSplit { .. }))
 }
 
+/// Whether kernels compiled for a panel's shape (`DeviceOperator::compile_for_panel`, the
+/// strides compiled in) replace cuBLAS on a panel of an operator that [`gemm_wins`] gives to
+/// cuBLAS: only narrow panels ([`wide_panel`] false) in f32. Measured on an H200 (compiled time /
+/// cuBLAS's; BENCHMARKS.md, issue 21): in f32 at n = 1e5 0.88 and 0.76 (the tet error basis
+/// k = 5 and its postprocessing basis, 13485 and 20209 nonzeros), at 1e6 cuBLAS level or
+/// faster; in f64 at 1e5 0.93 and 0.96 on two operators of 35 columns (the tet postprocessing
+/// basis k = 3 and error basis k = 4), but 1.15 on the tri error basis k = 8 (45 columns) and
+/// 2.0-2.8 from 56 columns on, where DGEMM's tensor cores win: too few points for a line, so
+/// cuBLAS keeps the f64 operators.
+pub fn compiled_beats_gemm(precision: Precision, wide: bool) -> bool {
+    !wide && precision == Precision::F32
+}
+
 /// Operators with more nonzeros than this are not compiled into the backend: their unrolled
 /// kernels would cost minutes of ptxas and megabytes of code, and the pipeline applies them with
 /// its loop kernels instead (tetrahedra from k = 5 on, for the error norms).
@@ -400,13 +444,37 @@ pub fn kernel_name(
     format!("hdg_op_{}_{p}_{}_{}", ident.trim_matches('_'), beta.tag(), variant.tag())
 }
 
-/// Generates the kernel of `variant` for `op`.
+/// Generates the kernel of `variant` for `op`, with the leading dimensions as arguments.
 pub fn generate(
     op: &ConstOperator,
     precision: Precision,
     beta: Beta,
     variant: Variant,
 ) -> Result<GeneratedKernel, CodegenError> {
+    generate_with(op, precision, beta, variant, Strides::Arguments)
+}
+
+/// Generates the kernel of `variant` for `op` with its leading dimensions from `strides`. With
+/// [`Strides::Fixed`] the name ends in `_ld<ldb>x<ldc>` and the kernel is only correct for
+/// panels of those leading dimensions; the operation sequence, and so the bits, are those of
+/// the kernel with [`Strides::Arguments`].
+pub fn generate_with(
+    op: &ConstOperator,
+    precision: Precision,
+    beta: Beta,
+    variant: Variant,
+    strides: Strides,
+) -> Result<GeneratedKernel, CodegenError> {
+    let strides_code = match strides {
+        Strides::Arguments => "ldb, sc = ldc".to_string(),
+        Strides::Fixed { ldb, ldc } => {
+            let int = 1..=i32::MAX as usize;
+            if !int.contains(&ldb) || !int.contains(&ldc) {
+                return Err(CodegenError::Strides { ldb, ldc });
+            }
+            format!("{ldb}, sc = {ldc}")
+        }
+    };
     let entries = op.entries(precision)?;
     let (m, k) = (op.m(), op.k());
     let rows_per_thread = match variant {
@@ -424,7 +492,12 @@ pub fn generate(
         Precision::F64 => ("double", "fma", hex_f64),
         Precision::F32 => ("float", "fmaf", |v| hex_f32(v as f32)),
     };
-    let name = kernel_name(op, precision, beta, variant);
+    let name = match strides {
+        Strides::Arguments => kernel_name(op, precision, beta, variant),
+        Strides::Fixed { ldb, ldc } => {
+            format!("{}_ld{ldb}x{ldc}", kernel_name(op, precision, beta, variant))
+        }
+    };
     let nnz = entries.iter().filter(|&&v| v != 0.0).count();
     let used = |rows: std::ops::Range<usize>| -> Vec<usize> {
         (0..k).filter(|&j| rows.clone().any(|i| entries[i * k + j] != 0.0)).collect()
@@ -461,10 +534,13 @@ pub fn generate(
         Variant::UnrolledPairs => "2 * (int)(blockIdx.x * blockDim.x + threadIdx.x)",
         _ => "(int)(blockIdx.x * blockDim.x + threadIdx.x)",
     };
+    if let Strides::Fixed { ldb, ldc } = strides {
+        let _ = writeln!(s, "    // Leading dimensions compiled in: {ldb} (B), {ldc} (C).");
+    }
     let _ = writeln!(
         s,
         "    const int j = {first_column};\n    if (j >= n) return;\n    \
-         const long long sb = ldb, sc = ldc;\n    b += j;\n    c += j;"
+         const long long sb = {strides_code};\n    b += j;\n    c += j;"
     );
     let mut b_rows_loaded = 0;
     let body = Unrolled { entries: &entries, cols: &cols, m, k, beta, t, fma, lit };
@@ -532,6 +608,7 @@ pub fn generate(
         precision,
         beta,
         variant,
+        strides,
         m,
         k,
         block: (BLOCK_X, 1),
@@ -775,6 +852,43 @@ mod tests {
             generate(&one, Precision::F64, Beta::Zero, Variant::RowSplit { rows_per_thread: 0 }),
             Err(CodegenError::RowsPerThread)
         );
+    }
+
+    /// Fixed strides change the stride line and the name, nothing else: the operation
+    /// sequence (so the bits) is that of the kernel with strides as arguments.
+    #[test]
+    fn fixed_strides_are_compiled_in() {
+        let op = ConstOperator::new("t", 3, 2, vec![1.0, 0.0, 0.5, -2.0, 0.0, 0.25]).unwrap();
+        for variant in
+            [Variant::Unrolled, Variant::UnrolledPairs, Variant::RowSplit { rows_per_thread: 2 }]
+        {
+            let free = generate(&op, Precision::F64, Beta::Zero, variant).unwrap();
+            let fixed = Strides::Fixed { ldb: 1002, ldc: 1_000_004 };
+            let g = generate_with(&op, Precision::F64, Beta::Zero, variant, fixed).unwrap();
+            assert_eq!(g.name, format!("{}_ld1002x1000004", free.name));
+            assert_eq!(g.strides, fixed);
+            assert!(g.source.contains("const long long sb = 1002, sc = 1000004;"), "{}", g.source);
+            let body = |k: &GeneratedKernel| {
+                k.source
+                    .lines()
+                    .filter(|l| !l.contains("sb =") && !l.contains("__global__"))
+                    .filter(|l| !l.contains("compiled in"))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(body(&g), body(&free), "{variant:?}");
+            assert_eq!(
+                (g.grid_y, g.nnz, g.b_rows_loaded),
+                (free.grid_y, free.nnz, free.b_rows_loaded)
+            );
+        }
+        for (ldb, ldc) in [(0, 5), (5, 0), (1 << 31, 5)] {
+            let fixed = Strides::Fixed { ldb, ldc };
+            assert_eq!(
+                generate_with(&op, Precision::F32, Beta::Zero, Variant::Unrolled, fixed),
+                Err(CodegenError::Strides { ldb, ldc })
+            );
+        }
     }
 
     #[test]
