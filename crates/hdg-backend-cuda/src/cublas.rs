@@ -2,11 +2,8 @@
 //! faster than the generated kernels (`codegen::gemm_wins`; issue 21, seed 004's dispatch to
 //! the vendor GEMM for large dense operators).
 //!
-//! Why loaded at run time (`libloading`) and not linked: the build machines have no CUDA
-//! libraries (only the driver stub that `scripts/cuda-toolchain.sh` makes), a binary linked
-//! against cuBLAS would refuse to start wherever libcublas is missing, and the backend must
-//! run there all the same, with its own kernels. Five entry points are bound, by the stable C
-//! ABI of `cublas_api.h` (the `_v2` names, which the `cublas_v2.h` macros map to).
+//! Loaded at run time (`crate::runtime_library` says why); five entry points are bound, by the
+//! stable C ABI of `cublas_api.h` (the `_v2` names, which the `cublas_v2.h` macros map to).
 //!
 //! cuBLAS runs on the runtime API, which uses the context current on the calling thread: the
 //! backend's primary context, made current before every call. The handle is bound to the
@@ -16,6 +13,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use hdg_core::{CoreError, Precision, Result};
+
+use crate::runtime_library::{open, symbol};
 
 /// `cublasHandle_t`.
 type Handle = *mut c_void;
@@ -86,29 +85,7 @@ impl Cublas {
     /// `stream` (a `CUstream` of the context current on this thread). The error says what was
     /// tried and why it failed.
     pub(crate) fn load(path: Option<&Path>, stream: *mut c_void) -> Result<Cublas> {
-        let candidates: Vec<String> = match path {
-            Some(p) => vec![p.display().to_string()],
-            None => LIBRARY_NAMES.iter().map(|s| s.to_string()).collect(),
-        };
-        let mut failures = Vec::new();
-        let mut found = None;
-        for name in &candidates {
-            // SAFETY: loading runs the library's initialisers; libcublas's only set up its own
-            // state (it is the library CUDA programs load at start-up).
-            match unsafe { libloading::Library::new(name) } {
-                Ok(library) => {
-                    found = Some((library, name.clone()));
-                    break;
-                }
-                Err(e) => failures.push(format!("{name}: {e}")),
-            }
-        }
-        let Some((library, origin)) = found else {
-            return Err(CoreError::BackendUnavailable(format!(
-                "cuBLAS not found ({})",
-                failures.join("; ")
-            )));
-        };
+        let (library, origin) = open("cuBLAS", path, &LIBRARY_NAMES)?;
         // SAFETY: each function is looked up with the type of its declaration in cublas_api.h
         // (cuBLAS 12 and 13 export these names with these signatures).
         let (create, destroy, set_stream, set_math_mode, sgemm, dgemm) = unsafe {
@@ -217,19 +194,6 @@ impl Cublas {
         }
         Ok(())
     }
-}
-
-/// The function `name` of `library` (loaded from `origin`), as a `T`.
-///
-/// # Safety
-/// `T` must be the function's type as the library declares it.
-unsafe fn symbol<T: Copy>(library: &libloading::Library, origin: &str, name: &str) -> Result<T> {
-    let terminated = format!("{name}\0");
-    // SAFETY: the caller's guarantee on T; the copied function pointer is used only while the
-    // library is loaded (`Cublas` keeps it).
-    unsafe { library.get::<T>(terminated.as_bytes()) }
-        .map(|f| *f)
-        .map_err(|e| CoreError::Backend(format!("{origin}: {name}: {e}")))
 }
 
 impl Drop for Cublas {

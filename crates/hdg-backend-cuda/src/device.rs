@@ -21,6 +21,7 @@ use hdg_core::{CoreError, Real, Result};
 use rayon::prelude::*;
 
 use crate::cublas::Cublas;
+use crate::nvrtc::Nvrtc;
 use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
 
@@ -213,9 +214,13 @@ pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
     /// cuBLAS, loaded on first use (`CudaBackend::cublas`), or why it could not be.
     cublas: OnceLock<std::result::Result<Cublas, CoreError>>,
+    /// NVRTC, loaded on first use (`CudaBackend::nvrtc`), or why it could not be.
+    nvrtc: OnceLock<std::result::Result<Nvrtc, CoreError>>,
     pub(crate) scratch: Mutex<Scratch>,
     /// The modules of [`FIXED_KERNELS`], in its order.
     modules: Vec<Module>,
+    /// The modules compiled at run time ([`Gpu::add_compiled`]), one kernel each.
+    compiled: Mutex<Vec<Module>>,
     /// Every kernel looked up so far, by name: a lookup walks the modules one by one.
     functions: Mutex<HashMap<String, KernelHandle>>,
     pub(crate) stream: Stream,
@@ -223,6 +228,8 @@ pub(crate) struct Gpu {
     pub(crate) description: String,
     /// Threads the device holds at once: SMs times threads per SM (`codegen::wide_panel`).
     pub(crate) resident_threads: usize,
+    /// The device's compute capability (major, minor): what run-time compilation targets.
+    pub(crate) compute_capability: (i32, i32),
     context: Context,
 }
 
@@ -309,6 +316,29 @@ impl Gpu {
             })?;
         self.functions.lock().map_err(|_| poisoned())?.insert(name.to_string(), function);
         Ok(function)
+    }
+
+    /// Whether kernel `name` (a built-in kernel's name, or a key of [`Gpu::add_compiled`]) is
+    /// loaded.
+    pub(crate) fn has_kernel(&self, name: &str) -> bool {
+        self.function(name).is_ok()
+    }
+
+    /// Loads `cubin` (a module compiled at run time for this device) and registers its kernel
+    /// `name` under `key` for [`Gpu::launch_shaped`]; the module lives as long as the `Gpu`.
+    pub(crate) fn add_compiled(&self, key: &str, name: &str, cubin: &[u8]) -> Result<()> {
+        self.bind()?;
+        let module = Module::from_cubin(cubin, &[])
+            .map_err(|e| cuda_error(format!("cannot load the module compiled for {name}"), e))?;
+        let function = module
+            .get_function(name)
+            .map(|f| KernelHandle(f.to_raw()))
+            .map_err(|e| cuda_error(format!("kernel {name} is missing from its module"), e))?;
+        let poisoned = || CoreError::Backend("the kernel cache's lock is poisoned".into());
+        // The module first: a kernel in the cache must have its module alive.
+        self.compiled.lock().map_err(|_| poisoned())?.push(module);
+        self.functions.lock().map_err(|_| poisoned())?.insert(key.to_string(), function);
+        Ok(())
     }
 
     /// Waits for all queued work; errors of earlier asynchronous launches surface here.
@@ -478,13 +508,16 @@ impl CudaBackend {
         }
         let gpu = Gpu {
             cublas: OnceLock::new(),
+            nvrtc: OnceLock::new(),
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
             modules,
+            compiled: Mutex::new(Vec::new()),
             functions: Mutex::new(HashMap::new()),
             stream,
             device,
             description,
             resident_threads,
+            compute_capability: (major, minor),
             context,
         };
         Ok(CudaBackend {
@@ -553,6 +586,14 @@ impl CudaBackend {
                 self.gpu.stream.as_inner() as *mut c_void,
             )
         });
+        loaded.as_ref().map_err(Clone::clone)
+    }
+
+    /// NVRTC, loaded on the first call (from [`crate::CudaSettings::nvrtc_library`] or the
+    /// default names) for every backend of this device.
+    pub(crate) fn nvrtc(&self) -> Result<&Nvrtc> {
+        let loaded =
+            self.gpu.nvrtc.get_or_init(|| Nvrtc::load(self.settings.nvrtc_library.as_deref()));
         loaded.as_ref().map_err(Clone::clone)
     }
 

@@ -69,6 +69,8 @@ mod manufactured_code;
 #[cfg(feature = "cuda")]
 mod multigrid;
 #[cfg(feature = "cuda")]
+mod nvrtc;
+#[cfg(feature = "cuda")]
 mod operator;
 #[cfg(feature = "cuda")]
 mod operators;
@@ -76,6 +78,8 @@ pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
 // build.rs includes it too (the solutions with device code): some of it serves only there.
+#[cfg(feature = "cuda")]
+mod runtime_library;
 #[cfg(any(feature = "cuda", test))]
 #[allow(dead_code)]
 mod solution_numbers;

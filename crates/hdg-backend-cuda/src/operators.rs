@@ -16,12 +16,16 @@
 //! sequence (the CPU's); cuBLAS sums in its own order.
 //!
 //! [`DeviceOperator`] is the same machinery as a public type, for tests and programs that apply
-//! an operator to panels of their own.
+//! an operator to panels of their own. Such a program may also ask for the operator's kernels
+//! compiled at run time for one panel shape ([`DeviceOperator::compile_for_panel`]: NVRTC,
+//! `codegen::Strides::Fixed`), which then apply it to panels of those leading dimensions: the
+//! built-in kernels' operation sequence (the same bits) with the strides compiled in.
 use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
 use crate::codegen::{
-    gemm_wins, pairs_launchable, wide_panel, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
+    choices, compiled_beats_gemm, gemm_wins, generate_with, pairs_launchable, wide_panel, Beta,
+    ConstOperator, Strides, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
 };
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::settings::CublasUse;
@@ -90,14 +94,22 @@ impl BuiltInOperator {
         c: u64,
         ldc: usize,
     ) -> &'static BuiltInKernel {
-        let Some(narrow) = self.narrow else { return self.wide };
-        let wide = wide_panel(n, backend.gpu.resident_threads)
-            && (self.wide.variant != Variant::UnrolledPairs
-                || pairs_launchable(self.wide.precision, b, ldb, c, ldc));
-        if wide {
-            self.wide
-        } else {
-            narrow
+        match self.narrow {
+            Some(narrow)
+                if !takes_wide(
+                    backend,
+                    self.wide.variant,
+                    self.wide.precision,
+                    n,
+                    b,
+                    ldb,
+                    c,
+                    ldc,
+                ) =>
+            {
+                narrow
+            }
+            _ => self.wide,
         }
     }
 
@@ -115,23 +127,116 @@ impl BuiltInOperator {
         ldc: usize,
     ) -> Result<()> {
         let kernel = self.kernel_for(backend, n, b, ldb, c, ldc);
-        let columns_per_thread = kernel.variant.columns_per_thread() as usize;
-        let Some((n32, ldb32, ldc32, grid_x)) =
-            panel(kernel.name, n, ldb, ldc, BLOCK_X as usize * columns_per_thread, 1)?
-        else {
-            return Ok(());
-        };
-        // SAFETY: NAME(int n, const T* b, int ldb, T* c, int ldc) (codegen's signature) with the
-        // caller's panel, BLOCK_X threads (the kernels' launch bound) and the kernel's own grid
-        // (columns_per_thread element columns per thread; the pair kernel only on aligned
-        // panels of even leading dimensions, kernel_for, and the last column of an odd n alone).
+        // SAFETY: forwarded to the caller; kernel_for gives a pair kernel only an aligned panel
+        // of even leading dimensions.
         unsafe {
-            backend.gpu.launch_shaped(
-                kernel.name,
-                (grid_x, kernel.grid_y),
-                BLOCK_X,
-                &[arg(&n32), arg(&b), arg(&ldb32), arg(&c), arg(&ldc32)],
-            )
+            launch_generated(backend, kernel.name, kernel.variant, kernel.grid_y, n, b, ldb, c, ldc)
+        }
+    }
+}
+
+/// Whether a panel of `n` elements with `B` and `C` at these addresses takes the wide panels'
+/// kernel, of form `wide`, rather than the narrow panels' one: where the panel is wide
+/// (`codegen::wide_panel`) and, for a pair kernel, aligned (`codegen::pairs_launchable`).
+#[allow(clippy::too_many_arguments)]
+fn takes_wide(
+    backend: &CudaBackend,
+    wide: Variant,
+    precision: Precision,
+    n: usize,
+    b: u64,
+    ldb: usize,
+    c: u64,
+    ldc: usize,
+) -> bool {
+    wide_panel(n, backend.gpu.resident_threads)
+        && (wide != Variant::UnrolledPairs || pairs_launchable(precision, b, ldb, c, ldc))
+}
+
+/// Queues the generated kernel `name` (of form `variant`, `grid_y` row chunks) over a panel.
+///
+/// # Safety
+/// As [`PanelKernel::apply`]; a pair kernel ([`Variant::UnrolledPairs`]) only on a panel that
+/// `codegen::pairs_launchable` accepts, a kernel with fixed strides only on a panel of its
+/// leading dimensions.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_generated(
+    backend: &CudaBackend,
+    name: &str,
+    variant: Variant,
+    grid_y: u32,
+    n: usize,
+    b: u64,
+    ldb: usize,
+    c: u64,
+    ldc: usize,
+) -> Result<()> {
+    let columns_per_thread = variant.columns_per_thread() as usize;
+    let Some((n32, ldb32, ldc32, grid_x)) =
+        panel(name, n, ldb, ldc, BLOCK_X as usize * columns_per_thread, 1)?
+    else {
+        return Ok(());
+    };
+    // SAFETY: NAME(int n, const T* b, int ldb, T* c, int ldc) (codegen's signature) with the
+    // caller's panel, BLOCK_X threads (the kernels' launch bound) and the kernel's own grid
+    // (columns_per_thread element columns per thread, the last column of an odd n alone in a
+    // pair kernel; the caller's guarantees on pairs and strides).
+    unsafe {
+        backend.gpu.launch_shaped(
+            name,
+            (grid_x, grid_y),
+            BLOCK_X,
+            &[arg(&n32), arg(&b), arg(&ldb32), arg(&c), arg(&ldc32)],
+        )
+    }
+}
+
+/// A kernel compiled at run time for one panel shape (`codegen::Strides::Fixed`).
+#[derive(Clone, Debug)]
+struct CompiledKernel {
+    /// The key it is registered under with the backend's kernels (`Gpu::add_compiled`): its
+    /// name and a hash of its source, so that two operators given the same name never share a
+    /// kernel unless their entries are the same.
+    name: String,
+    variant: Variant,
+    grid_y: u32,
+}
+
+/// An operator's kernels compiled for panels of leading dimensions `ldb` and `ldc`: the forms
+/// of the built-in kernels (`codegen::choices`), the narrow one where it differs.
+#[derive(Clone, Debug)]
+struct CompiledPanel {
+    ldb: usize,
+    ldc: usize,
+    wide: CompiledKernel,
+    narrow: Option<CompiledKernel>,
+}
+
+impl CompiledPanel {
+    /// The kernel for a panel of `n` elements (as `BuiltInOperator::kernel_for`).
+    fn kernel_for<T: DeviceReal>(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        b: u64,
+        c: u64,
+    ) -> &CompiledKernel {
+        match &self.narrow {
+            Some(narrow)
+                if !takes_wide(
+                    backend,
+                    self.wide.variant,
+                    T::PRECISION,
+                    n,
+                    b,
+                    self.ldb,
+                    c,
+                    self.ldc,
+                ) =>
+            {
+                narrow
+            }
+            _ => &self.wide,
         }
     }
 }
@@ -302,6 +407,9 @@ pub enum OperatorPath {
     Dense,
     /// cuBLAS's GEMM (`crate::CublasUse`).
     Cublas,
+    /// The generated kernels compiled at run time for the panel's leading dimensions
+    /// ([`DeviceOperator::compile_for_panel`]).
+    Compiled,
 }
 
 impl std::fmt::Display for OperatorPath {
@@ -310,6 +418,7 @@ impl std::fmt::Display for OperatorPath {
             OperatorPath::Generated => "generated",
             OperatorPath::Dense => "dense",
             OperatorPath::Cublas => "cuBLAS",
+            OperatorPath::Compiled => "compiled",
         })
     }
 }
@@ -406,6 +515,11 @@ impl<T: DeviceReal> PanelKernel<T> {
 /// settings and the cost model choose ([`DeviceOperator::path`]).
 pub struct DeviceOperator<T: DeviceReal> {
     kernel: PanelKernel<T>,
+    /// The operator, as given (in T, exactly representable in f64), for kernels compiled at run
+    /// time.
+    operator: ConstOperator,
+    /// Kernels compiled for panel shapes ([`DeviceOperator::compile_for_panel`]).
+    compiled: Vec<CompiledPanel>,
     m: usize,
     k: usize,
 }
@@ -424,7 +538,11 @@ impl CudaBackend {
         k: usize,
         a: &[T],
     ) -> Result<DeviceOperator<T>> {
-        Ok(DeviceOperator { kernel: PanelKernel::for_operator(self, name, m, k, a)?, m, k })
+        let kernel = PanelKernel::for_operator(self, name, m, k, a)?;
+        let values = a.iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect();
+        let operator = ConstOperator::new(name, m, k, values)
+            .map_err(|e| CoreError::InvalidParameter { name: "operator", reason: e.to_string() })?;
+        Ok(DeviceOperator { kernel, operator, compiled: Vec::new(), m, k })
     }
 }
 
@@ -439,9 +557,99 @@ impl<T: DeviceReal> DeviceOperator<T> {
         self.kernel.path()
     }
 
-    /// On the generated path, the form of the kernel that [`DeviceOperator::apply`] launches
-    /// for this panel (`codegen::choose` on wide panels, `codegen::choose_narrow` on narrow
-    /// ones and on those a pair kernel cannot read); `None` on the dense and cuBLAS paths.
+    /// Compiles the operator's kernels for panels of leading dimensions `ldb` and `ldc` at run
+    /// time (NVRTC, loaded on first use: [`crate::CudaSettings::nvrtc_library`]), with the
+    /// strides compiled in (`codegen::Strides::Fixed`). From then on [`DeviceOperator::apply`]
+    /// launches them on panels of exactly these leading dimensions, except where cuBLAS applies
+    /// the operator and measured faster (`codegen::compiled_beats_gemm`: wide panels, and f64;
+    /// for an operator that cuBLAS keeps on every panel nothing is compiled); other
+    /// panels keep [`DeviceOperator::path`]. The results have the bits of
+    /// the built-in kernels (the same operation sequence). The forms are those of the built-in
+    /// kernels (`codegen::choices`), also for an operator that is not built in.
+    ///
+    /// Compiling costs tens to hundreds of milliseconds per operator (more for large ones) and
+    /// saves a few percent per application (BENCHMARKS.md, issue 21): worth it for panels of
+    /// one shape applied many times. A kernel that another operator with the same entries
+    /// already compiled on this device is reused. Errors: NVRTC missing or failing, leading
+    /// dimensions of zero or beyond an `int`.
+    pub fn compile_for_panel(
+        &mut self,
+        backend: &CudaBackend,
+        ldb: usize,
+        ldc: usize,
+    ) -> Result<()> {
+        let cublas_everywhere = matches!(self.kernel, PanelKernel::Gemm(_))
+            && !compiled_beats_gemm(T::PRECISION, false);
+        if cublas_everywhere || self.compiled.iter().any(|p| (p.ldb, p.ldc) == (ldb, ldc)) {
+            return Ok(());
+        }
+        let strides = Strides::Fixed { ldb, ldc };
+        let invalid = |e: crate::codegen::CodegenError| CoreError::InvalidParameter {
+            name: "panel",
+            reason: e.to_string(),
+        };
+        let [wide, narrow] = choices(&self.operator, T::PRECISION).map_err(invalid)?;
+        // A pair kernel never runs on odd leading dimensions: the plain one takes its panels.
+        let pairs_readable = ldb.is_multiple_of(2) && ldc.is_multiple_of(2);
+        let wide = if wide == Variant::UnrolledPairs && !pairs_readable { narrow } else { wide };
+        let compile = |variant: Variant| -> Result<CompiledKernel> {
+            let kernel = generate_with(&self.operator, T::PRECISION, Beta::Zero, variant, strides)
+                .map_err(invalid)?;
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&kernel.source, &mut hasher);
+            let key = format!("{}#{:016x}", kernel.name, std::hash::Hasher::finish(&hasher));
+            if !backend.gpu.has_kernel(&key) {
+                let cubin = backend.nvrtc()?.compile_cubin(
+                    &kernel.name,
+                    &kernel.source,
+                    backend.gpu.compute_capability,
+                )?;
+                backend.gpu.add_compiled(&key, &kernel.name, &cubin)?;
+            }
+            Ok(CompiledKernel { name: key, variant, grid_y: kernel.grid_y })
+        };
+        let narrow = if narrow != wide { Some(compile(narrow)?) } else { None };
+        let wide = compile(wide)?;
+        self.compiled.push(CompiledPanel { ldb, ldc, wide, narrow });
+        Ok(())
+    }
+
+    /// The kernels compiled for this panel's leading dimensions, where they apply it (see
+    /// [`DeviceOperator::compile_for_panel`]).
+    fn compiled_for(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        ldb: usize,
+        ldc: usize,
+    ) -> Option<&CompiledPanel> {
+        let panel = self.compiled.iter().find(|p| (p.ldb, p.ldc) == (ldb, ldc))?;
+        let wide = wide_panel(n, backend.gpu.resident_threads);
+        let cublas_wins =
+            matches!(self.kernel, PanelKernel::Gemm(_)) && !compiled_beats_gemm(T::PRECISION, wide);
+        (!cublas_wins).then_some(panel)
+    }
+
+    /// Which code [`DeviceOperator::apply`] runs for a panel of `n` elements of these leading
+    /// dimensions: [`OperatorPath::Compiled`] where kernels were compiled for them and apply
+    /// (see [`DeviceOperator::compile_for_panel`]), else [`DeviceOperator::path`].
+    pub fn path_for_panel(
+        &self,
+        backend: &CudaBackend,
+        n: usize,
+        ldb: usize,
+        ldc: usize,
+    ) -> OperatorPath {
+        match self.compiled_for(backend, n, ldb, ldc) {
+            Some(_) => OperatorPath::Compiled,
+            None => self.path(),
+        }
+    }
+
+    /// On the generated and compiled paths, the form of the kernel that
+    /// [`DeviceOperator::apply`] launches for this panel (`codegen::choose` on wide panels,
+    /// `codegen::choose_narrow` on narrow ones and on those a pair kernel cannot read); `None`
+    /// on the dense and cuBLAS paths.
     pub fn generated_variant(
         &self,
         backend: &CudaBackend,
@@ -451,6 +659,9 @@ impl<T: DeviceReal> DeviceOperator<T> {
         c: &DeviceVector<T>,
         ldc: usize,
     ) -> Option<Variant> {
+        if let Some(panel) = self.compiled_for(backend, n, ldb, ldc) {
+            return Some(panel.kernel_for::<T>(backend, n, b.address(), c.address()).variant);
+        }
         match &self.kernel {
             PanelKernel::BuiltIn(op) => {
                 Some(op.kernel_for(backend, n, b.address(), ldb, c.address(), ldc).variant)
@@ -487,10 +698,29 @@ impl<T: DeviceReal> DeviceOperator<T> {
                 });
             }
         }
+        let (b, c) = (b.address(), c.address());
+        if let Some(panel) = self.compiled_for(backend, n, ldb, ldc) {
+            let kernel = panel.kernel_for::<T>(backend, n, b, c);
+            // SAFETY: as below; the kernel was compiled for these leading dimensions, and a pair
+            // kernel is only given an aligned panel (kernel_for).
+            return unsafe {
+                launch_generated(
+                    backend,
+                    &kernel.name,
+                    kernel.variant,
+                    kernel.grid_y,
+                    n,
+                    b,
+                    ldb,
+                    c,
+                    ldc,
+                )
+            };
+        }
         // SAFETY: b and c are live vectors of this backend large enough for their rows
         // (checked above); c is borrowed mutably, so it overlaps neither b nor anything the
         // host reads before the stream is synchronised (every download synchronises first).
-        unsafe { self.kernel.apply(backend, n, b.address(), ldb, c.address(), ldc) }
+        unsafe { self.kernel.apply(backend, n, b, ldb, c, ldc) }
     }
 }
 

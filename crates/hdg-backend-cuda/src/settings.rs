@@ -44,6 +44,11 @@ pub struct CudaSettings {
     /// `/usr/local/cuda/lib64`. The first backend of a device to load it decides for all its
     /// clones. `HDG_CUDA_CUBLAS_LIBRARY`.
     pub cublas_library: Option<PathBuf>,
+    /// The NVRTC library to load for kernels compiled at run time
+    /// (`DeviceOperator::compile_for_panel`; a path or a soname); None: the CUDA 13 and 12
+    /// sonames, then `/usr/local/cuda/lib64`. The first backend of a device to load it decides
+    /// for all its clones. `HDG_CUDA_NVRTC_LIBRARY`.
+    pub nvrtc_library: Option<PathBuf>,
     /// Load `STEM.sm_90.cubin` from this directory, where there is one, in place of the
     /// embedded SASS of `kernels/STEM.cu` (compiled on the GPU machine with nvcc, say with
     /// -lineinfo or a variant's defines). `HDG_CUDA_KERNEL_DIR`.
@@ -164,6 +169,9 @@ impl CudaSettings {
                 .transpose()?
                 .unwrap_or_default(),
             cublas_library: std::env::var_os("HDG_CUDA_CUBLAS_LIBRARY")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            nvrtc_library: std::env::var_os("HDG_CUDA_NVRTC_LIBRARY")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
             profile: std::env::var_os("HDG_CUDA_PROFILE").is_some(),

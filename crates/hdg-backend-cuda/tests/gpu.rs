@@ -1722,6 +1722,31 @@ fn constant_operator_paths_f32() {
     constant_operator_paths::<f32>();
 }
 
+/// `got` (m rows of `ldc`, from the device) is the CPU panel loop's `C = A B` for `op` over `n`
+/// elements of `b` (k rows of `ldb`) to the bit, with the padding from column n left at
+/// `sentinel`.
+fn assert_cpu_bits<T: DeviceReal + PanelReal + Bits>(
+    label: &str,
+    op: &ConstOperator,
+    n: usize,
+    (b, ldb): (&[T], usize),
+    (got, ldc): (&[T], usize),
+    sentinel: T,
+) {
+    let mut cpu = vec![sentinel; op.m() * ldc];
+    PanelOperator::<T>::new(op).unwrap().apply(Beta::Zero, n, b, ldb, &mut cpu, ldc).unwrap();
+    let differ = got.iter().zip(&cpu).position(|(x, y)| x.to_bits_u64() != y.to_bits_u64());
+    if let Some(p) = differ {
+        panic!(
+            "{label}: C[{}][{}] = {:e}, the CPU's {:e} (padding from column {n})",
+            p / ldc,
+            p % ldc,
+            got[p].as_f64(),
+            cpu[p].as_f64()
+        );
+    }
+}
+
 /// The operators built in with a kernel for narrow panels beside the wide panels' one
 /// (`codegen::built_in_kernels`) apply the wide one to panels at least as wide as the device's
 /// resident threads (`codegen::wide_panel`) and the narrow one to the others: in f32 the pair
@@ -1771,21 +1796,7 @@ fn built_in_narrow_and_wide_kernels<T: DeviceReal + PanelReal + Bits>() {
             assert_eq!(device.generated_variant(&g, n, &b, ldb, &c, ldc), Some(variant), "{label}");
             device.apply(&g, n, &b, ldb, &mut c, ldc).unwrap();
             let got = download(&g, &c);
-            let mut cpu = vec![sentinel; m * ldc];
-            PanelOperator::<T>::new(op)
-                .unwrap()
-                .apply(Beta::Zero, n, &b_host, ldb, &mut cpu, ldc)
-                .unwrap();
-            let differ = got.iter().zip(&cpu).position(|(x, y)| x.to_bits_u64() != y.to_bits_u64());
-            if let Some(p) = differ {
-                panic!(
-                    "{label}: C[{}][{}] = {:e}, the CPU's {:e} (padding from column {n})",
-                    p / ldc,
-                    p % ldc,
-                    got[p].as_f64(),
-                    cpu[p].as_f64()
-                );
-            }
+            assert_cpu_bits(&label, op, n, (&b_host, ldb), (&got, ldc), sentinel);
             eprintln!("{label}: {variant:?}, the CPU's bits");
         }
     }
@@ -1801,4 +1812,130 @@ fn built_in_narrow_and_wide_kernels_f32() {
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn built_in_narrow_and_wide_kernels_f64() {
     built_in_narrow_and_wide_kernels::<f64>();
+}
+
+/// Kernels compiled at run time for one panel shape (`DeviceOperator::compile_for_panel`,
+/// NVRTC, the strides compiled in) give the CPU panel loop's bits on panels of that shape, in
+/// the form the built-in kernels take there (narrow and wide panels; pairs only on even
+/// strides), leave the padding alone, and serve no other shape nor another operator given the
+/// same name. Operators: built in with a
+/// narrow form (f32: the pair forms; f64: one chunk of rows), one that is not built in (the
+/// dense path otherwise), and one cuBLAS applies (`CublasUse::Load`), which keeps cuBLAS on
+/// wide panels and takes the compiled kernel on narrow ones in f32, and keeps cuBLAS everywhere
+/// in f64, compiling nothing (`codegen::compiled_beats_gemm`).
+/// Errors: a zero leading dimension,
+/// and NVRTC not found, where the operator still applies on its own path. Needs NVRTC and
+/// cuBLAS (the GPU machines have both in /usr/local/cuda).
+fn compiled_panel_kernels<T: DeviceReal + PanelReal + Bits>() {
+    use codegen::Variant;
+    let g = gpu().with_settings(CudaSettings { cublas: CublasUse::Load, ..CudaSettings::auto() });
+    let g = g.unwrap();
+    let built_in = codegen::built_in_operators(MAX_ELEMENT_ORDER).unwrap();
+    let find = |name: &str| built_in.iter().find(|op| op.name() == name).unwrap().clone();
+    let sentinel = T::from_f64_lossy(-7.25);
+    let wide = 1_000_001;
+    let not_built_in = ConstOperator::new("test-compiled", 37, 11, {
+        let mut v = random::<f64>(37 * 11, 5);
+        v.iter_mut().step_by(3).for_each(|x| *x = 0.0);
+        v
+    })
+    .unwrap();
+    let (narrow_form, gemm_op) = match T::PRECISION {
+        Precision::F32 => (
+            find("tri-k2-error-basis"),
+            ConstOperator::new("test-large", 160, 90, random::<f64>(160 * 90, 7)).unwrap(),
+        ),
+        Precision::F64 => (find("tri-k7-error-basis"), find("tri-k8-error-basis")),
+    };
+    // The same name with other entries: its own kernels, not those compiled for the first.
+    let same_name = ConstOperator::new("test-compiled", 37, 11, random::<f64>(37 * 11, 6)).unwrap();
+    let ops = vec![
+        (narrow_form.clone(), OperatorPath::Generated),
+        (not_built_in, OperatorPath::Dense),
+        (same_name, OperatorPath::Dense),
+        (gemm_op, OperatorPath::Cublas),
+    ];
+    for (op, expect_path) in &ops {
+        let (op, expect_path) = (op, *expect_path);
+        let (m, k) = (op.m(), op.k());
+        let name = op.name();
+        let a: Vec<T> =
+            op.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
+        let mut device = g.constant_operator(name, m, k, &a).unwrap();
+        assert_eq!(device.path(), expect_path, "{name}");
+        let [wide_form, narrow] = codegen::choices(op, T::PRECISION).unwrap();
+        let gemm = expect_path == OperatorPath::Cublas;
+        // (n, ldb, ldc, the path and kernel expected once compiled for ldb, ldc)
+        let mut cases = vec![
+            (1001, 1002, 1004, OperatorPath::Compiled, Some(narrow)),
+            (996, 1002, 1004, OperatorPath::Compiled, Some(narrow)),
+        ];
+        if gemm && !codegen::compiled_beats_gemm(T::PRECISION, false) {
+            cases = vec![(1001, 1002, 1004, OperatorPath::Cublas, None)];
+        }
+        let mut compiled_shapes = Vec::new();
+        if !gemm {
+            // Even strides: the wide form, pairs included; an odd one: no pairs.
+            let odd = if wide_form == Variant::UnrolledPairs { narrow } else { wide_form };
+            cases.push((wide, wide + 1, wide + 3, OperatorPath::Compiled, Some(wide_form)));
+            cases.push((wide, wide + 1, wide + 2, OperatorPath::Compiled, Some(odd)));
+        } else {
+            cases.push((wide, wide + 1, wide + 3, OperatorPath::Cublas, None));
+        }
+        for (n, ldb, ldc, path, variant) in cases {
+            let label = format!("{name} {}, n = {n}, ldb = {ldb}, ldc = {ldc}", T::NAME);
+            let b_host = random::<T>(k * ldb, 3 + n as u64);
+            let b = upload(&g, &b_host);
+            let mut c = upload(&g, &vec![sentinel; m * ldc]);
+            // Before compiling: the operator's own path.
+            if !compiled_shapes.contains(&(ldb, ldc)) {
+                assert_eq!(device.path_for_panel(&g, n, ldb, ldc), expect_path, "{label}");
+                compiled_shapes.push((ldb, ldc));
+            }
+            let started = std::time::Instant::now();
+            device.compile_for_panel(&g, ldb, ldc).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let compile_s = started.elapsed().as_secs_f64();
+            assert_eq!(device.path_for_panel(&g, n, ldb, ldc), path, "{label}");
+            assert_eq!(device.generated_variant(&g, n, &b, ldb, &c, ldc), variant, "{label}");
+            // Another shape keeps the operator's own path.
+            assert_eq!(device.path_for_panel(&g, n, ldb + 2, ldc), expect_path, "{label}");
+            device.apply(&g, n, &b, ldb, &mut c, ldc).unwrap();
+            let got = download(&g, &c);
+            if path == OperatorPath::Cublas {
+                eprintln!("{label}: cuBLAS, compiled in {compile_s:.2} s");
+                continue;
+            }
+            assert_cpu_bits(&label, op, n, (&b_host, ldb), (&got, ldc), sentinel);
+            eprintln!("{label}: {variant:?} compiled in {compile_s:.2} s, the CPU's bits");
+        }
+    }
+    // Errors: no panel of leading dimension 0; NVRTC missing (a fresh device state, which
+    // loads it from the path given) leaves the operator on its path.
+    let op = &narrow_form;
+    let a: Vec<T> =
+        op.entries(T::PRECISION).unwrap().iter().map(|&v| T::from_f64_lossy(v)).collect();
+    let mut device = g.constant_operator(op.name(), op.m(), op.k(), &a).unwrap();
+    assert!(device.compile_for_panel(&g, 0, 1000).is_err(), "ldb = 0");
+    let missing = std::path::PathBuf::from("/nonexistent/libnvrtc.so");
+    let settings = CudaSettings { nvrtc_library: Some(missing), ..CudaSettings::auto() };
+    let fresh = gpu().with_settings(settings).unwrap();
+    let mut device = fresh.constant_operator(op.name(), op.m(), op.k(), &a).unwrap();
+    let e = device.compile_for_panel(&fresh, 1002, 1004).unwrap_err().to_string();
+    assert!(e.contains("NVRTC not found"), "{e}");
+    assert_eq!(device.path_for_panel(&fresh, 1001, 1002, 1004), OperatorPath::Generated);
+    let b = upload(&fresh, &random::<T>(op.k() * 1002, 1));
+    let mut c = upload(&fresh, &vec![sentinel; op.m() * 1004]);
+    device.apply(&fresh, 1001, &b, 1002, &mut c, 1004).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn compiled_panel_kernels_f32() {
+    compiled_panel_kernels::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn compiled_panel_kernels_f64() {
+    compiled_panel_kernels::<f64>();
 }
