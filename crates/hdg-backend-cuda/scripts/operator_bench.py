@@ -22,6 +22,11 @@ launch cost is not counted; time / reps, the median of 5 such rounds):
       more than 28 distinct |a| and density above 0.15): such cases are recorded as declined
       and, so that the comparison exists, its kernels are generated anyway ("forced").
 
+  (d) with a manifest of `operator-kernels --fixed-strides N,..`: our kernels of the automatic
+      choice with the leading dimensions compiled in ("fixed_n": N; what the backend compiles
+      at run time, DeviceOperator::compile_for_panel), timed on panels of n = N only; the
+      automatic choice with them ("compiled auto") is reported beside the one without.
+
 Every result is checked, after one launch from a known C, against a NumPy f64 product on a
 sample of columns (relative to |A| |B| (+ |C|): 1e-12 in f64, 1e-5 in f32), then timed (with
 beta = 1 the timed launches keep adding to C). Reported per case: time, useful GFLOP/s
@@ -301,6 +306,8 @@ def main():
                 narrow = (n < dev.resident_threads
                           and any(kern.get('chosen_narrow') for kern, _ in ours))
                 for kern, launch in ours:
+                    if kern.get('fixed_n') not in (None, n):
+                        continue
                     grid = (-(-n // (kern['block'][0] * kern.get('columns_per_thread', 1))), kern['grid_y'])
                     block = (kern['block'][0], kern['block'][1])
                     kargs = (np.int32(n), b, np.int32(n), c, np.int32(n))
@@ -309,8 +316,10 @@ def main():
                         launch(grid, block, kargs)
                     t_ms, err, ok = checked_then_timed(fn)
                     chosen = kern.get('chosen_narrow') if narrow else kern['chosen']
-                    record('ours', kern['variant'], t_ms, err, ok, chosen=bool(chosen),
-                           gemm=kern.get('gemm', False))
+                    record('compiled' if kern.get('fixed_n') else 'ours', kern['variant'],
+                           t_ms, err, ok, chosen=bool(chosen), gemm=kern.get('gemm', False),
+                           narrow_panel=n < dev.resident_threads,
+                           beats_gemm_narrow=kern.get('compiled_beats_gemm_narrow', False))
 
                 t_ms, err, ok = checked_then_timed(lambda: dev.matmul(a_dev, b, c, beta))
                 record('cublas', 'cupy.cublas.gemm' if beta else 'cupy.matmul', t_ms, err, ok)
@@ -365,7 +374,8 @@ def bitwise(args):
             assert raw.size == (k + (2 if beta1 else 1) * m) * ld, check['file']
             b = cp.asarray(b_host)
             for kern in op['kernels']:
-                if kern['precision'] != check['precision']:
+                # Kernels compiled for another panel's strides (fixed_n) cannot run on this one.
+                if kern['precision'] != check['precision'] or kern.get('fixed_n'):
                     continue
                 src = (args.manifest_dir / kern['file']).read_text()
                 fn = cp.RawKernel(src, kern['name'], options=('--std=c++17',))
@@ -394,8 +404,16 @@ def summarize(case):
     for t in valid:
         if t['kind'] not in best or t['ms'] < best[t['kind']]['ms']:
             best[t['kind']] = t
-    chosen = [t for t in valid if t.get('chosen')]
+    chosen = [t for t in valid if t.get('chosen') and t['kind'] == 'ours']
     case['auto'] = chosen[0] if chosen else None
+    # With kernels compiled for the panel (DeviceOperator::compile_for_panel): they replace the
+    # built-in ones, and cuBLAS only on narrow panels where codegen::compiled_beats_gemm says so.
+    compiled = [t for t in valid if t.get('chosen') and t['kind'] == 'compiled']
+    case['auto_compiled'] = compiled[0] if compiled else None
+    if compiled and compiled[0].get('gemm') and not (compiled[0].get('narrow_panel')
+                                                     and compiled[0].get('beats_gemm_narrow')):
+        cublas = [t for t in valid if t['kind'] == 'cublas']
+        case['auto_compiled'] = dict(cublas[0], variant='cuBLAS') if cublas else None
     # Where codegen::gemm_wins sends the operator to cuBLAS (the backend's choice once cuBLAS
     # is loaded), the automatic choice is cuBLAS's GEMM: the same call as cupy.matmul's.
     if case['auto'] and case['auto'].get('gemm'):
@@ -406,12 +424,15 @@ def summarize(case):
     others = [best[k]['ms'] for k in ('cublas', 'gimmik') if k in best]
     case['auto_vs_best_other'] = (case['auto']['ms'] / min(others)
                                   if case['auto'] and others else None)
+    case['compiled_vs_best_other'] = (case['auto_compiled']['ms'] / min(others)
+                                      if case['auto_compiled'] and others else None)
     case['failed'] = [f"{t['kind']}:{t['variant']}" for t in case['timings']
                       if 'ms' in t and not t['ok']]
 
 
 HEADER = ('| operator | prec | n | m x k | nnz | auto (variant) ms | GFLOP/s | BW/copy | '
-          'best ours ms | cuBLAS ms | GiMMiK best ms | winner | auto / best other |')
+          'best ours ms | cuBLAS ms | GiMMiK best ms | winner | auto / best other | '
+          'compiled auto (variant) ms | compiled / best other |')
 
 
 def fmt(t):
@@ -423,15 +444,20 @@ def row_line(case):
     head = (f"| {case['operator']} | {case['precision']} | {case['n']} | "
             f"{case['m']} x {case['k']} | {case['nnz']} | ")
     if not auto:
-        return head + 'failed: ' + ', '.join(case['failed']) + ' |' + ' |' * 8
+        return head + 'failed: ' + ', '.join(case['failed']) + ' |' + ' |' * 10
     g = best.get('gimmik')
     declined = ', declined' if case.get('gimmik_declined') else ''
     gtxt = f"{g['ms']:.4f} ({g['variant']}{declined})" if g else (declined[2:] or '-')
     ratio = case['auto_vs_best_other']
     rtxt = f'{ratio:.2f}' if ratio is not None else '-'
+    comp = case.get('auto_compiled')
+    ctxt = f"{fmt(comp)} ({comp['variant']})" if comp else '-'
+    cratio = case.get('compiled_vs_best_other')
+    crtxt = f'{cratio:.2f}' if cratio is not None else '-'
     return head + (f"{fmt(auto)} ({auto['variant']}) | {auto['gflops']:.1f} | "
                    f"{auto['bandwidth_fraction']:.2f} | {fmt(best.get('ours'))} | "
-                   f"{fmt(best.get('cublas'))} | {gtxt} | {case['winner']} | {rtxt} |")
+                   f"{fmt(best.get('cublas'))} | {gtxt} | {case['winner']} | {rtxt} | "
+                   f"{ctxt} | {crtxt} |")
 
 
 def table(rows):

@@ -30,7 +30,9 @@
 //! automatic choice between them, so that the choice is checked against measurement in one run.
 //! These kernels take microseconds, so each is timed as launches queued behind a long copy
 //! (device time, without the host's launch work: [`time_queued`]); the path columns name the
-//! generated kernel's form (`u`, `u2`, `rs16`) for the panel.
+//! generated kernel's form (`u`, `u2`, `rs16`) for the panel. The last columns time the
+//! automatic choice once its kernels are compiled at run time for the panel's shape
+//! (`DeviceOperator::compile_for_panel`: NVRTC, the strides compiled in), and the compilation.
 //!
 //! Usage: gpu-bench [--dofs N] [--orders 1,2,3] [--samples 50] [--copy-mib 1024] [--export DIR]
 //!        [--matrix-free] [--multigrid] [--operators] [--dim 2|3]
@@ -766,9 +768,9 @@ fn run_operators(args: &Args) -> Result<()> {
         (VectorOps::<f64>::zeros(&base, hold_len)?, VectorOps::<f64>::zeros(&base, hold_len)?);
     println!(
         "| operator | prec | n | m x k | nnz | kernels ms (path) | cuBLAS ms | auto ms (path) | \
-         auto / best |"
+         auto / best | compiled ms (path) | compile s | compiled / auto |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &k in &args.orders {
         let elements = hdg_examples::operators::element_pairs(k)
             .map_err(|e| CoreError::Backend(e.to_string()))?;
@@ -844,15 +846,47 @@ where
         };
         times.push((t * 1e3, label));
     }
+    // The automatic choice with kernels compiled for this panel: checked on the first columns
+    // (compiled for that shape too) against the kernels' path, then timed.
+    let auto_backend = &paths[2];
+    let mut device = auto_backend.constant_operator(op.name(), m, k, &a)?;
+    device.compile_for_panel(auto_backend, n, n_check)?;
+    device.apply(auto_backend, n_check, &bs[0], n, &mut c_check, n_check)?;
+    let got = auto_backend.to_host(&c_check)?;
+    if let Some(first) = &first {
+        if device.path_for_panel(auto_backend, n_check, n, n_check) != device.path() {
+            let same =
+                first.iter().zip(&got).all(|(x, y)| x.as_f64().to_bits() == y.as_f64().to_bits());
+            if !same {
+                return Err(CoreError::Backend(format!(
+                    "{}: the compiled kernels do not give the built-in kernels' bits",
+                    op.name()
+                )));
+            }
+        }
+    }
+    let clock = Instant::now();
+    device.compile_for_panel(auto_backend, n, n)?;
+    let compile = clock.elapsed().as_secs_f64();
+    let compiled = time_queued(auto_backend, hold, samples, 3, |i| {
+        device.apply(auto_backend, n, &bs[i % 2], n, &mut c, n)
+    })? * 1e3;
+    let compiled_path = match device.generated_variant(auto_backend, n, &bs[0], n, &c, n) {
+        Some(variant) => {
+            format!("{} {}", device.path_for_panel(auto_backend, n, n, n), variant.tag())
+        }
+        None => device.path_for_panel(auto_backend, n, n, n).to_string(),
+    };
     let [(kernels, kernel_path), (cublas, _), (auto, auto_path)] =
         [times[0].clone(), times[1].clone(), times[2].clone()];
     println!(
         "| {} | {} | {:.0e} | {m} x {k} | {nnz} | {kernels:.4} ({kernel_path}) | {cublas:.4} | \
-         {auto:.4} ({auto_path}) | {:.2} |",
+         {auto:.4} ({auto_path}) | {:.2} | {compiled:.4} ({compiled_path}) | {compile:.2} | {:.2} |",
         op.name(),
         T::NAME,
         n as f64,
-        auto / kernels.min(cublas)
+        auto / kernels.min(cublas),
+        compiled / auto
     );
     Ok(())
 }

@@ -20,6 +20,10 @@
 //! `codegen::wide_panel`; and `codegen::gemm_wins`: cuBLAS in place of the kernels once
 //! loaded); `checks/` holds, per operator and precision, a panel and the CPU's
 //! result for it, which every kernel must reproduce to the bit (`operator_bench.py --bitwise`).
+//! With `--fixed-strides N,N,..` each precision also gets, per N, the kernels of the automatic
+//! choice (`choose` and `choose_narrow`) with the leading dimensions N compiled in
+//! (`codegen::Strides::Fixed`, what `DeviceOperator::compile_for_panel` compiles at run time),
+//! marked `fixed_n`: `operator_bench.py` times them on panels of n = N only.
 //! Operators with more than `--max-entries` entries (default 20000: the
 //! tetrahedron error bases from k = 6, whose unrolled kernels would be megabytes of source)
 //! are listed under `skipped` and not written: the output is then about 53 MB (beta = 0).
@@ -28,14 +32,14 @@ use std::path::{Path, PathBuf};
 
 use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
-    choices, gemm_wins, generate, Beta, ConstOperator, Precision, Variant, BLOCK_X,
-    DEFAULT_ROWS_PER_THREAD,
+    choices, compiled_beats_gemm, gemm_wins, generate_with, Beta, ConstOperator, GeneratedKernel,
+    Precision, Strides, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
 };
 use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1] [--rows-per-thread R,R,..] [--post]";
+    "usage: operator-kernels --out DIR [--max-entries N] [--beta 0|1] [--rows-per-thread R,R,..] [--post] [--fixed-strides N,N,..]";
 
 fn main() {
     if let Err(e) = run() {
@@ -50,6 +54,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     let mut beta = Beta::Zero;
     let mut rows_per_thread = vec![DEFAULT_ROWS_PER_THREAD];
     let mut post_bases = false;
+    let mut fixed_strides = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -80,6 +85,14 @@ fn run() -> Result<(), Box<dyn Error>> {
                 }
             }
             "--post" => post_bases = true,
+            "--fixed-strides" => {
+                let list = args.next().ok_or(USAGE)?;
+                fixed_strides = list
+                    .split(',')
+                    .map(|r| r.trim().parse().ok().filter(|&n: &usize| n > 0))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| format!("--fixed-strides: '{list}' is not a list of widths"))?;
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -101,7 +114,7 @@ fn run() -> Result<(), Box<dyn Error>> {
                 "reason": format!("more than {max_entries} entries (--max-entries)"),
             }));
         } else {
-            operators.push(export(&out, &op, beta, &rows_per_thread)?);
+            operators.push(export(&out, &op, beta, &rows_per_thread, &fixed_strides)?);
         }
     }
     let manifest = json!({
@@ -130,6 +143,7 @@ fn export(
     op: &ConstOperator,
     beta: Beta,
     rows_per_thread: &[usize],
+    fixed_strides: &[usize],
 ) -> Result<Value, Box<dyn Error>> {
     let file = format!("ops/{}.json", op.name());
     let values = json!({
@@ -149,11 +163,29 @@ fn export(
                 variants.push(variant);
             }
         }
+        let mut generated = Vec::new();
         for variant in variants {
-            let kernel = generate(op, precision, beta, variant)?;
+            generated
+                .push((generate_with(op, precision, beta, variant, Strides::Arguments)?, None));
+        }
+        for &n in fixed_strides {
+            // The automatic choice, as `DeviceOperator::compile_for_panel` compiles it.
+            let wide = match choice {
+                Variant::UnrolledPairs if n % 2 == 1 => narrow,
+                wide => wide,
+            };
+            let strides = Strides::Fixed { ldb: n, ldc: n };
+            for variant in if narrow == wide { vec![wide] } else { vec![narrow, wide] } {
+                generated.push((generate_with(op, precision, beta, variant, strides)?, Some(n)));
+            }
+        }
+        for (kernel, fixed_n) in generated {
+            let GeneratedKernel { variant, .. } = kernel;
             let cu = format!("kernels/{}.cu", kernel.name);
             std::fs::write(out.join(&cu), &kernel.source)?;
             kernels.push(json!({
+                // Compiled for panels of n = ldb = ldc = fixed_n only (absent: any panel).
+                "fixed_n": fixed_n,
                 "name": kernel.name,
                 "file": cu,
                 "precision": match precision { Precision::F32 => "f32", Precision::F64 => "f64" },
@@ -164,6 +196,8 @@ fn export(
                 "chosen_narrow": variant == narrow && narrow != choice,
                 // Whether the backend applies the operator with cuBLAS once it is loaded.
                 "gemm": gemm_wins(kernel.m, kernel.b_rows_used, kernel.nnz, precision),
+                // Whether kernels compiled for a narrow panel's shape replace cuBLAS there.
+                "compiled_beats_gemm_narrow": compiled_beats_gemm(precision, false),
                 "block": [kernel.block.0, kernel.block.1],
                 "columns_per_thread": kernel.columns_per_thread,
                 "grid_y": kernel.grid_y,
