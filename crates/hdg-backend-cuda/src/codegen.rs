@@ -410,6 +410,21 @@ pub fn choices(op: &ConstOperator, precision: Precision) -> Result<[Variant; 2],
     Ok([choose(op.m(), k_used, nnz, precision), choose_narrow(op.m(), k_used, nnz, precision)])
 }
 
+/// The variants that kernels compiled for panels of leading dimensions `ldb` and `ldc`
+/// ([`Strides::Fixed`]) take, `[wide panels, narrow panels]`: [`choices`], except that a pair
+/// kernel can never read odd leading dimensions ([`pairs_launchable`]), so there the narrow
+/// panels' form takes the wide ones too.
+pub fn fixed_choices(
+    op: &ConstOperator,
+    precision: Precision,
+    ldb: usize,
+    ldc: usize,
+) -> Result<[Variant; 2], CodegenError> {
+    let [wide, narrow] = choices(op, precision)?;
+    let pairs_readable = ldb.is_multiple_of(2) && ldc.is_multiple_of(2);
+    Ok([if wide == Variant::UnrolledPairs && !pairs_readable { narrow } else { wide }, narrow])
+}
+
 /// Whether a panel of `n` elements is wide on a device that holds `resident_threads` threads at
 /// once (SMs times threads per SM), so that it takes [`choose`]'s variant rather than
 /// [`choose_narrow`]'s: from `n >= resident_threads` on. Measured on both classes that differ:
@@ -889,6 +904,19 @@ mod tests {
                 Err(CodegenError::Strides { ldb, ldc })
             );
         }
+    }
+
+    #[test]
+    fn fixed_choices_take_pairs_only_on_even_strides() {
+        let op = ConstOperator::new("t", 3, 2, vec![1.0, 0.0, 0.5, -2.0, 0.0, 0.25]).unwrap();
+        let [wide, narrow] = choices(&op, Precision::F32).unwrap();
+        assert_eq!((wide, narrow), (Variant::UnrolledPairs, Variant::Unrolled));
+        assert_eq!(fixed_choices(&op, Precision::F32, 4, 6).unwrap(), [wide, narrow]);
+        for (ldb, ldc) in [(5, 6), (4, 7)] {
+            assert_eq!(fixed_choices(&op, Precision::F32, ldb, ldc).unwrap(), [narrow, narrow]);
+        }
+        let f64_choices = choices(&op, Precision::F64).unwrap();
+        assert_eq!(fixed_choices(&op, Precision::F64, 5, 7).unwrap(), f64_choices);
     }
 
     #[test]

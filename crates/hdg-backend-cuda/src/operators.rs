@@ -24,8 +24,8 @@ use cust::memory::DeviceBuffer;
 use hdg_core::{CoreError, Precision, Result};
 
 use crate::codegen::{
-    choices, compiled_beats_gemm, gemm_wins, generate_with, pairs_launchable, wide_panel, Beta,
-    ConstOperator, Strides, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
+    compiled_beats_gemm, fixed_choices, gemm_wins, generate_with, pairs_launchable, wide_panel,
+    Beta, ConstOperator, Strides, Variant, BLOCK_X, DENSE_COLUMNS, DENSE_ROWS,
 };
 use crate::device::{address, arg, CudaBackend, DeviceReal};
 use crate::settings::CublasUse;
@@ -565,7 +565,7 @@ impl<T: DeviceReal> DeviceOperator<T> {
     /// for an operator that cuBLAS keeps on every panel nothing is compiled); other
     /// panels keep [`DeviceOperator::path`]. The results have the bits of
     /// the built-in kernels (the same operation sequence). The forms are those of the built-in
-    /// kernels (`codegen::choices`), also for an operator that is not built in.
+    /// kernels (`codegen::fixed_choices`), also for an operator that is not built in.
     ///
     /// Compiling costs tens to hundreds of milliseconds per operator (more for large ones) and
     /// saves a few percent per application (BENCHMARKS.md, issue 21): worth it for panels of
@@ -588,10 +588,8 @@ impl<T: DeviceReal> DeviceOperator<T> {
             name: "panel",
             reason: e.to_string(),
         };
-        let [wide, narrow] = choices(&self.operator, T::PRECISION).map_err(invalid)?;
-        // A pair kernel never runs on odd leading dimensions: the plain one takes its panels.
-        let pairs_readable = ldb.is_multiple_of(2) && ldc.is_multiple_of(2);
-        let wide = if wide == Variant::UnrolledPairs && !pairs_readable { narrow } else { wide };
+        let [wide, narrow] =
+            fixed_choices(&self.operator, T::PRECISION, ldb, ldc).map_err(invalid)?;
         let compile = |variant: Variant| -> Result<CompiledKernel> {
             let kernel = generate_with(&self.operator, T::PRECISION, Beta::Zero, variant, strides)
                 .map_err(invalid)?;

@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 
 use hdg_backend_cpu::constant_operator::{PanelOperator, PanelReal};
 use hdg_backend_cuda::codegen::{
-    choices, compiled_beats_gemm, gemm_wins, generate_with, Beta, ConstOperator, GeneratedKernel,
-    Precision, Strides, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
+    choices, compiled_beats_gemm, fixed_choices, gemm_wins, generate_with, Beta, ConstOperator,
+    GeneratedKernel, Precision, Strides, Variant, BLOCK_X, DEFAULT_ROWS_PER_THREAD,
 };
 use hdg_core::real::convert_slice;
 use serde_json::{json, Value};
@@ -170,10 +170,7 @@ fn export(
         }
         for &n in fixed_strides {
             // The automatic choice, as `DeviceOperator::compile_for_panel` compiles it.
-            let wide = match choice {
-                Variant::UnrolledPairs if n % 2 == 1 => narrow,
-                wide => wide,
-            };
+            let [wide, narrow] = fixed_choices(op, precision, n, n)?;
             let strides = Strides::Fixed { ldb: n, ldc: n };
             for variant in if narrow == wide { vec![wide] } else { vec![narrow, wide] } {
                 generated.push((generate_with(op, precision, beta, variant, strides)?, Some(n)));
