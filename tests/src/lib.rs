@@ -1,15 +1,16 @@
 //! Shared helpers of the integration tests: run the whole pipeline on a mesh, on any backend,
 //! and hand back (on the host) everything a test wants to look at.
 //!
-//! The pipeline tests are written once, as functions of a [`BackendKind`], and [`per_backend!`]
+//! The pipeline tests are written once, as functions of a [`Backend`] (the facade's), and
+//! [`per_backend!`]
 //! makes one test per backend of each (libCEED style): `name::cpu` runs everywhere,
 //! `name::cuda` is `#[ignore]`d, so that it is reported as ignored (never as passed) where no
 //! GPU is asked for, and runs with `--ignored` on a GPU machine (`scripts/gpu-run.sh`). Built
 //! without the `cuda` feature, a CUDA test run with `--ignored` fails and says why.
 use hdg_backend_cpu::CpuBackend;
 use hdg_core::{
-    solve, Backend, Discretization, ErrorNorms, HostCsr, HostFields, Krylov, PipelineOptions,
-    PipelineReport, Problem, Real, Result, Silent, TraceOperator, TraceSolver,
+    solve, Backend as Stages, Discretization, ErrorNorms, HostCsr, HostFields, Krylov,
+    PipelineOptions, PipelineReport, Problem, Real, Result, Silent, TraceOperator, TraceSolver,
 };
 use hdg_linalg::{ConjugateGradient, DirectCholesky, Preconditioning};
 use hdg_mesh::Mesh;
@@ -34,31 +35,26 @@ macro_rules! per_backend {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
+            #[allow(unused_imports)]
+            use $crate::Runs;
 
-            fn body($backend: $crate::BackendKind) $body
+            fn body($backend: $crate::Backend) $body
 
             #[test]
             fn cpu() {
-                body($crate::BackendKind::Cpu)
+                body($crate::Backend::Cpu)
             }
 
             #[test]
             #[ignore = "needs a CUDA device and the cuda feature; run with --ignored on a GPU machine"]
             fn cuda() {
-                body($crate::BackendKind::Cuda)
+                body($crate::Backend::Cuda)
             }
         }
     )*};
 }
 
-/// A backend the pipeline tests run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendKind {
-    /// `hdg-backend-cpu`.
-    Cpu,
-    /// `hdg-backend-cuda` on the first device.
-    Cuda,
-}
+pub use hdg::Backend;
 
 /// A precision that every backend of this build runs in.
 #[cfg(feature = "cuda")]
@@ -96,7 +92,7 @@ pub struct HostRun<T> {
     pub fields: HostFields<T>,
     /// u*, element-contiguous.
     pub u_star: Vec<T>,
-    /// The trace matrix and right-hand side, when asked for ([`BackendKind::run_keeping`]).
+    /// The trace matrix and right-hand side, when asked for ([`Runs::run_keeping`]).
     pub operator: Option<(HostCsr, Vec<T>)>,
 }
 
@@ -109,17 +105,37 @@ pub fn tolerance<T: Real>() -> f64 {
     }
 }
 
-impl BackendKind {
-    /// The highest polynomial order the backend runs.
-    pub fn max_order(self) -> usize {
-        match self {
-            BackendKind::Cpu => hdg_core::MAX_ORDER,
-            BackendKind::Cuda => hdg_backend_cuda::MAX_ELEMENT_ORDER,
-        }
+/// The pipeline run on a [`Backend`] (the CUDA one on the first device), everything it
+/// computed copied to the host.
+pub trait Runs: Copy + std::fmt::Debug {
+    /// Runs the pipeline; any error is returned.
+    fn try_run<T: TestReal>(
+        self,
+        mesh: &Mesh,
+        problem: &Problem,
+        order: usize,
+        trace_solve: &TraceSolve,
+        keep_operator: bool,
+    ) -> Result<HostRun<T>>;
+
+    /// Runs the pipeline with [`TraceSolve::cg`]; panics on an error or an unconverged solve.
+    fn run<T: TestReal>(self, mesh: &Mesh, problem: &Problem, order: usize) -> HostRun<T> {
+        checked(self, mesh, problem, order, &TraceSolve::cg::<T>(), false)
     }
 
-    /// Runs the pipeline; any error is returned.
-    pub fn try_run<T: TestReal>(
+    /// As [`Runs::run`], keeping the trace matrix and right-hand side.
+    fn run_keeping<T: TestReal>(self, mesh: &Mesh, problem: &Problem, order: usize) -> HostRun<T> {
+        checked(self, mesh, problem, order, &TraceSolve::cg::<T>(), true)
+    }
+
+    /// Runs the pipeline with the sparse direct trace solve; panics on an error.
+    fn run_direct<T: TestReal>(self, mesh: &Mesh, problem: &Problem, order: usize) -> HostRun<T> {
+        checked(self, mesh, problem, order, &TraceSolve::Direct, false)
+    }
+}
+
+impl Runs for Backend {
+    fn try_run<T: TestReal>(
         self,
         mesh: &Mesh,
         problem: &Problem,
@@ -128,56 +144,29 @@ impl BackendKind {
         keep_operator: bool,
     ) -> Result<HostRun<T>> {
         match self {
-            BackendKind::Cpu => {
-                run_on(&CpuBackend, mesh, problem, order, trace_solve, keep_operator)
-            }
-            BackendKind::Cuda => run_on_cuda(mesh, problem, order, trace_solve, keep_operator),
+            Backend::Cpu => run_on(&CpuBackend, mesh, problem, order, trace_solve, keep_operator),
+            Backend::Cuda => run_on_cuda(mesh, problem, order, trace_solve, keep_operator),
         }
-    }
-
-    /// Runs the pipeline with [`TraceSolve::cg`]; panics on an error or an unconverged solve.
-    pub fn run<T: TestReal>(self, mesh: &Mesh, problem: &Problem, order: usize) -> HostRun<T> {
-        self.checked(mesh, problem, order, &TraceSolve::cg::<T>(), false)
-    }
-
-    /// As [`BackendKind::run`], keeping the trace matrix and right-hand side.
-    pub fn run_keeping<T: TestReal>(
-        self,
-        mesh: &Mesh,
-        problem: &Problem,
-        order: usize,
-    ) -> HostRun<T> {
-        self.checked(mesh, problem, order, &TraceSolve::cg::<T>(), true)
-    }
-
-    /// Runs the pipeline with the sparse direct trace solve; panics on an error.
-    pub fn run_direct<T: TestReal>(
-        self,
-        mesh: &Mesh,
-        problem: &Problem,
-        order: usize,
-    ) -> HostRun<T> {
-        self.checked(mesh, problem, order, &TraceSolve::Direct, false)
-    }
-
-    fn checked<T: TestReal>(
-        self,
-        mesh: &Mesh,
-        problem: &Problem,
-        order: usize,
-        trace_solve: &TraceSolve,
-        keep_operator: bool,
-    ) -> HostRun<T> {
-        let out = self
-            .try_run::<T>(mesh, problem, order, trace_solve, keep_operator)
-            .unwrap_or_else(|e| panic!("{self:?} pipeline at order {order}: {e}"));
-        assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
-        out
     }
 }
 
+fn checked<T: TestReal>(
+    backend: impl Runs,
+    mesh: &Mesh,
+    problem: &Problem,
+    order: usize,
+    trace_solve: &TraceSolve,
+    keep_operator: bool,
+) -> HostRun<T> {
+    let out = backend
+        .try_run::<T>(mesh, problem, order, trace_solve, keep_operator)
+        .unwrap_or_else(|e| panic!("{backend:?} pipeline at order {order}: {e}"));
+    assert!(out.report.solve.converged, "trace solve did not converge: {:?}", out.report.solve);
+    out
+}
+
 /// Runs the pipeline on `backend` and copies what it computed to the host.
-fn run_on<T: Real, B: Backend<T>>(
+fn run_on<T: Real, B: Stages<T>>(
     backend: &B,
     mesh: &Mesh,
     problem: &Problem,

@@ -58,7 +58,8 @@ use hdg_backend_cuda::{CudaBackend, DeviceReal, TraceOperatorKind, MAX_ELEMENT_O
 use hdg_core::pipeline::{self, PipelineOptions, Silent};
 use hdg_core::{
     Backend, BoundaryCondition, CellType, Coefficient, Discretization, ErrorNorms, Krylov,
-    Manufactured, MultigridOps, Problem, Real, SolveReport, TraceOperator, TraceSolver, VectorOps,
+    Manufactured, MultigridOperator, MultigridOps, Problem, Real, SolveReport, TraceOperator,
+    TraceSolver, VectorOps,
 };
 use hdg_linalg::{MultigridPrecision, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -459,13 +460,17 @@ struct Answers<T> {
 }
 
 /// Runs every stage of `case` on backend `b`.
-fn answers<T: MultigridPrecision<B>, B: Backend<T> + MultigridOps<T>>(
+fn answers<T, B>(
     b: &B,
     mesh: &Mesh,
     problem: &Problem,
     case: &Case,
     vectors: &[Vec<T>],
-) -> hdg_core::Result<Answers<T>> {
+) -> hdg_core::Result<Answers<T>>
+where
+    T: MultigridPrecision<B>,
+    B: Backend<T, Operator: MultigridOperator<T, B>> + MultigridOps<T>,
+{
     let solver = case.solver.suite();
     let mut disc = Discretization::<T>::new(mesh, problem, case.order)?;
     case.tau.apply(&mut disc.tau);
@@ -744,13 +749,17 @@ fn property<T: Precision>(cell: CellType, solvers: Solvers, seed: u64, tol: f64)
 /// A whole pipeline's trace solution, u_h, q_h, u* and errors, on the host.
 type FileAnswers<T> = (Vec<T>, Vec<T>, Vec<T>, Vec<T>, ErrorNorms);
 
-fn file_answers<T: MultigridPrecision<B>, B: Backend<T> + MultigridOps<T>>(
+fn file_answers<T, B>(
     b: &B,
     mesh: &Mesh,
     problem: &Problem,
     order: usize,
     solver: &Suite,
-) -> hdg_core::Result<FileAnswers<T>> {
+) -> hdg_core::Result<FileAnswers<T>>
+where
+    T: MultigridPrecision<B>,
+    B: Backend<T, Operator: MultigridOperator<T, B>> + MultigridOps<T>,
+{
     let options = PipelineOptions::default();
     let out = pipeline::solve::<T, B>(b, mesh, problem, order, solver, options, &mut Silent)?;
     let fields = b.fields_to_host(&out.fields)?;

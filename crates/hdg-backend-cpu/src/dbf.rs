@@ -10,8 +10,8 @@
 
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{
-    check_lengths, DemoteOperator, HostCsr, Real, Result, SmoothingCopy, TraceOperator,
-    TraceTopology, NONE,
+    check_lengths, DemoteOperator, HostCsr, MultigridOperator, Real, Result, SmoothingCopy,
+    TraceOperator, TraceTopology, NONE,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -21,7 +21,7 @@ const ROWS_PER_TASK: usize = 512;
 
 /// The assembled global trace matrix (Dirichlet unknowns eliminated) in DBF, acting on
 /// vectors of T, its entries stored as E: T itself, or [`Bf16`] for the multigrid's smoothing
-/// copy ([`TraceOperator::smoothing_copy`]).
+/// copy ([`MultigridOperator::smoothing_copy`]).
 #[derive(Clone, Debug)]
 pub struct DbfMatrix<T, E = T> {
     n_f: usize,
@@ -470,10 +470,6 @@ impl<T: Real, E: Entry<T>> TraceOperator<T> for DbfMatrix<T, E> {
         self.product(x, y, store);
         Ok(())
     }
-    /// The entries in bfloat16: half the bytes of f32 (the products are bound by memory).
-    fn smoothing_copy(&self) -> Result<Option<SmoothingCopy<'_, T, Vec<T>>>> {
-        Ok(Some(Box::new(self.to_bf16())))
-    }
     fn diagonal(&self) -> Result<Vec<T>> {
         Ok(DbfMatrix::diagonal(self))
     }
@@ -498,6 +494,9 @@ impl<T: Real, E: Entry<T>> TraceOperator<T> for DbfMatrix<T, E> {
     fn to_host_csr(&self) -> Result<HostCsr> {
         Ok(dbf::to_csr(self))
     }
+}
+
+impl<T: Real> MultigridOperator<T, crate::CpuBackend> for DbfMatrix<T> {
     fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
         let (nf, slots) = (self.n_f, self.slots);
         check_basis(nf, basis, rows, m)?;
@@ -526,6 +525,10 @@ impl<T: Real, E: Entry<T>> TraceOperator<T> for DbfMatrix<T, E> {
             },
         );
         Ok(out)
+    }
+    /// The entries in bfloat16: half the bytes of f32 (the products are bound by memory).
+    fn smoothing_copy(&self) -> Result<Option<SmoothingCopy<'_, T, Vec<T>>>> {
+        Ok(Some(Box::new(self.to_bf16())))
     }
 }
 

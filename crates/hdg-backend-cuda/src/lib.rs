@@ -38,9 +38,6 @@
 //!   allocation the device cannot satisfy is [`hdg_core::CoreError::OutOfDeviceMemory`].
 //!
 //! A CPU-assembled matrix can still be uploaded with `DeviceDbf::upload`.
-use std::fmt;
-use std::str::FromStr;
-
 use hdg_core::CoreError;
 // For the modules shared with build.rs, which name them from their parent.
 #[cfg(test)]
@@ -112,46 +109,9 @@ pub use stages::{
 #[cfg(feature = "cuda")]
 pub use vector::DeviceVector;
 
-/// Which trace operator the CUDA backend's assembly stage builds (available in every build, so
-/// that programs can parse the choice without the `cuda` feature).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum TraceOperatorKind {
-    /// The assembled trace matrix in the dense block format (`DeviceDbf` with `cuda`).
-    #[default]
-    Dbf,
-    /// The matrix-free operator: element trace matrices, per-element products and a per-face
-    /// gather (`MatrixFreeOperator` with `cuda`).
-    MatrixFree,
-}
-
-impl TraceOperatorKind {
-    /// Both kinds.
-    pub const ALL: [TraceOperatorKind; 2] = [TraceOperatorKind::Dbf, TraceOperatorKind::MatrixFree];
-
-    /// The name on command lines and in reports: "dbf", "matrix-free".
-    pub fn name(self) -> &'static str {
-        match self {
-            TraceOperatorKind::Dbf => "dbf",
-            TraceOperatorKind::MatrixFree => "matrix-free",
-        }
-    }
-}
-
-impl fmt::Display for TraceOperatorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TraceOperatorKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown trace operator '{s}' (known: dbf, matrix-free)"))
-    }
-}
+/// Which trace operator the assembly builds (in every build, so that programs can parse the
+/// choice without the `cuda` feature).
+pub use hdg_core::TraceOperatorKind;
 
 /// Whether this build can run the CUDA backend as the pipeline's backend, and if not, why.
 ///
@@ -170,18 +130,6 @@ pub fn availability() -> Result<(), CoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::TraceOperatorKind;
-
-    #[test]
-    fn trace_operator_names_round_trip() {
-        for kind in TraceOperatorKind::ALL {
-            assert_eq!(kind.name().parse::<TraceOperatorKind>(), Ok(kind));
-            assert_eq!(kind.to_string(), kind.name());
-        }
-        assert_eq!(TraceOperatorKind::default(), TraceOperatorKind::Dbf);
-        assert!("csr".parse::<TraceOperatorKind>().unwrap_err().contains("matrix-free"));
-    }
-
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn reports_why_it_is_unavailable() {

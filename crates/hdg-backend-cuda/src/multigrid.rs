@@ -360,37 +360,6 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         })
     }
 
-    /// A_1 gathered on the device from a [`DeviceDbf`] stays there (rounded to T, and in f64
-    /// where the device coarsens it) besides coming to the host for the aggregation.
-    fn vertex_level(
-        &self,
-        trace: &dyn TraceOperator<T, Vector = DeviceVector<T>>,
-        space: &VertexSpace,
-        topology: &TraceTopology,
-    ) -> Result<(HostCsr, Option<DeviceCsr<T>>)> {
-        let Some(dbf) = trace.as_any().and_then(|any| any.downcast_ref::<DeviceDbf<T>>()) else {
-            return Ok((trace.vertex_operator(space, topology)?, None));
-        };
-        let mut clock = PhaseClock::new("vertex level", self.settings().profile);
-        let gathered = dbf.gather_vertex_operator(space, topology, &mut clock)?;
-        let level = match gathered {
-            VertexLevel::Host(host) => (host, None),
-            VertexLevel::Device(gathered) => {
-                let host = gathered.to_host(self)?;
-                clock.lap("download");
-                let keep_exact = self.coarsens_on_device(gathered.rows, gathered.columns.len());
-                let kept = to_precision(self, gathered, keep_exact)?;
-                if self.settings().profile {
-                    self.gpu.synchronize()?;
-                }
-                clock.lap("rounding");
-                (host, Some(kept))
-            }
-        };
-        clock.report();
-        Ok(level)
-    }
-
     /// The products of smoothed aggregation on the device (kernels `smoothed_prolongator_*`,
     /// `transpose_*`, `sparse_product_*`) on levels of many short rows (see
     /// [`crate::CudaSettings::device_coarsening_rows`]): from A (kept in f64 at upload)
@@ -685,7 +654,36 @@ impl<T: DeviceReal> DeviceDbf<T> {
         Ok(out)
     }
 
-    /// [`TraceOperator::vertex_operator`] on the device ([`DeviceDbf::gather_vertex_operator`]),
+    /// The multigrid's vertex level ([`hdg_core::MultigridOperator::vertex_level`]): A_1
+    /// gathered on the device stays there (rounded to T, and in f64 where the device coarsens
+    /// it) besides coming to the host for the aggregation.
+    pub(crate) fn device_vertex_level(
+        &self,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<DeviceCsr<T>>)> {
+        let backend = self.backend();
+        let mut clock = PhaseClock::new("vertex level", backend.settings().profile);
+        let gathered = self.gather_vertex_operator(space, topology, &mut clock)?;
+        let level = match gathered {
+            VertexLevel::Host(host) => (host, None),
+            VertexLevel::Device(gathered) => {
+                let host = gathered.to_host(backend)?;
+                clock.lap("download");
+                let keep_exact = backend.coarsens_on_device(gathered.rows, gathered.columns.len());
+                let kept = to_precision(backend, gathered, keep_exact)?;
+                if backend.settings().profile {
+                    backend.gpu.synchronize()?;
+                }
+                clock.lap("rounding");
+                (host, Some(kept))
+            }
+        };
+        clock.report();
+        Ok(level)
+    }
+
+    /// [`hdg_core::MultigridOperator::vertex_operator`] on the device ([`DeviceDbf::gather_vertex_operator`]),
     /// brought to the host.
     pub(crate) fn vertex_operator(
         &self,

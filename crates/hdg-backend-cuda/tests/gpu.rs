@@ -18,7 +18,8 @@ use hdg_core::Precision;
 use hdg_core::{
     Assembler, BlockOps, CellType, Coefficient, CoreError, DemoteOperator, Discretization,
     ErrorNorms, FusedOps, Krylov, KrylovSolver, LocalSolver, Manufactured, MixedPrecisionOps,
-    Postprocessor, Problem, Source, TraceOperator, TraceSolver, VectorOps, VertexSpace,
+    MultigridOperator, Postprocessor, Problem, Source, TraceOperator, TraceSolver, VectorOps,
+    VertexSpace,
 };
 use hdg_linalg::{refine, MixedPrecisionRefinement, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
@@ -1280,7 +1281,7 @@ fn coarsening_on_device_is_the_hosts() {
         let (op, _) = g.assemble(&disc, &prep, &g.condense(&disc, &prep).unwrap()).unwrap();
         let mut a = op.vertex_operator(&space, &disc.topology).unwrap();
         // The vertex level as the multigrid takes it: the same matrix, and kept on the device.
-        let (host, kept) = MultigridOps::<T>::vertex_level(g, &op, &space, &disc.topology).unwrap();
+        let (host, kept) = op.vertex_level(g, &space, &disc.topology).unwrap();
         let label = format!("{:?} k = {k} {} vertex level", mesh.cell_type(), T::NAME);
         same_bits::<f64>(&label, &host, &a);
         let kept = kept.unwrap_or_else(|| panic!("{label}: not kept on the device"));

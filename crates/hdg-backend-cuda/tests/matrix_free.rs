@@ -285,6 +285,34 @@ fn backend_selects_the_trace_operator() {
     assert_eq!(low.kind(), TraceOperatorKind::MatrixFree, "demotion keeps the kind");
 }
 
+/// The multigrid preconditioner needs the operator's stored blocks: on the matrix-free operator
+/// `pcg-mg` is refused with an error that says so, and the DBF operator of the same
+/// condensation builds it.
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn multigrid_refuses_the_matrix_free_operator() {
+    let g = gpu();
+    let case = random_case(1, 2);
+    let disc = Discretization::<f64>::new(&case.mesh, &case.problem, case.k).unwrap();
+    let prep = LocalSolver::<f64>::prepare(&g, &disc).unwrap();
+    let cond = LocalSolver::<f64>::condense(&g, &disc, &prep).unwrap();
+    let pcg_mg = Suite { choice: SolverChoice::PcgMg, tolerance: 1e-8, max_iterations: 500 };
+    for kind in TraceOperatorKind::ALL {
+        let backend = with(&g, kind);
+        let (op, rhs) = Assembler::<f64>::assemble(&backend, &disc, &prep, &cond).unwrap();
+        let mut x = VectorOps::<f64>::zeros(&backend, disc.trace_dofs()).unwrap();
+        let solved =
+            TraceSolver::<f64, CudaBackend>::solve(&pcg_mg, &backend, &disc, &op, &rhs, &mut x);
+        match kind {
+            TraceOperatorKind::Dbf => assert!(solved.unwrap().converged),
+            TraceOperatorKind::MatrixFree => {
+                let err = solved.err().expect("no blocks to project").to_string();
+                assert!(err.contains("assembled DBF"), "{err}");
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn matrix_free_apply_matches_dbf_f64() {

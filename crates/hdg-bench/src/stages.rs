@@ -12,8 +12,6 @@ use hdg_mesh::{generate, Diagonal, Mesh};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::ProblemKind;
-
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
@@ -177,7 +175,7 @@ pub fn run(
         // trace dofs = (3 N^2 - 2 N)(k + 1) for the unit square
         let n = ((options.target_dofs as f64 / (3.0 * (k + 1) as f64)).sqrt()).ceil() as usize;
         let mesh = generate::unit_square(n, Diagonal::Right)?;
-        let problem = ProblemKind::Sine.problem(k);
+        let problem = hdg_core::Problem::manufactured(hdg_core::Manufactured::Sine, 1.0, 0.0);
         let s = Instant::now();
         let disc = Discretization::<f64>::new(&mesh, &problem, k)?;
         let prep = backend.prepare(&disc)?;
@@ -193,7 +191,7 @@ pub fn run(
         let x: Vec<f64> = (0..dofs).map(|i| ((i % 97) as f64).sin()).collect();
         let mut y = vec![0.0; dofs];
         let dbf_s = time_repeated(options.spmv_repeats, || matrix.spmv(&x, &mut y));
-        let csr = crate::to_sprs(matrix.to_host_csr()?);
+        let csr = hdg::matrix_market::to_sprs(matrix.to_host_csr()?);
         let mut y_csr = vec![0.0; dofs];
         let csr_par_s =
             time_repeated(options.spmv_repeats, || csr_spmv_parallel(&csr, &x, &mut y_csr));

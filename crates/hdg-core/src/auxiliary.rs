@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rayon::prelude::*;
 
-use crate::backend::HostCsr;
+use crate::csr::HostCsr;
 use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
 use crate::real::Real;

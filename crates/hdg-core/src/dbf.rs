@@ -8,7 +8,7 @@
 //! agree to the bit across backends (the CSR form, the Gershgorin bounds) are written here
 //! once.
 
-use crate::backend::HostCsr;
+use crate::csr::HostCsr;
 
 /// The sizes of a DBF matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

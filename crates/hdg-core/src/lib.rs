@@ -23,6 +23,7 @@ pub mod backend;
 pub mod boundary;
 pub mod coefficients;
 pub mod constant_operator;
+pub mod csr;
 pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;
@@ -38,6 +39,7 @@ pub mod real;
 pub mod reference;
 pub mod resources;
 pub mod solution;
+pub mod solver;
 pub mod sparse_rows;
 pub mod tables;
 pub mod topology;
@@ -46,10 +48,11 @@ pub mod user_code;
 pub use auxiliary::VertexSpace;
 pub use backend::{
     check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
-    ErrorNorms, FusedOps, HostCondensed, HostCsr, HostFields, Krylov, KrylovSolver, LocalSolver,
-    MixedPrecisionOps, MultigridOps, PlanWork, Postprocessor, Preconditioner, RecurrenceStep,
-    SmoothingCopy, SolveReport, SolverPlan, TraceOperator, TraceSolver, VectorOps,
+    ErrorNorms, FusedOps, HostCondensed, HostFields, LocalSolver, MixedPrecisionOps,
+    MultigridOperator, MultigridOps, Postprocessor, RecurrenceStep, SmoothingCopy, TraceOperator,
+    TraceOperatorKind, VectorOps,
 };
+pub use csr::HostCsr;
 pub use dbf::DbfEntries;
 pub use discretization::{Discretization, MAX_ORDER, MIN_ORDER};
 pub use error::{CoreError, Result};
@@ -64,5 +67,8 @@ pub use problem::{
 pub use real::{Precision, Real};
 pub use reference::{ReferenceElement, ReferenceTetrahedron, ReferenceTriangle};
 pub use solution::{CellView, FaceView, PointValue, Solution};
+pub use solver::{
+    Krylov, KrylovSolver, PlanWork, Preconditioner, SolveReport, SolverPlan, TraceSolver,
+};
 pub use tables::ElementTables;
 pub use topology::{TraceTopology, NONE};

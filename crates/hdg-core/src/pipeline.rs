@@ -4,11 +4,12 @@ use std::time::Instant;
 
 use hdg_mesh::Mesh;
 
-use crate::backend::{Backend, ErrorNorms, SolveReport, TraceSolver, VectorOps};
+use crate::backend::{Backend, ErrorNorms, VectorOps};
 use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
 use crate::problem::Problem;
 use crate::real::Real;
+use crate::solver::{SolveReport, TraceSolver};
 
 /// A stage of the pipeline, for progress reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

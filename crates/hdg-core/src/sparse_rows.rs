@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 use rayon::prelude::*;
 
-use crate::backend::HostCsr;
+use crate::csr::HostCsr;
 
 /// Rows per parallel task.
 const ROWS_PER_TASK: usize = 4096;

@@ -1,25 +1,19 @@
-//! The pieces of the `hdg` program that tests and benchmarks reuse: mesh specifications, the
-//! problem catalogue, and one solve with a chosen backend and precision.
-pub mod bench;
-pub mod compare;
+//! The `hdg` program's own pieces, on the `hdg` facade: mesh specifications (`square:N`,
+//! `cube:N`, a Gmsh file), the problem catalogue, problem files, and the presentation of a run
+//! (the summary, the files it writes). Solving is the facade's ([`hdg::Solver`]).
 pub mod malloc_tunables;
-pub mod operators;
 pub mod plot;
 pub mod problem_file;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
 
-use hdg_backend_cpu::CpuBackend;
-pub use hdg_backend_cuda::{CudaSettings, TraceOperatorKind};
-use hdg_core::{
-    solve, Assembler, Backend, CoreError, DemoteOperator, HostCsr, Manufactured, MixedPrecisionOps,
-    MultigridOps, PipelineOptions, PipelineOutput, PipelineReport, Problem, Progress, Real,
-    TraceOperator,
+use hdg::core::resources;
+use hdg::mesh::Diagonal;
+use hdg::{
+    generate, Backend, CellType, CoreError, CudaSettings, Manufactured, Mesh, Precision, Problem,
+    Run, Solver, Tau,
 };
-use hdg_linalg::{MixedPrecisionRefinement, SolverChoice, Suite};
-use hdg_mesh::{generate, Diagonal, Mesh};
 
 /// The domain of a [`MeshSpec`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +27,7 @@ pub enum MeshKind {
 /// A mesh given on the command line: `square:N` is the unit square cut into N x N squares,
 /// each split into two triangles; `cube:N` is the unit cube cut into N x N x N boxes, each
 /// split into six tetrahedra; a path ending in `.msh` is a Gmsh file
-/// ([`hdg_mesh::gmsh::read`]).
+/// ([`hdg::gmsh::read`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MeshSpec {
     /// A generated square or cube.
@@ -89,7 +83,7 @@ pub struct BuiltMesh {
     /// and what a mesh file held that is not used: one line each.
     pub summary: Vec<String>,
     /// The mesh file's physical groups (names to tags), for a mesh read from a file.
-    pub file: Option<hdg_mesh::gmsh::PhysicalGroups>,
+    pub file: Option<hdg::gmsh::PhysicalGroups>,
     /// Each cell's region (physical group tag, 0 for none), for a mesh read from a file.
     pub regions: Option<Vec<u32>>,
 }
@@ -111,7 +105,7 @@ impl MeshSpec {
             }
             MeshSpec::Generated { kind: MeshKind::Cube, n } => (generate::unit_cube(*n)?, None),
             MeshSpec::File(path) => {
-                let read = hdg_mesh::gmsh::read(path)?;
+                let read = hdg::gmsh::read(path)?;
                 if read.flipped_cells > 0 {
                     summary.push(format!(
                         "{} of {} cells were negatively oriented in the file and were flipped",
@@ -126,7 +120,7 @@ impl MeshSpec {
                     .boundary_tag_counts()
                     .iter()
                     .map(|&(t, _)| {
-                        let name = if t == hdg_mesh::gmsh::UNTAGGED {
+                        let name = if t == hdg::gmsh::UNTAGGED {
                             "untagged".to_string()
                         } else {
                             read.groups.name(dim - 1, t).unwrap_or("unnamed").to_string()
@@ -144,7 +138,7 @@ impl MeshSpec {
             .iter()
             .map(|&(t, count)| {
                 match names.as_ref().and_then(|n| n.iter().find(|(tag, _)| *tag == t)) {
-                    Some((t, name)) if *t == hdg_mesh::gmsh::UNTAGGED => format!("{name}: {count}"),
+                    Some((t, name)) if *t == hdg::gmsh::UNTAGGED => format!("{name}: {count}"),
                     Some((t, name)) => format!("{name} ({t}): {count}"),
                     None => format!("{t}: {count}"),
                 }
@@ -168,37 +162,32 @@ impl MeshSpec {
     pub fn check_size(
         &self,
         order: usize,
-        backend: BackendKind,
+        backend: Backend,
         precision: Precision,
     ) -> Result<(), CoreError> {
         let MeshSpec::Generated { kind, n } = self else { return Ok(()) };
         let n = *n as u64;
         let (cell, cells) = match kind {
-            MeshKind::Square => {
-                (hdg_core::CellType::Triangle, n.saturating_mul(n).saturating_mul(2))
+            MeshKind::Square => (CellType::Triangle, n.saturating_mul(n).saturating_mul(2)),
+            MeshKind::Cube => {
+                (CellType::Tetrahedron, n.saturating_mul(n).saturating_mul(n).saturating_mul(6))
             }
-            MeshKind::Cube => (
-                hdg_core::CellType::Tetrahedron,
-                n.saturating_mul(n).saturating_mul(n).saturating_mul(6),
-            ),
         };
         let value_bytes = match precision {
             Precision::F64 => 8,
             Precision::F32 => 4,
         };
         let estimate = match backend {
-            BackendKind::Cpu => {
-                hdg_core::resources::pipeline_bytes(cell, cells, order, value_bytes)
-            }
-            BackendKind::Cuda => hdg_core::resources::mesh_bytes(cell, cells),
+            Backend::Cpu => resources::pipeline_bytes(cell, cells, order, value_bytes),
+            Backend::Cuda => resources::mesh_bytes(cell, cells),
         };
-        hdg_core::resources::check_host_memory(&format!("{self} ({cells} cells)"), estimate)
+        resources::check_host_memory(&format!("{self} ({cells} cells)"), estimate)
     }
 }
 
 /// Parses tau: a positive number (tau on every face), or `kappa-over-h[:SCALE]` for
-/// tau = SCALE kappa / h per cell ([`hdg_core::Tau::KappaOverH`]).
-pub fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
+/// tau = SCALE kappa / h per cell ([`Tau::KappaOverH`]).
+pub fn parse_tau(s: &str) -> Result<Tau, String> {
     let positive = |v: &str| -> Result<f64, String> {
         match v.parse::<f64>() {
             Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
@@ -206,10 +195,10 @@ pub fn parse_tau(s: &str) -> Result<hdg_core::Tau, String> {
         }
     };
     match s.split_once(':') {
-        _ if s == "kappa-over-h" => Ok(hdg_core::Tau::KappaOverH { scale: 1.0 }),
-        Some(("kappa-over-h", scale)) => Ok(hdg_core::Tau::KappaOverH { scale: positive(scale)? }),
+        _ if s == "kappa-over-h" => Ok(Tau::KappaOverH { scale: 1.0 }),
+        Some(("kappa-over-h", scale)) => Ok(Tau::KappaOverH { scale: positive(scale)? }),
         _ => positive(s)
-            .map(hdg_core::Tau::Constant)
+            .map(Tau::Constant)
             .map_err(|e| format!("{e}: tau is a positive number or kappa-over-h[:SCALE]")),
     }
 }
@@ -247,242 +236,15 @@ impl ProblemKind {
     }
 }
 
-pub use hdg_core::Precision;
-
-/// Parses a solver name of the suite (for clap).
-pub fn parse_solver(name: &str) -> Result<SolverChoice, String> {
-    SolverChoice::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
-        let names: Vec<_> = SolverChoice::ALL.iter().map(|c| c.name()).collect();
-        format!("unknown solver '{name}' (known: {})", names.join(", "))
-    })
-}
-
-/// Everything one solve needs besides the mesh and the problem.
-#[derive(Clone, Debug)]
-pub struct SolveSettings {
-    /// Polynomial order.
-    pub order: usize,
-    /// Relative residual tolerance.
-    pub tolerance: f64,
-    /// Iteration cap.
-    pub max_iterations: usize,
-    /// Trace solver.
-    pub solver: SolverChoice,
-    /// Trace operator: the assembled DBF matrix, or matrix-free (CUDA backend only).
-    pub operator: TraceOperatorKind,
-    /// Tuning overrides of the CUDA backend (the `hdg` program reads them from the
-    /// environment: [`CudaSettings::from_environment`]).
-    pub cuda: CudaSettings,
-    /// Copy the solution to the host ([`Measured::solution`]) for output files.
-    pub keep_solution: bool,
-}
-
-impl SolveSettings {
-    fn suite(&self) -> Suite {
-        Suite {
-            choice: self.solver,
-            tolerance: self.tolerance,
-            max_iterations: self.max_iterations,
-        }
-    }
-
-    /// Mixed-precision refinement with this run's tolerance.
-    pub fn mixed(&self) -> MixedPrecisionRefinement {
-        MixedPrecisionRefinement {
-            tolerance: self.tolerance,
-            ..MixedPrecisionRefinement::default()
-        }
-    }
-}
-
-/// The backend a run uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendKind {
-    /// Rayon on the host.
-    Cpu,
-    /// CUDA (builds with `--features cuda`).
-    Cuda,
-}
-
-/// Runs the pipeline on the chosen backend; with `export_matrix`, also writes the assembled
-/// trace matrix (Dirichlet unknowns eliminated) as a Matrix Market file.
-pub fn solve_on(
-    backend: BackendKind,
-    mesh: &Mesh,
-    problem: &Problem,
-    settings: &SolveSettings,
-    precision: Precision,
-    export_matrix: Option<&Path>,
-    progress: &mut dyn Progress,
-) -> Result<PipelineReport, CoreError> {
-    solve_measured(backend, mesh, problem, settings, precision, export_matrix, progress)
-        .map(|m| m.report)
-}
-
-/// Peak device memory of a run on the CUDA backend (sampled from a background thread every
-/// [`MEMORY_SAMPLE_INTERVAL`]: see `hdg_backend_cuda::CudaBackend::watch_memory` for what the
-/// figure includes and its resolution).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DeviceMemory {
-    /// The largest device memory in use during the run, above what was in use at its start
-    /// (the context, the kernels, other processes), bytes.
-    pub peak_bytes: u64,
-    /// Device memory in use when the run started, bytes.
-    pub baseline_used_bytes: u64,
-    /// The device's memory, bytes.
-    pub total_bytes: u64,
-    /// Samples taken.
-    pub samples: u64,
-    /// Interval between samples, seconds.
-    pub interval_s: f64,
-}
-
-/// How often a CUDA run samples the device memory in use.
-pub const MEMORY_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_micros(500);
-
-/// A run's report with the memory it used.
-#[derive(Debug)]
-pub struct Measured {
-    /// The pipeline's report.
-    pub report: PipelineReport,
-    /// The solution on the host, if [`SolveSettings::keep_solution`].
-    pub solution: Option<hdg::Solution>,
-    /// Peak device memory (CUDA runs only).
-    pub device_memory: Option<DeviceMemory>,
-    /// The process's peak resident set size so far (Linux `VmHWM`), bytes, where known.
-    pub host_peak_rss_bytes: Option<u64>,
-}
-
-/// The process's peak resident set size (`VmHWM` of `/proc/self/status`), bytes; `None` where
-/// there is no such file (not Linux).
-pub fn host_peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 =
-        line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// [`solve_on`], with the peak device memory (CUDA) and the host's peak resident set size.
-pub fn solve_measured(
-    backend: BackendKind,
-    mesh: &Mesh,
-    problem: &Problem,
-    settings: &SolveSettings,
-    precision: Precision,
-    export_matrix: Option<&Path>,
-    progress: &mut dyn Progress,
-) -> Result<Measured, CoreError> {
-    if backend == BackendKind::Cpu && settings.operator != TraceOperatorKind::Dbf {
-        return Err(CoreError::InvalidParameter {
-            name: "operator",
-            reason: format!(
-                "the {} trace operator exists on the CUDA backend only (use --backend cuda, or \
-                 --operator dbf on the CPU)",
-                settings.operator
-            ),
-        });
-    }
-    let ((report, solution), device_memory) = match backend {
-        BackendKind::Cpu => (
-            run_all(
-                &CpuBackend::new(),
-                mesh,
-                problem,
-                settings,
-                precision,
-                export_matrix,
-                progress,
-            )?,
-            None,
-        ),
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => {
-            let cuda = hdg_backend_cuda::CudaBackend::new()?
-                .with_trace_operator(settings.operator)
-                .with_settings(settings.cuda.clone())?;
-            let watch = cuda.watch_memory(MEMORY_SAMPLE_INTERVAL)?;
-            let run = run_all(&cuda, mesh, problem, settings, precision, export_matrix, progress)?;
-            let peak = watch.stop()?;
-            let memory = DeviceMemory {
-                peak_bytes: peak.peak_bytes() as u64,
-                baseline_used_bytes: peak.baseline_used_bytes as u64,
-                total_bytes: peak.total_bytes as u64,
-                samples: peak.samples,
-                interval_s: peak.interval.as_secs_f64(),
-            };
-            (run, Some(memory))
-        }
-        #[cfg(not(feature = "cuda"))]
-        BackendKind::Cuda => return Err(hdg_backend_cuda::availability().unwrap_err()),
-    };
-    Ok(Measured { report, solution, device_memory, host_peak_rss_bytes: host_peak_rss_bytes() })
-}
-
-/// One backend, both precisions, every solver (mixed precision in f64 only): the report, and
-/// the solution on the host if the settings keep it.
-fn run_all<B>(
-    backend: &B,
-    mesh: &Mesh,
-    problem: &Problem,
-    settings: &SolveSettings,
-    precision: Precision,
-    export_matrix: Option<&Path>,
-    progress: &mut dyn Progress,
-) -> Result<(PipelineReport, Option<hdg::Solution>), CoreError>
-where
-    B: Backend<f64> + Backend<f32> + MixedPrecisionOps + MultigridOps<f64> + MultigridOps<f32>,
-    <B as Assembler<f64>>::Operator: DemoteOperator<B>,
-{
-    let options = PipelineOptions {
-        keep_operator: export_matrix.is_some(),
-        full_trace: settings.keep_solution,
-    };
-    let suite = settings.suite();
-    let order = settings.order;
-    let finish = |out| finish(backend, mesh, problem, export_matrix, out);
-    match (precision, settings.solver) {
-        (Precision::F64, SolverChoice::Mixed) => {
-            let mixed = settings.mixed();
-            finish(solve::<f64, B>(backend, mesh, problem, order, &mixed, options, progress)?)
-        }
-        (Precision::F32, SolverChoice::Mixed) => Err(CoreError::InvalidParameter {
-            name: "solver",
-            reason: "mixed precision refines an f64 solution: use --precision f64".into(),
-        }),
-        (Precision::F64, _) => {
-            finish(solve::<f64, B>(backend, mesh, problem, order, &suite, options, progress)?)
-        }
-        (Precision::F32, _) => self::finish(
-            backend,
-            mesh,
-            problem,
-            export_matrix,
-            solve::<f32, B>(backend, mesh, problem, order, &suite, options, progress)?,
-        ),
-    }
-}
-
-/// What a run leaves: the matrix file if asked for, the report, the solution on the host if
-/// the pipeline copied the full trace.
-fn finish<T: Real, B: Backend<T>>(
-    backend: &B,
-    mesh: &Mesh,
-    problem: &Problem,
-    export_matrix: Option<&Path>,
-    out: PipelineOutput<T, B>,
-) -> Result<(PipelineReport, Option<hdg::Solution>), CoreError> {
-    if let (Some(path), Some((matrix, _))) = (export_matrix, &out.operator) {
-        write_matrix_market(&matrix.to_host_csr()?, path)?;
-    }
-    // The solution owns its mesh: copied only when the run kept the solution.
-    let solution = match out.full_trace {
-        Some(_) => {
-            hdg::Solution::from_output(backend, Arc::new(mesh.clone()), problem.clone(), &out)?
-        }
-        None => None,
-    };
-    Ok((out.report, solution))
+/// A solver as the program runs it: the CUDA settings from the environment
+/// ([`CudaSettings::from_environment`]) and the device memory watched.
+///
+/// # Errors
+/// [`CoreError::InvalidParameter`] naming a malformed CUDA setting of the environment.
+pub fn program_solver(mesh: Mesh, problem: Problem) -> Result<Solver, CoreError> {
+    Ok(Solver::new(mesh, problem)
+        .cuda_settings(CudaSettings::from_environment()?)
+        .watch_device_memory(true))
 }
 
 /// Files a solve writes its solution to: a VTU file for ParaView, a PNG picture (2D).
@@ -490,7 +252,7 @@ fn finish<T: Real, B: Backend<T>>(
 pub struct SolutionOutputs {
     /// VTK XML unstructured grid ([`hdg::vtu::write`]).
     pub vtu: Option<PathBuf>,
-    /// A picture of u* ([`plot::solution_png`]).
+    /// A picture of u* ([`hdg::png::write`]).
     pub png: Option<PathBuf>,
 }
 
@@ -515,14 +277,19 @@ impl SolutionOutputs {
         if let Some(path) = &self.vtu {
             let options =
                 hdg::vtu::Options { regions: regions.map(<[u32]>::to_vec), ..Default::default() };
-            hdg::vtu::write(solution, path, &options).map_err(|e| match e {
-                hdg::Error::Core(e) => e,
-                other => CoreError::Io(other.to_string()),
-            })?;
+            hdg::vtu::write(solution, path, &options).map_err(hdg::Error::into_core)?;
             lines.push(format!("wrote {} (u_h, q_h, u* for ParaView)", path.display()));
         }
         if let Some(path) = &self.png {
-            let picture = plot::solution_png(solution, plot::PictureField::UStar, path, 800)?;
+            if solution.mesh().dim() != 2 {
+                return Err(CoreError::InvalidParameter {
+                    name: "plot",
+                    reason: "a PNG picture shows a 2D solution; write a VTU file for 3D \
+                             (`--output` of `hdg solve`, `vtu` of a problem file's [output])"
+                        .into(),
+                });
+            }
+            let picture = hdg::png::write(solution, hdg::png::Field::UStar, path, 800)?;
             lines.push(format!(
                 "wrote {} (u*, {} x {} pixels, colours from {:.4e} to {:.4e})",
                 path.display(),
@@ -536,16 +303,17 @@ impl SolutionOutputs {
     }
 }
 
-/// The lines of a solve's summary after its title: backend, cells (with `mesh_lines`, the
+/// The lines of a run's summary after its title: backend, cells (with `mesh_lines`, the
 /// mesh's and the problem's notes), trace dofs, the trace solve, the L2 errors (q's as `-`
 /// where the exact gradient is unknown) and the stage times.
-pub fn print_report(r: &PipelineReport, operator: TraceOperatorKind, mesh_lines: &[String]) {
+pub fn print_report(run: &Run, mesh_lines: &[String]) {
+    let r = &run.report;
     println!(
         "  backend        {} ({} threads), {}, {} trace operator",
         r.backend,
-        rayon::current_num_threads(),
+        hdg::host_threads(),
         r.precision,
-        operator
+        run.operator
     );
     println!("  cells          {}", r.cells);
     for line in mesh_lines {
@@ -574,10 +342,10 @@ pub fn print_report(r: &PipelineReport, operator: TraceOperatorKind, mesh_lines:
 }
 
 /// The memory lines of a summary: the device's peak (CUDA) and the host's peak RSS.
-pub fn print_memory(m: &Measured) {
+pub fn print_memory(run: &Run) {
     const GIB: f64 = (1u64 << 30) as f64;
-    let dofs = m.report.trace_dofs.max(1) as f64;
-    if let Some(d) = m.device_memory {
+    let dofs = run.report.trace_dofs.max(1) as f64;
+    if let Some(d) = run.device_memory {
         println!(
             "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
             d.peak_bytes as f64 / GIB,
@@ -588,7 +356,7 @@ pub fn print_memory(m: &Measured) {
             d.total_bytes as f64 / GIB
         );
     }
-    if let Some(rss) = m.host_peak_rss_bytes {
+    if let Some(rss) = run.host_peak_rss_bytes {
         let tunables = std::env::var("GLIBC_TUNABLES")
             .map(|t| format!("; GLIBC_TUNABLES={t}"))
             .unwrap_or_default();
@@ -600,65 +368,16 @@ pub fn print_memory(m: &Measured) {
     }
 }
 
-/// A host CSR matrix as an `sprs` matrix (for its Matrix Market writer and CSR SpMV).
-pub fn to_sprs(csr: HostCsr) -> sprs::CsMat<f64> {
-    sprs::CsMat::new((csr.n, csr.n_cols), csr.indptr, csr.indices, csr.values)
-}
-
-/// Writes a host CSR matrix as a Matrix Market coordinate file.
-pub fn write_matrix_market(csr: &HostCsr, path: &Path) -> Result<(), CoreError> {
-    sprs::io::write_matrix_market(path, &to_sprs(csr.clone())).map_err(CoreError::from)
-}
-
-/// [`report_json`] with the memory figures: `device_memory` (null on the CPU) with
-/// `peak_bytes`, `peak_bytes_per_trace_dof`, `baseline_used_bytes`, `total_bytes`, `samples`,
-/// `interval_s`; `host_peak_rss_bytes` (null where unknown); and `glibc_tunables`, the
-/// process's `GLIBC_TUNABLES` (null where unset; [`malloc_tunables`] sets it for `hdg`'s runs).
-pub fn measured_json(m: &Measured) -> serde_json::Value {
-    let mut json = report_json(&m.report);
-    let dofs = m.report.trace_dofs.max(1) as f64;
-    json["device_memory"] = match m.device_memory {
-        Some(d) => serde_json::json!({
-            "peak_bytes": d.peak_bytes,
-            "peak_bytes_per_trace_dof": d.peak_bytes as f64 / dofs,
-            "baseline_used_bytes": d.baseline_used_bytes,
-            "total_bytes": d.total_bytes,
-            "samples": d.samples,
-            "interval_s": d.interval_s,
+/// Writes the run's trace matrix, if it kept one, as a Matrix Market file.
+///
+/// # Errors
+/// [`CoreError::Io`] when the file cannot be written.
+pub fn export_matrix(run: &Run, path: &Path) -> Result<(), CoreError> {
+    match &run.trace_matrix {
+        Some(matrix) => hdg::matrix_market::write(matrix, path),
+        None => Err(CoreError::InvalidParameter {
+            name: "export",
+            reason: "the run kept no trace matrix".into(),
         }),
-        None => serde_json::Value::Null,
-    };
-    json["host_peak_rss_bytes"] = serde_json::json!(m.host_peak_rss_bytes);
-    json["glibc_tunables"] = serde_json::json!(std::env::var("GLIBC_TUNABLES").ok());
-    json
-}
-
-/// The report as the stable JSON object of `hdg solve --json` (`solve_notes`: what the trace
-/// solver reported besides, such as a preconditioner's setup and levels; free text).
-pub fn report_json(report: &PipelineReport) -> serde_json::Value {
-    let errors =
-        report.errors.map(|e| serde_json::json!({ "u": e.u, "q": e.q, "u_star": e.u_star }));
-    let t = &report.timings;
-    serde_json::json!({
-        "cells": report.cells,
-        "trace_dofs": report.trace_dofs,
-        "order": report.order,
-        "backend": report.backend,
-        "precision": report.precision,
-        "solver": report.solver,
-        "iterations": report.solve.iterations,
-        "relative_residual": report.solve.relative_residual,
-        "converged": report.solve.converged,
-        "solve_notes": report.solve.notes,
-        "errors": errors,
-        "timings_s": {
-            "setup": t.setup,
-            "condense": t.condense,
-            "assemble": t.assemble,
-            "solve": t.solve,
-            "recover": t.recover,
-            "postprocess": t.postprocess,
-            "total": t.total,
-        },
-    })
+    }
 }

@@ -4,16 +4,19 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use hdg_core::{CoreError, PipelineReport, Progress, Stage, MAX_ORDER};
+use hdg::core::MAX_ORDER;
+use hdg::mesh::Diagonal;
+use hdg::{
+    default_tolerance, Backend, CoreError, Precision, Progress, Run, SolverChoice, SolverSettings,
+    Stage, TraceOperatorKind, DEFAULT_MAX_ITERATIONS,
+};
 use hdg_examples::problem_file::ProblemFile;
 use hdg_examples::{
-    measured_json, parse_solver, parse_tau, print_memory, print_report, report_json,
-    solve_measured, BackendKind, BoundaryKind, CudaSettings, Measured, MeshKind, MeshSpec,
-    Precision, ProblemKind, SolutionOutputs, SolveSettings, TraceOperatorKind,
+    export_matrix, parse_tau, print_memory, print_report, program_solver, BoundaryKind, MeshKind,
+    MeshSpec, ProblemKind, SolutionOutputs,
 };
-use hdg_linalg::SolverChoice;
-use hdg_mesh::Diagonal;
 
 #[derive(Parser)]
 #[command(name = "hdg", version, about = "High-order HDG solver for -div(kappa grad u) + c u = f")]
@@ -46,8 +49,8 @@ struct Common {
     #[arg(long, short = 'k', value_parser = clap::value_parser!(u64).range(1..=MAX_ORDER as u64))]
     order: u64,
     /// Backend.
-    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
-    backend: BackendKind,
+    #[arg(long, default_value = "cpu", value_parser = backend_parser())]
+    backend: Backend,
     /// Floating-point precision.
     #[arg(long, default_value = "f64", value_parser = parse_precision)]
     precision: Precision,
@@ -73,7 +76,7 @@ struct Common {
     /// Stabilisation: a number (tau on every face), or `kappa-over-h[:SCALE]` for
     /// tau = SCALE kappa / h per cell (the O(1/h) choice: q then converges at order k).
     #[arg(long, default_value = "1", value_parser = parse_tau, value_name = "TAU")]
-    tau: hdg_core::Tau,
+    tau: hdg::Tau,
     /// With Neumann data on the whole boundary and c = 0 (otherwise refused: u is fixed only up
     /// to a constant), fix the constant by mean(u_h) = 0.
     #[arg(long)]
@@ -82,7 +85,7 @@ struct Common {
     #[arg(long, value_parser = parse_tolerance)]
     tol: Option<f64>,
     /// Iteration cap of the trace solve.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = DEFAULT_MAX_ITERATIONS)]
     max_iterations: usize,
     /// Krylov method.
     #[arg(long, value_parser = parse_solver, default_value = "pcg-mg")]
@@ -156,7 +159,7 @@ enum Command {
         #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
         tol: f64,
         /// Iteration cap of every solver.
-        #[arg(long, default_value_t = 100_000)]
+        #[arg(long, default_value_t = DEFAULT_MAX_ITERATIONS)]
         max_iterations: usize,
         /// Solvers to run (comma separated; default: all).
         #[arg(long, value_delimiter = ',', value_parser = parse_solver)]
@@ -179,38 +182,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure every stage on the CPU for several orders, with baselines from the same run.
-    Bench {
-        /// Orders to measure (comma separated).
-        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
-        orders: Vec<usize>,
-        /// Approximate trace unknowns per problem.
-        #[arg(long, default_value_t = 1_000_000)]
-        dofs: usize,
-        /// SpMV repetitions (median reported).
-        #[arg(long, default_value_t = 20)]
-        repeats: usize,
-        /// Skip the trace solve (the slowest stage).
-        #[arg(long)]
-        no_solve: bool,
-        /// Relative residual tolerance of the solve.
-        #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
-        tol: f64,
-        /// Print JSON instead of Markdown tables.
-        #[arg(long)]
-        json: bool,
-    },
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
     s.parse()
 }
 
-/// Refuses a generated mesh whose problem cannot fit in the host's memory before building it
-/// (the whole CPU pipeline's estimate, the mesh alone for the CUDA backend, whose element data
-/// live on the device and are checked there).
-fn check_generated_size(mesh: &MeshSpec, common: &Common) -> Result<(), CoreError> {
-    mesh.check_size(common.order as usize, common.backend, common.precision)
+fn parse_solver(s: &str) -> Result<SolverChoice, String> {
+    s.parse()
+}
+
+/// The backends by name, listed in the help.
+fn backend_parser() -> impl TypedValueParser<Value = Backend> {
+    PossibleValuesParser::new(Backend::ALL.map(Backend::name))
+        .map(|name| name.parse::<Backend>().expect("a listed backend name"))
 }
 
 fn parse_tolerance(s: &str) -> Result<f64, String> {
@@ -267,17 +252,8 @@ impl Drop for StageLog {
     }
 }
 
-/// The trace solve's default relative tolerance in a precision: also the smallest an f32 solve
-/// reaches (its true residual stalls there or above: BENCHMARKS.md), below which a requested
-/// tolerance is reported as out of reach.
-fn default_tolerance(precision: Precision) -> f64 {
-    match precision {
-        Precision::F64 => 1e-10,
-        Precision::F32 => 1e-6,
-    }
-}
-
-/// Whether the tolerance asked for is within the precision's reach; says why not (stderr).
+/// Whether the tolerance asked for is within the precision's reach (the f32 default tolerance
+/// is also the smallest an f32 solve reaches); says why not (stderr).
 fn tolerance_reachable(common: &Common, reached: f64) -> bool {
     let floor = default_tolerance(Precision::F32);
     match common.tol {
@@ -298,7 +274,7 @@ fn run_one(
     mesh: &MeshSpec,
     outputs: &SolutionOutputs,
     log: &mut StageLog,
-) -> Result<(Measured, Vec<String>), CoreError> {
+) -> Result<(Run, Vec<String>), CoreError> {
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -306,36 +282,15 @@ fn run_one(
         });
     }
     let order = common.order as usize;
-    check_generated_size(mesh, common)?;
+    mesh.check_size(order, common.backend, common.precision)?;
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
     let mut problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
     problem.tau = common.tau.clone();
     problem.mean_zero = common.mean_zero;
-    let tolerance = common.tol.unwrap_or(default_tolerance(common.precision));
-    let settings = SolveSettings {
-        order,
-        tolerance,
-        max_iterations: common.max_iterations,
-        solver: common.solver,
-        operator: common.operator,
-        cuda: CudaSettings::from_environment()?,
-        keep_solution: outputs.any(),
-    };
-    let measured = solve_measured(
-        common.backend,
-        &built.mesh,
-        &problem,
-        &settings,
-        common.precision,
-        common.export_matrix.as_deref(),
-        log,
-    )?;
-    let mut lines = built.summary;
-    if let Some(solution) = &measured.solution {
-        lines.extend(outputs.write(solution, built.regions.as_deref())?);
-    }
+    // The problem's lines come after the mesh's and the files written.
+    let mut problem_lines = Vec::new();
     if !common.kappa.is_empty() {
-        lines.push(format!(
+        problem_lines.push(format!(
             "kappa per region: {} (the exact solution is that of constant kappa: no errors)",
             common.kappa.join(", ")
         ));
@@ -346,9 +301,33 @@ fn run_one(
             .iter()
             .map(|(tag, condition)| format!("{} on {tag}", condition.name()))
             .collect();
-        lines.push(format!("boundary conditions: {} (Dirichlet elsewhere)", conditions.join(", ")));
+        problem_lines
+            .push(format!("boundary conditions: {} (Dirichlet elsewhere)", conditions.join(", ")));
     }
-    Ok((measured, lines))
+    let settings = SolverSettings {
+        choice: common.solver,
+        tolerance: Some(common.tol.unwrap_or(default_tolerance(common.precision))),
+        max_iterations: common.max_iterations,
+    };
+    let run = program_solver(built.mesh, problem)?
+        .order(order)
+        .backend(common.backend)
+        .precision(common.precision)
+        .solver_settings(settings)
+        .operator(common.operator)
+        .keep_solution(outputs.any())
+        .keep_operator(common.export_matrix.is_some())
+        .run(log)
+        .map_err(hdg::Error::into_core)?;
+    if let Some(path) = &common.export_matrix {
+        export_matrix(&run, path)?;
+    }
+    let mut lines = built.summary;
+    if let Some(solution) = &run.solution {
+        lines.extend(outputs.write(solution, built.regions.as_deref())?);
+    }
+    lines.extend(problem_lines);
+    Ok((run, lines))
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
@@ -357,8 +336,8 @@ fn boundary_conditions(
     common: &Common,
     spec: &MeshSpec,
     built: &hdg_examples::BuiltMesh,
-    problem: hdg_core::Problem,
-) -> Result<hdg_core::Problem, CoreError> {
+    problem: hdg::Problem,
+) -> Result<hdg::Problem, CoreError> {
     let bad = |reason: String| CoreError::InvalidParameter { name: "boundary conditions", reason };
     let mut problem = match (common.bc, spec) {
         (BoundaryKind::Dirichlet, _) => problem,
@@ -378,11 +357,11 @@ fn boundary_conditions(
             return Err(bad("--neumann and --robin name physical groups of a mesh file".into()));
         };
         for name in &common.neumann {
-            let condition = hdg_core::BoundaryCondition::neumann_of(&exact, 1.0);
+            let condition = hdg::BoundaryCondition::neumann_of(&exact, 1.0);
             problem = problem.with_boundary(file.boundary_tag(name)?, condition);
         }
         for name in &common.robin {
-            let condition = hdg_core::BoundaryCondition::robin_of(&exact, 1.0, 1.0);
+            let condition = hdg::BoundaryCondition::robin_of(&exact, 1.0, 1.0);
             problem = problem.with_boundary(file.boundary_tag(name)?, condition);
         }
     }
@@ -400,13 +379,13 @@ fn boundary_conditions(
                 .map_err(|_| bad(format!("--kappa '{item}': '{value}' is no number")))?;
             values.insert(groups.region(name)?, value);
         }
-        problem.kappa = hdg_core::Coefficient::per_region("kappa", regions, &values)?;
+        problem.kappa = hdg::Coefficient::per_region("kappa", regions, &values)?;
         problem.exact = None;
     }
     Ok(problem)
 }
 
-fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport, mesh_lines: &[String]) {
+fn print_summary(mesh: &MeshSpec, common: &Common, run: &Run, mesh_lines: &[String]) {
     println!(
         "hdg solve: {mesh}{}, order {}, problem {:?}",
         match mesh {
@@ -415,10 +394,10 @@ fn print_summary(mesh: &MeshSpec, common: &Common, r: &PipelineReport, mesh_line
             }
             _ => String::new(),
         },
-        r.order,
+        run.report.order,
         common.problem
     );
-    print_report(r, common.operator, mesh_lines);
+    print_report(run, mesh_lines);
 }
 
 fn rate(coarse: f64, fine: f64) -> f64 {
@@ -436,19 +415,18 @@ fn main() -> ExitCode {
         Command::Solve { mesh, output, plot, common } => {
             let mut log = StageLog::new(!common.json);
             let outputs = SolutionOutputs { vtu: output.clone(), png: plot.clone() };
-            run_one(common, mesh, &outputs, &mut log).map(|(measured, mesh_lines)| {
+            run_one(common, mesh, &outputs, &mut log).map(|(run, mesh_lines)| {
                 drop(log);
                 if common.json {
-                    let mut json = measured_json(&measured);
-                    json["operator"] = common.operator.name().into();
+                    let mut json = hdg::json::run(&run);
                     json["mesh_notes"] = serde_json::json!(mesh_lines);
                     println!("{json}");
                 } else {
-                    print_summary(mesh, common, &measured.report, &mesh_lines);
-                    print_memory(&measured);
+                    print_summary(mesh, common, &run, &mesh_lines);
+                    print_memory(&run);
                 }
-                let reached = measured.report.solve.relative_residual;
-                measured.report.solve.converged && tolerance_reachable(common, reached)
+                let reached = run.report.solve.relative_residual;
+                run.report.solve.converged && tolerance_reachable(common, reached)
             })
         }
         Command::Convergence { levels, start, dim, plot, common } => {
@@ -465,9 +443,6 @@ fn main() -> ExitCode {
             drop(log);
             solved?.finish(*json)
         }),
-        Command::Bench { orders, dofs, repeats, no_solve, tol, json } => {
-            bench(orders, *dofs, *repeats, !*no_solve, *tol, *json)
-        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -519,7 +494,7 @@ fn convergence(
     if let Some(path) = plot {
         use hdg_examples::plot::{convergence_svg, Series};
         let h: Vec<f64> = rows.iter().map(|(n, _)| 1.0 / *n as f64).collect();
-        let column = |f: fn(&hdg_core::ErrorNorms) -> f64| errors.iter().map(f).collect::<Vec<_>>();
+        let column = |f: fn(&hdg::ErrorNorms) -> f64| errors.iter().map(f).collect::<Vec<_>>();
         let (u, q, u_star) = (column(|e| e.u), column(|e| e.q), column(|e| e.u_star));
         let k = common.order as f64;
         let title = format!(
@@ -550,7 +525,7 @@ fn convergence(
                         "u_star": rate(errors[i - 1].u_star, errors[i].u_star),
                     })
                 });
-                let mut row = report_json(r);
+                let mut row = hdg::json::report(r);
                 row["n"] = serde_json::json!(n);
                 row["h"] = serde_json::json!(1.0 / *n as f64);
                 row["rates"] = serde_json::json!(rates);
@@ -603,101 +578,6 @@ fn convergence(
     Ok(all_converged)
 }
 
-fn bench(
-    orders: &[usize],
-    dofs: usize,
-    repeats: usize,
-    solve: bool,
-    tol: f64,
-    json: bool,
-) -> Result<bool, CoreError> {
-    if let Some(&k) = orders.iter().find(|&&k| !(1..=MAX_ORDER).contains(&k)) {
-        return Err(CoreError::InvalidOrder { order: k, min: 1, max: MAX_ORDER });
-    }
-    if dofs < 100 || repeats == 0 {
-        return Err(CoreError::InvalidParameter {
-            name: "bench size",
-            reason: "need --dofs >= 100 and --repeats >= 1".into(),
-        });
-    }
-    let options = hdg_examples::bench::BenchOptions {
-        orders: orders.to_vec(),
-        target_dofs: dofs,
-        spmv_repeats: repeats,
-        solve,
-        tolerance: tol,
-    };
-    let (copy, rows) = hdg_examples::bench::run(&options, |line| eprintln!("{line}"))?;
-    let dense = hdg_examples::bench::dense_comparison(orders, 20_000);
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "threads": rayon::current_num_threads(), "copy_gbs": copy, "stages": rows, "dense": dense })
-        );
-        return Ok(true);
-    }
-    println!("threads: {}, memory copy bandwidth: {copy:.2} GB/s (read + write, best of 6 copies of 256 MiB)\n", rayon::current_num_threads());
-    println!("| k | N | cells | trace dofs | setup s | condense s | cells/s | GFLOP/s | assemble s | recover s | postprocess s |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3e} | {:.2} | {:.3} | {:.3} | {:.3} |",
-            r.order,
-            r.n,
-            r.cells,
-            r.trace_dofs,
-            r.setup_s,
-            r.condense_s,
-            r.condense_cells_per_s,
-            r.condense_gflops,
-            r.assemble_s,
-            r.recover_s,
-            r.postprocess_s
-        );
-    }
-    println!("\n| k | DBF SpMV ms | GB/s | of copy | CSR (Rayon) ms | CSR (sprs, serial) ms | DBF speed-up vs CSR (Rayon) | DBF B/dof | CSR B/dof | recovery B/dof |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} |",
-            r.order,
-            r.dbf_spmv_s * 1e3,
-            r.dbf_spmv_gbs,
-            r.dbf_fraction_of_copy,
-            r.csr_parallel_spmv_s * 1e3,
-            r.csr_serial_spmv_s * 1e3,
-            r.dbf_speedup_over_csr_parallel,
-            r.matrix_bytes_per_dof,
-            r.csr_bytes_per_dof,
-            r.recovery_bytes_per_dof
-        );
-    }
-    if solve {
-        println!("\n| k | solve iterations | solve s | true relative residual | L2 error u | L2 error u* |");
-        println!("|---|---|---|---|---|---|");
-        for r in &rows {
-            println!(
-                "| {} | {} | {:.2} | {:.1e} | {:.2e} | {:.2e} |",
-                r.order,
-                r.solve_iterations.unwrap_or(0),
-                r.solve_s.unwrap_or(0.0),
-                r.solve_relative_residual.unwrap_or(0.0),
-                r.error_u,
-                r.error_u_star
-            );
-        }
-    }
-    println!("\n| k | n | 3 n_f | ours us/element | faer us/element | faer / ours |");
-    println!("|---|---|---|---|---|---|");
-    for d in &dense {
-        println!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.2} |",
-            d.order, d.n, d.nl, d.ours_us_per_element, d.faer_us_per_element, d.faer_over_ours
-        );
-    }
-    Ok(true)
-}
-
 fn solvers(
     mesh: &MeshSpec,
     order: usize,
@@ -709,25 +589,29 @@ fn solvers(
 ) -> Result<bool, CoreError> {
     let built = mesh.build(Diagonal::Right, 0.0, 0)?.mesh;
     let choices = if only.is_empty() { SolverChoice::ALL.to_vec() } else { only.to_vec() };
-    let (dofs, rows) = hdg_examples::compare::compare(
-        &built,
-        &problem.problem(order),
-        order,
-        tol,
-        max_iterations,
-        &choices,
-        |line| eprintln!("{line}"),
-    )?;
+    let settings = SolverSettings { tolerance: Some(tol), max_iterations, ..Default::default() };
+    let solver =
+        program_solver(built, problem.problem(order))?.order(order).solver_settings(settings);
+    let mut log_row = |r: &hdg::SolverRow| {
+        eprintln!(
+            "{:<17} {:>6} iterations {:>8.2} s  residual {:.1e}",
+            r.solver, r.iterations, r.seconds, r.relative_residual
+        )
+    };
+    let comparison = solver
+        .compare_solvers(&choices, &mut hdg::Silent, &mut log_row)
+        .map_err(hdg::Error::into_core)?;
+    let (dofs, rows) = (comparison.trace_dofs, comparison.rows);
     if json {
         println!(
             "{}",
-            serde_json::json!({ "trace_dofs": dofs, "order": order, "threads": rayon::current_num_threads(), "rows": rows })
+            serde_json::json!({ "trace_dofs": dofs, "order": order, "threads": hdg::host_threads(), "rows": rows })
         );
         return Ok(rows.iter().all(|r| r.converged));
     }
     println!(
         "{mesh}, order {order}, {dofs} trace dofs, tolerance {tol:e}, {} threads\n",
-        rayon::current_num_threads()
+        hdg::host_threads()
     );
     println!("| solver | converged | iterations | reductions | operator applications | time s | true residual | L2 error u | L2 error u* |");
     println!("|---|---|---|---|---|---|---|---|---|");

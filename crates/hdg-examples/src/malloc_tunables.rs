@@ -18,7 +18,7 @@
 //! glibc reads its tunables once, at process start, so the program runs itself again with
 //! the tunables added. A library embedding cannot do this for its host: it sets
 //! `GLIBC_TUNABLES` in its environment.
-use crate::BackendKind;
+use hdg::Backend;
 
 /// The tunables of the CUDA backend's runs.
 const CUDA_TUNABLES: &str = "glibc.malloc.hugetlb=1";
@@ -27,10 +27,10 @@ const CUDA_TUNABLES: &str = "glibc.malloc.hugetlb=1";
 const CPU_TUNABLES: &str = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
 
 /// The tunables for `backend`'s runs.
-pub fn tunables(backend: BackendKind) -> &'static str {
+pub fn tunables(backend: Backend) -> &'static str {
     match backend {
-        BackendKind::Cpu => CPU_TUNABLES,
-        BackendKind::Cuda => CUDA_TUNABLES,
+        Backend::Cpu => CPU_TUNABLES,
+        Backend::Cuda => CUDA_TUNABLES,
     }
 }
 
@@ -38,7 +38,7 @@ pub fn tunables(backend: BackendKind) -> &'static str {
 /// a malloc tunable is set there already (by the user, or by this call before the exec), or
 /// `HDG_MALLOC_TUNABLES=0` is set. Returns (and the program goes on with glibc's defaults)
 /// when the program cannot be run again; does nothing off Linux with glibc.
-pub fn enable(backend: BackendKind) {
+pub fn enable(backend: Backend) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::os::unix::process::CommandExt;

@@ -32,3 +32,7 @@ pub mod multigrid;
 pub use multigrid::{Cycle, Multigrid, MultigridSettings};
 mod suite;
 pub use suite::{MultigridPrecision, SolverChoice, Suite};
+mod dispatch;
+pub use dispatch::{
+    default_tolerance, SolverBackend, SolverPrecision, SolverSettings, DEFAULT_MAX_ITERATIONS,
+};

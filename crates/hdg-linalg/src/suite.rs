@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use hdg_core::{
     Assembler, BlockOps, CoreError, DemoteOperator, Discretization, FusedOps, KrylovSolver,
-    MixedPrecisionOps, MultigridOps, PlanWork, Preconditioner, Real, Result, SolveReport,
-    SolverPlan, TraceOperator, TraceSolver, VectorOps, VertexSpace,
+    MixedPrecisionOps, MultigridOperator, MultigridOps, PlanWork, Preconditioner, Real, Result,
+    SolveReport, SolverPlan, TraceOperator, TraceSolver, VectorOps, VertexSpace,
 };
 
 use crate::{
@@ -221,7 +221,11 @@ impl<T: Real, B: FusedOps<T> + BlockOps<T>> KrylovSolver<T, B> for Suite {
 /// How `pcg-mg` runs in a precision: in f32 the hierarchy is built on the trace operator
 /// itself; in f64 on the operator rounded to f32 when [`MultigridSettings::single_precision`]
 /// says so (an f32 V-cycle inside f64 CG, [`SinglePrecision`]), else on the operator itself.
-pub trait MultigridPrecision<B: Assembler<Self> + MultigridOps<Self>>: Real {
+pub trait MultigridPrecision<B>: Real
+where
+    B: Assembler<Self> + MultigridOps<Self>,
+    B::Operator: MultigridOperator<Self, B>,
+{
     /// CG with the multigrid preconditioner built for `disc` (on the vertex space of `plan`,
     /// made ahead for `disc`, when there is one).
     fn pcg_mg(
@@ -281,7 +285,7 @@ fn pcg_with<T: Real, B: FusedOps<T>>(
 }
 
 /// CG with the multigrid built in the operator's own precision.
-fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
+fn pcg_mg_same_precision<T, B>(
     suite: &Suite,
     backend: &B,
     disc: &Discretization<'_, T>,
@@ -289,7 +293,12 @@ fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
     operator: &B::Operator,
     rhs: &<B as VectorOps<T>>::Vector,
     x: &mut <B as VectorOps<T>>::Vector,
-) -> Result<SolveReport> {
+) -> Result<SolveReport>
+where
+    T: Real,
+    B: Assembler<T> + MultigridOps<T>,
+    B::Operator: MultigridOperator<T, B>,
+{
     let settings = MultigridSettings {
         singular: disc.constant_null_space,
         // A rounded copy of a singular operator has a slightly different null space: the
@@ -308,7 +317,11 @@ fn pcg_mg_same_precision<T: Real, B: Assembler<T> + MultigridOps<T>>(
     pcg_with(suite, backend, operator, &mg, &notes, rhs, x)
 }
 
-impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
+impl<B> MultigridPrecision<B> for f32
+where
+    B: Assembler<f32> + MultigridOps<f32>,
+    B::Operator: MultigridOperator<f32, B>,
+{
     fn pcg_mg(
         suite: &Suite,
         backend: &B,
@@ -325,7 +338,8 @@ impl<B: Assembler<f32> + MultigridOps<f32>> MultigridPrecision<B> for f32 {
 impl<B> MultigridPrecision<B> for f64
 where
     B: Assembler<f64> + MultigridOps<f64> + MultigridOps<f32> + MixedPrecisionOps,
-    B::Operator: DemoteOperator<B>,
+    B::Operator: DemoteOperator<B> + MultigridOperator<f64, B>,
+    <B::Operator as DemoteOperator<B>>::Low: MultigridOperator<f32, B>,
 {
     fn pcg_mg(
         suite: &Suite,
@@ -361,6 +375,7 @@ impl<T, B> TraceSolver<T, B> for Suite
 where
     T: MultigridPrecision<B>,
     B: Assembler<T> + MultigridOps<T>,
+    B::Operator: MultigridOperator<T, B>,
 {
     fn name(&self) -> String {
         self.choice.name().into()

@@ -5,11 +5,16 @@
 //! A solve is three values: a [`Mesh`] (generated, read from a Gmsh file, or made from
 //! arrays), a [`Problem`] ([`Problem::builder`]: coefficients, source, boundary conditions per
 //! boundary tag, optionally the exact solution), and a [`Solver`] (order, backend, precision,
-//! trace solver). [`Solver::solve`] returns a [`Solution`] that owns u_h, q_h, the
-//! postprocessed u*, the trace on every face and the run's report, and answers point
-//! evaluations, cell and face walks and error norms; [`vtu::write`] saves it for ParaView.
-//! An iterative solve that stops short of its tolerance is [`Error::NotConverged`], which
-//! still carries the solution it reached.
+//! trace solver, trace operator, device settings). [`Solver::solve`] returns a [`Solution`]
+//! that owns u_h, q_h, the postprocessed u*, the trace on every face and the run's report, and
+//! answers point evaluations, cell and face walks and error norms. An iterative solve that
+//! stops short of its tolerance is [`Error::NotConverged`], which still carries the solution
+//! it reached. [`Solver::run`] is the whole run as a program reports it ([`Run`]: the report,
+//! the solution, the trace matrix, device and host memory), whether or not it converged.
+//!
+//! The outputs: [`vtu`] (the solution for ParaView), [`png`] (a picture of a 2D solution),
+//! [`json`] (the run's report as the `hdg` program prints it) and [`matrix_market`] (the
+//! trace matrix).
 //!
 //! # Embedding
 //!
@@ -77,9 +82,13 @@
 //! (`hdg-core`: the pipeline, the problem, reference elements, backend traits), [`mesh`]
 //! (`hdg-mesh`: meshes, generators, the Gmsh reader, the point locator), [`linalg`]
 //! (`hdg-linalg`: the Krylov solvers and preconditioners), [`cpu`] and [`cuda`] (the backends).
+//! A program needs none of them to solve: everything a run takes is a [`Solver`] option.
+mod compare;
+pub mod json;
+pub mod matrix_market;
+pub mod png;
+mod solver;
 pub mod vtu;
-
-use std::sync::Arc;
 
 pub use hdg_backend_cpu as cpu;
 pub use hdg_backend_cuda as cuda;
@@ -87,25 +96,69 @@ pub use hdg_core as core;
 pub use hdg_linalg as linalg;
 pub use hdg_mesh as mesh;
 
+pub use compare::{Comparison, SolverRow};
+pub use hdg_backend_cuda::CudaSettings;
 pub use hdg_core::{
     BoundaryCondition, CellView, Coefficient, CoreError, ErrorNorms, ExactSolution, FaceView,
-    Manufactured, PipelineReport, PointValue, Precision, Problem, ProblemBuilder, Progress, Silent,
-    Solution, Stage, Tau,
+    HostCsr, Manufactured, PipelineReport, PointValue, Precision, Problem, ProblemBuilder,
+    Progress, Silent, Solution, Stage, Tau, TraceOperatorKind,
 };
-pub use hdg_linalg::SolverChoice;
+pub use hdg_linalg::{default_tolerance, SolverChoice, SolverSettings, DEFAULT_MAX_ITERATIONS};
 pub use hdg_mesh::{generate, gmsh, CellType, Mesh};
+pub use solver::{
+    host_peak_rss_bytes, host_threads, DeviceMemory, Run, Solver, MEMORY_SAMPLE_INTERVAL,
+};
 
-use hdg_core::{Backend as BackendTrait, MultigridOps, PipelineOptions, Real};
-use hdg_linalg::{MixedPrecisionRefinement, Suite};
+use std::fmt;
+use std::str::FromStr;
 
-/// Where the pipeline runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Where the pipeline runs. In settings files it is named as [`Backend::name`] says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Rayon threads on the host.
     #[default]
     Cpu,
     /// An NVIDIA GPU (the crate built with feature `cuda`).
     Cuda,
+}
+
+impl Backend {
+    /// Both backends.
+    pub const ALL: [Backend; 2] = [Backend::Cpu, Backend::Cuda];
+
+    /// The name in reports, settings and on command lines: "cpu", "cuda".
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+
+    /// The highest polynomial order the backend runs.
+    pub fn max_order(self) -> usize {
+        match self {
+            Backend::Cpu => hdg_core::MAX_ORDER,
+            Backend::Cuda => hdg_backend_cuda::MAX_ELEMENT_ORDER,
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    /// A backend by its name ([`Backend::name`]).
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown backend '{s}' (known: cpu, cuda)"))
+    }
 }
 
 /// What can go wrong in a solve.
@@ -138,154 +191,30 @@ impl From<hdg_mesh::MeshError> for Error {
     }
 }
 
-/// A solve, set up step by step: `Solver::new(mesh, problem).order(3).solve()`.
-///
-/// Defaults: order 2, the CPU backend, f64, CG with the multigrid preconditioner
-/// ([`SolverChoice::PcgMg`]), relative residual tolerance 1e-10 (1e-5 in f32), at most
-/// 10 000 iterations.
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct Solver {
-    mesh: Arc<Mesh>,
-    problem: Problem,
-    order: usize,
-    backend: Backend,
-    precision: Precision,
-    solver: SolverChoice,
-    tolerance: Option<f64>,
-    max_iterations: usize,
+impl Error {
+    /// The error as the library's core error (a file that could not be written becomes
+    /// [`CoreError::Io`], a solve that did not converge [`CoreError::Solver`]), for programs
+    /// that report every failure one way.
+    pub fn into_core(self) -> CoreError {
+        match self {
+            Error::Core(e) => e,
+            Error::NotConverged(_) => CoreError::Solver(self.to_string()),
+            Error::Output { .. } => CoreError::Io(self.to_string()),
+        }
+    }
 }
 
-impl Solver {
-    /// A solve of `problem` on `mesh` with the defaults above.
-    pub fn new(mesh: impl Into<Arc<Mesh>>, problem: Problem) -> Solver {
-        Solver {
-            mesh: mesh.into(),
-            problem,
-            order: 2,
-            backend: Backend::Cpu,
-            precision: Precision::F64,
-            solver: SolverChoice::PcgMg,
-            tolerance: None,
-            max_iterations: 10_000,
+#[cfg(test)]
+mod tests {
+    use super::Backend;
+
+    #[test]
+    fn backend_names_round_trip() {
+        for backend in Backend::ALL {
+            assert_eq!(backend.name().parse::<Backend>(), Ok(backend));
+            assert_eq!(backend.to_string(), backend.name());
         }
-    }
-
-    /// Polynomial order k (1 to 10 on the CPU, 1 to 8 on CUDA).
-    pub fn order(mut self, order: usize) -> Solver {
-        self.order = order;
-        self
-    }
-
-    /// The backend.
-    pub fn backend(mut self, backend: Backend) -> Solver {
-        self.backend = backend;
-        self
-    }
-
-    /// The working precision of every stage.
-    pub fn precision(mut self, precision: Precision) -> Solver {
-        self.precision = precision;
-        self
-    }
-
-    /// The trace solver.
-    pub fn solver(mut self, solver: SolverChoice) -> Solver {
-        self.solver = solver;
-        self
-    }
-
-    /// The relative residual at which the iterative trace solve stops.
-    pub fn tolerance(mut self, tolerance: f64) -> Solver {
-        self.tolerance = Some(tolerance);
-        self
-    }
-
-    /// The iteration cap of the trace solve.
-    pub fn max_iterations(mut self, max_iterations: usize) -> Solver {
-        self.max_iterations = max_iterations;
-        self
-    }
-
-    /// Runs the pipeline.
-    ///
-    /// # Errors
-    /// [`Error::Core`] for bad input (each names what is wrong and where) or a backend
-    /// failure; [`Error::NotConverged`], carrying the solution, when the trace solve stops
-    /// above its tolerance.
-    pub fn solve(&self) -> Result<Solution, Error> {
-        self.solve_with_progress(&mut Silent)
-    }
-
-    /// [`Self::solve`], reporting each stage's start and end to `progress`.
-    ///
-    /// # Errors
-    /// As [`Self::solve`].
-    pub fn solve_with_progress(&self, progress: &mut dyn Progress) -> Result<Solution, Error> {
-        let solution = match self.backend {
-            Backend::Cpu => self.run_on(&hdg_backend_cpu::CpuBackend::new(), progress)?,
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => self.run_on(&hdg_backend_cuda::CudaBackend::new()?, progress)?,
-            #[cfg(not(feature = "cuda"))]
-            Backend::Cuda => {
-                hdg_backend_cuda::availability()?;
-                unreachable!("availability() is an error without the cuda feature")
-            }
-        };
-        if solution.report().solve.converged {
-            Ok(solution)
-        } else {
-            Err(Error::NotConverged(Box::new(solution)))
-        }
-    }
-
-    fn run_on<B>(&self, backend: &B, progress: &mut dyn Progress) -> Result<Solution, Error>
-    where
-        B: BackendTrait<f64>
-            + BackendTrait<f32>
-            + hdg_core::MixedPrecisionOps
-            + MultigridOps<f64>
-            + MultigridOps<f32>,
-        <B as hdg_core::Assembler<f64>>::Operator: hdg_core::DemoteOperator<B>,
-    {
-        let tolerance = self.tolerance.unwrap_or(match self.precision {
-            Precision::F64 => 1e-10,
-            Precision::F32 => 1e-5,
-        });
-        let suite = Suite { choice: self.solver, tolerance, max_iterations: self.max_iterations };
-        match (self.precision, self.solver) {
-            (Precision::F64, SolverChoice::Mixed) => {
-                let mixed = MixedPrecisionRefinement { tolerance, ..Default::default() };
-                self.pipeline::<f64, B>(backend, &mixed, progress)
-            }
-            (Precision::F32, SolverChoice::Mixed) => Err(CoreError::InvalidParameter {
-                name: "solver",
-                reason: "mixed precision refines an f64 solution: use Precision::F64".into(),
-            }
-            .into()),
-            (Precision::F64, _) => self.pipeline::<f64, B>(backend, &suite, progress),
-            (Precision::F32, _) => self.pipeline::<f32, B>(backend, &suite, progress),
-        }
-    }
-
-    fn pipeline<T: Real, B: BackendTrait<T>>(
-        &self,
-        backend: &B,
-        solver: &dyn hdg_core::TraceSolver<T, B>,
-        progress: &mut dyn Progress,
-    ) -> Result<Solution, Error> {
-        let options = PipelineOptions { full_trace: true, ..Default::default() };
-        let out = hdg_core::solve::<T, B>(
-            backend,
-            &self.mesh,
-            &self.problem,
-            self.order,
-            solver,
-            options,
-            progress,
-        )?;
-        let solution =
-            Solution::from_output(backend, self.mesh.clone(), self.problem.clone(), &out)?;
-        Ok(solution.expect("the pipeline was asked for the full trace"))
+        assert_eq!(Backend::default(), Backend::Cpu);
+        assert!("tpu".parse::<Backend>().unwrap_err().contains("cpu, cuda"));
     }
 }

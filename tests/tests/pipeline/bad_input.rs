@@ -4,14 +4,9 @@ use hdg_core::{
 };
 use hdg_linalg::{ConjugateGradient, Preconditioning};
 use hdg_mesh::{generate, Diagonal};
-use tests::{per_backend, BackendKind, TraceSolve};
+use tests::{per_backend, Backend, Runs, TraceSolve};
 
-fn try_solve(
-    backend: BackendKind,
-    problem: &Problem,
-    order: usize,
-    tol: f64,
-) -> Result<(), CoreError> {
+fn try_solve(backend: Backend, problem: &Problem, order: usize, tol: f64) -> Result<(), CoreError> {
     let mesh = generate::unit_square(2, Diagonal::Right).unwrap();
     let cg = TraceSolve::Cg(ConjugateGradient::new(tol, 100, Preconditioning::None));
     backend.try_run::<f64>(&mesh, problem, order, &cg, false).map(|_| ())

@@ -3,7 +3,7 @@
 //! other sides), pure Neumann with c > 0, and the problems that must be refused.
 use hdg_core::{BoundaryCondition, CoreError, Manufactured, Problem};
 use hdg_mesh::{generate, Diagonal};
-use tests::{assert_rates, assert_reproduced, per_backend, BackendKind, TraceSolve};
+use tests::{assert_rates, assert_reproduced, per_backend, Backend, Runs, TraceSolve};
 
 fn mixed(solution: Manufactured, dim: usize, kappa: f64, reaction: f64) -> Problem {
     Problem::manufactured(solution, kappa, reaction).with_mixed_boundary(dim, kappa).unwrap()
@@ -148,7 +148,7 @@ fn robin_terms_keep_the_trace_matrix_symmetric() {
     let mesh =
         generate::perturb(&generate::unit_square(4, Diagonal::Left).unwrap(), 0.2, 5).unwrap();
     let problem = mixed(Manufactured::Sine, 2, 1.0, 0.0);
-    let run = BackendKind::Cpu.run_keeping::<f64>(&mesh, &problem, 2);
+    let run = Backend::Cpu.run_keeping::<f64>(&mesh, &problem, 2);
     let (csr, _) = run.operator.expect("kept");
     let entry = |i: usize, j: usize| {
         (csr.indptr[i]..csr.indptr[i + 1])

@@ -16,7 +16,7 @@ use hdg_mesh::generate::{
     TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
 };
 use hdg_mesh::{generate, Diagonal, Mesh};
-use tests::{assert_rates, per_backend, BackendKind, TraceSolve};
+use tests::{assert_rates, per_backend, Backend, Runs, TraceSolve};
 
 /// u = sin(pi x + 0.2) sin(0.7 pi y + 0.1) exp(z / 2) (without the last factor in 2D): value,
 /// gradient and Hessian (row-major d x d).
@@ -166,13 +166,7 @@ fn square(n: usize) -> Mesh {
     generate::unit_square(n, Diagonal::Alternating).unwrap()
 }
 
-fn errors(
-    backend: BackendKind,
-    mesh: &Mesh,
-    problem: &Problem,
-    k: usize,
-    direct: bool,
-) -> ErrorNorms {
+fn errors(backend: Backend, mesh: &Mesh, problem: &Problem, k: usize, direct: bool) -> ErrorNorms {
     let run = if direct {
         backend.run_direct::<f64>(mesh, problem, k)
     } else {
@@ -187,7 +181,7 @@ fn errors(
 fn bad_coefficients_at_points_are_refused_naming_field_and_cell() {
     let mesh = generate::unit_square(4, Diagonal::Right).unwrap();
     let refused = |p: &Problem| -> String {
-        match BackendKind::Cpu.try_run::<f64>(&mesh, p, 2, &TraceSolve::cg::<f64>(), false) {
+        match Backend::Cpu.try_run::<f64>(&mesh, p, 2, &TraceSolve::cg::<f64>(), false) {
             Err(e @ CoreError::InvalidParameter { .. }) => e.to_string(),
             Err(e) => panic!("wrong error: {e}"),
             Ok(_) => panic!("accepted"),

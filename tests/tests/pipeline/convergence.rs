@@ -1,7 +1,7 @@
 //! Observed rates of convergence over the last two refinements: k+1 for u and q, k+2 for u*.
 use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Diagonal, Mesh};
-use tests::{assert_rates, per_backend, BackendKind};
+use tests::{assert_rates, per_backend, Backend, Runs};
 
 fn mesh(n: usize, perturbed: bool) -> Mesh {
     let m = generate::unit_square(n, Diagonal::Alternating).unwrap();
@@ -12,7 +12,7 @@ fn mesh(n: usize, perturbed: bool) -> Mesh {
     }
 }
 
-fn check_rates(backend: BackendKind, solution: Manufactured, perturbed: bool) {
+fn check_rates(backend: Backend, solution: Manufactured, perturbed: bool) {
     for k in 1..=4usize {
         let sizes: [usize; 3] = if k <= 2 { [8, 16, 32] } else { [4, 8, 16] };
         let errors: Vec<_> = sizes

@@ -3,7 +3,7 @@ use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Diagonal};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use tests::per_backend;
+use tests::{per_backend, Runs};
 
 per_backend! {
     fn f32_agrees_with_f64_to_f32_accuracy(backend) {
@@ -70,7 +70,7 @@ fn error_norms_do_not_depend_on_the_thread_count() {
         generate::perturb(&generate::unit_square(40, Diagonal::Alternating).unwrap(), 0.3, 2)
             .unwrap();
     let problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.5);
-    let out = tests::BackendKind::Cpu.run::<f64>(&mesh, &problem, 3);
+    let out = tests::Backend::Cpu.run::<f64>(&mesh, &problem, 3);
     let disc = tests::discretization::<f64>(&mesh, &problem, 3);
     let backend = CpuBackend::new();
     let prep = backend.prepare(&disc).unwrap();

@@ -3,9 +3,9 @@
 //! the polygon (polyhedron) of each mesh, where the manufactured solution is exact, so the
 //! curved boundary costs no order.
 use hdg_core::{Manufactured, Problem};
-use tests::{assert_rates, example_mesh, per_backend, BackendKind};
+use tests::{assert_rates, example_mesh, per_backend, Backend, Runs};
 
-fn check_rates(backend: BackendKind, name: &str, levels: [usize; 2], orders: &[usize]) {
+fn check_rates(backend: Backend, name: &str, levels: [usize; 2], orders: &[usize]) {
     for &k in orders {
         let errors: Vec<_> = levels
             .iter()

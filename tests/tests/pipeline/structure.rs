@@ -3,7 +3,7 @@
 use hdg_core::diagnostics::{conservation_defects, full_trace};
 use hdg_core::{HostCsr, Manufactured, Problem};
 use hdg_mesh::{generate, Diagonal};
-use tests::{discretization, per_backend, BackendKind};
+use tests::{discretization, per_backend, Backend, Runs};
 
 /// y = A x for a host CSR matrix.
 fn csr_apply(a: &HostCsr, x: &[f64]) -> Vec<f64> {
@@ -71,7 +71,7 @@ per_backend! {
 fn conservation_check_detects_a_wrong_field() {
     let mesh = generate::unit_square(4, Diagonal::Right).unwrap();
     let problem = Problem::manufactured(Manufactured::Sine, 1.0, 1.0);
-    let out = BackendKind::Cpu.run::<f64>(&mesh, &problem, 2);
+    let out = Backend::Cpu.run::<f64>(&mesh, &problem, 2);
     let disc = discretization::<f64>(&mesh, &problem, 2);
     let trace = full_trace(&disc, &out.trace);
     let mut fields = out.fields.clone();

@@ -4,7 +4,7 @@ use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Mesh};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use tests::{assert_rates, assert_reproduced, per_backend, BackendKind};
+use tests::{assert_rates, assert_reproduced, per_backend, Backend, Runs};
 
 fn cube(n: usize, perturbation: f64, seed: u64) -> Mesh {
     let mesh = generate::unit_cube(n).unwrap();
@@ -26,7 +26,7 @@ fn orientation_counts(mesh: &Mesh) -> [usize; 6] {
     seen
 }
 
-fn check_rates(backend: BackendKind, solution: Manufactured, perturbation: f64) {
+fn check_rates(backend: Backend, solution: Manufactured, perturbation: f64) {
     for k in 1..=3usize {
         let errors: Vec<_> = [2, 4, 8]
             .iter()

@@ -27,7 +27,8 @@ use std::sync::OnceLock;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{
-    CoreError, DemoteOperator, HostCsr, Real, Result, TraceOperator, TraceTopology, VertexSpace,
+    CoreError, DemoteOperator, HostCsr, MultigridOperator, Real, Result, TraceOperator,
+    TraceTopology, VertexSpace,
 };
 use rayon::prelude::*;
 
@@ -410,7 +411,10 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
     fn to_host_csr(&self) -> Result<HostCsr> {
         self.on_host(|planes| dbf::to_csr(planes))
     }
+}
 
+/// E^T A E gathered on the device, where it stays for the hierarchy (`crate::multigrid`).
+impl<T: DeviceReal> MultigridOperator<T, CudaBackend> for DeviceDbf<T> {
     fn project_blocks(&self, basis: &[f64], rows: usize, m: usize) -> Result<Vec<f64>> {
         self.project(basis, rows, m)
     }
@@ -419,8 +423,13 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceDbf<T> {
         DeviceDbf::vertex_operator(self, space, topology)
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn vertex_level(
+        &self,
+        _backend: &CudaBackend,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<crate::DeviceCsr<T>>)> {
+        self.device_vertex_level(space, topology)
     }
 }
 

@@ -4,7 +4,10 @@
 //!
 //! - `dbf`: the assembled matrix in the dense block format and its SpMV (`kernels/dbf.cu`);
 //! - `matrix_free`: the element trace matrices applied face by face (`kernels/matrix_free.cu`).
-use hdg_core::{DemoteOperator, HostCsr, Result, TraceOperator, TraceTopology, VertexSpace};
+use hdg_core::{
+    CoreError, DemoteOperator, HostCsr, MultigridOperator, Result, TraceOperator, TraceTopology,
+    VertexSpace,
+};
 
 use crate::device::{CudaBackend, DeviceReal};
 use crate::vector::DeviceVector;
@@ -136,18 +139,46 @@ impl<T: DeviceReal> TraceOperator<T> for DeviceTraceOperator<T> {
     fn to_host_csr(&self) -> Result<HostCsr> {
         dispatch!(self, m => m.to_host_csr())
     }
+}
 
+/// The multigrid is built on the assembled matrix only: the matrix-free operator stores no
+/// blocks to project.
+impl<T: DeviceReal> MultigridOperator<T, CudaBackend> for DeviceTraceOperator<T> {
     fn project_blocks(&self, basis: &[f64], rows: usize, columns: usize) -> Result<Vec<f64>> {
-        dispatch!(self, m => m.project_blocks(basis, rows, columns))
+        match self {
+            DeviceTraceOperator::Dbf(m) => m.project_blocks(basis, rows, columns),
+            DeviceTraceOperator::MatrixFree(_) => Err(without_blocks()),
+        }
     }
 
     fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
-        dispatch!(self, m => m.vertex_operator(space, topology))
+        match self {
+            DeviceTraceOperator::Dbf(m) => m.vertex_operator(space, topology),
+            DeviceTraceOperator::MatrixFree(_) => Err(without_blocks()),
+        }
     }
 
-    /// The operator inside (a [`DeviceDbf`] is recognised by the multigrid's vertex level).
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        dispatch!(self, m => m.as_any())
+    fn vertex_level(
+        &self,
+        backend: &CudaBackend,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<crate::DeviceCsr<T>>)> {
+        match self {
+            DeviceTraceOperator::Dbf(m) => m.vertex_level(backend, space, topology),
+            DeviceTraceOperator::MatrixFree(_) => Err(without_blocks()),
+        }
+    }
+}
+
+/// Why the multigrid cannot be built on the matrix-free operator.
+fn without_blocks() -> CoreError {
+    CoreError::InvalidParameter {
+        name: "trace operator",
+        reason: "the multigrid preconditioner needs the assembled DBF operator (its stored \
+                 blocks); the matrix-free operator has none: choose another trace solver \
+                 (block-Jacobi CG, say) or the DBF operator"
+            .into(),
     }
 }
 

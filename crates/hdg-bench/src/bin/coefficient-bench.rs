@@ -128,7 +128,7 @@ fn run_backend<B: Assembler<f64>>(backend: &B, name: &str, args: &Args) -> Resul
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for &dim in &args.dims {
-        let mesh = hdg_examples::bench::element_benchmark_mesh(dim, args.cells[dim - 2])?;
+        let mesh = hdg_bench::stages::element_benchmark_mesh(dim, args.cells[dim - 2])?;
         for &k in &args.orders {
             let mut constant = f64::NAN;
             for variant in VARIANTS {

@@ -636,7 +636,7 @@ fn run(args: &Args) -> Result<()> {
             let fit = args.memory_fraction * free as f64 / (8 * values_per_cell(&sizes)) as f64;
             let target = args.cells.min(fit);
             let t_mesh = Instant::now();
-            let mesh = hdg_examples::bench::element_benchmark_mesh(dim, target)?;
+            let mesh = hdg_bench::stages::element_benchmark_mesh(dim, target)?;
             let problem = problem(mesh.n_cells());
             eprintln!(
                 "{} k = {k}: mesh of {} cells ({} wanted, {:.0} fit) in {:.1} s",

@@ -772,7 +772,7 @@ fn run_operators(args: &Args) -> Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &k in &args.orders {
-        let elements = hdg_examples::operators::element_pairs(k)
+        let elements = hdg_bench::operators::element_pairs(k)
             .map_err(|e| CoreError::Backend(e.to_string()))?;
         for [element, post] in &elements {
             let pair =

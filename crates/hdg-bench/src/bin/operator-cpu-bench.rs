@@ -5,7 +5,7 @@
 //!
 //! C = A B with beta = 0, B of k rows and n element columns (element index fastest, the layout
 //! of the generated CUDA kernels), f64 and f32, for the operators of
-//! `hdg_examples::operators` (face 0 only). Times are the median of `--reps` runs after one
+//! `hdg_bench::operators` (face 0 only). Times are the median of `--reps` runs after one
 //! warm-up; both results are checked against each other (relative to the sum of magnitudes).
 //! Cases whose panels exceed `--max-bytes` (default 4e9) are skipped. Prints a Markdown table.
 use std::error::Error;
@@ -57,7 +57,7 @@ fn run() -> Result<(), Box<dyn Error>> {
     println!();
     println!("| operator | prec | n | m x k | nnz | ours ms | GFLOP/s (useful) | GB/s | faer ms | faer / ours |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for op in hdg_examples::operators::pipeline_operators(false, false)? {
+    for op in hdg_bench::operators::pipeline_operators(false, false)? {
         if !only.is_empty() && !only.iter().any(|o| o == op.name()) {
             continue;
         }

@@ -107,7 +107,7 @@ fn run() -> Result<(), Box<dyn Error>> {
 
     let mut operators = Vec::new();
     let mut skipped = Vec::new();
-    for op in hdg_examples::operators::pipeline_operators(true, post_bases)? {
+    for op in hdg_bench::operators::pipeline_operators(true, post_bases)? {
         if op.m() * op.k() > max_entries {
             skipped.push(json!({
                 "name": op.name(), "m": op.m(), "k": op.k(),

@@ -150,21 +150,22 @@ impl ProblemFile {
             }
         }
 
-        let settings = SolveSettings {
-            order: self.order,
-            tolerance: self.tolerance,
+        let settings = SolverSettings {
+            choice: self.solver,
+            tolerance: Some(self.tolerance),
             max_iterations: self.max_iterations,
-            solver: self.solver,
-            operator: self.operator,
-            cuda: CudaSettings::from_environment()?,
-            keep_solution: self.outputs.vtu.is_some() || self.outputs.png.is_some(),
         };
+        let solver = program_solver(built.mesh, builder.build())?
+            .order(self.order)
+            .backend(self.backend)
+            .precision(self.precision)
+            .solver_settings(settings)
+            .operator(self.operator)
+            .keep_solution(self.outputs.vtu.is_some() || self.outputs.png.is_some());
         Ok(Setup {
-            mesh: built,
-            problem: builder.build(),
-            settings,
-            backend: self.backend,
-            precision: self.precision,
+            solver,
+            mesh_lines: built.summary,
+            regions: built.regions,
             outputs: self.outputs.clone(),
             notes,
         })
@@ -368,7 +369,7 @@ impl ProblemFile {
 
 /// The names of the sides of generated meshes (`hdg_mesh::generate`'s tags).
 pub(super) fn generated_sides(dim: usize) -> &'static [(&'static str, u32)] {
-    use hdg_mesh::generate::{
+    use hdg::generate::{
         TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
     };
     if dim == 2 {
@@ -388,7 +389,7 @@ pub(super) fn generated_sides(dim: usize) -> &'static [(&'static str, u32)] {
 /// A boundary tag as the summary names it: `outer (2)`, `left (4)`, `untagged` or `7`.
 pub(super) fn tag_name(built: &BuiltMesh, tag: u32) -> String {
     let dim = built.mesh.dim();
-    if tag == hdg_mesh::gmsh::UNTAGGED {
+    if tag == hdg::gmsh::UNTAGGED {
         return "untagged faces".into();
     }
     let name = match &built.file {
@@ -438,9 +439,9 @@ pub(super) fn boundary_point(mesh: &Mesh, tag: u32) -> Option<(Vec<f64>, Vec<f64
 }
 
 /// A mesh error's message without its kind (the message of a problem file names the context).
-pub(super) fn mesh_message(e: hdg_mesh::MeshError) -> String {
+pub(super) fn mesh_message(e: hdg::mesh::MeshError) -> String {
     match e {
-        hdg_mesh::MeshError::InvalidParameter(m) => m,
+        hdg::mesh::MeshError::InvalidParameter(m) => m,
         other => other.to_string(),
     }
 }

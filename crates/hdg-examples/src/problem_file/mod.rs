@@ -98,18 +98,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use exmex::prelude::*;
-use hdg_core::{Coefficient, CoreError, Problem, Progress, ScalarField, Tau, MAX_ORDER, MIN_ORDER};
-use hdg_linalg::SolverChoice;
-use hdg_mesh::{Diagonal, Mesh};
+use hdg::core::{ScalarField, MAX_ORDER, MIN_ORDER};
+use hdg::mesh::Diagonal;
+use hdg::{
+    Backend, Coefficient, CoreError, Mesh, Precision, Problem, Progress, Run, SolverChoice,
+    SolverSettings, Tau, TraceOperatorKind,
+};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::{
-    measured_json, parse_solver, parse_tau, print_memory, print_report, solve_measured,
-    BackendKind, BuiltMesh, CudaSettings, Measured, MeshSpec, Precision, SolveSettings,
-    TraceOperatorKind,
-};
+use crate::{parse_tau, print_memory, print_report, program_solver, BuiltMesh, MeshSpec};
 
 mod build;
 mod expression;
@@ -158,7 +157,7 @@ impl Field {
     }
 
     /// The value as a function of the point and the outward normal.
-    fn face(&self) -> hdg_core::FaceField {
+    fn face(&self) -> hdg::core::FaceField {
         match &self.kind {
             FieldKind::Constant(v) => {
                 let v = *v;
@@ -257,24 +256,22 @@ pub struct ProblemFile {
     solver: SolverChoice,
     tolerance: f64,
     max_iterations: usize,
-    backend: BackendKind,
+    backend: Backend,
     precision: Precision,
     operator: TraceOperatorKind,
     outputs: Outputs,
 }
 
-/// A problem file made ready to solve: the mesh, the problem, the settings.
+/// A problem file made ready to solve: the solver (mesh, problem and every option) and what
+/// the summary says about them.
 pub struct Setup {
-    /// The mesh, with its summary lines.
-    pub mesh: BuiltMesh,
-    /// The problem.
-    pub problem: Problem,
-    /// Order, solver, tolerance, trace operator.
-    pub settings: SolveSettings,
-    /// The backend.
-    pub backend: BackendKind,
-    /// The precision.
-    pub precision: Precision,
+    /// The mesh, the problem, the order, the backend and precision, the trace solver and
+    /// operator.
+    pub solver: hdg::Solver,
+    /// The mesh's summary lines ([`BuiltMesh::summary`]).
+    pub mesh_lines: Vec<String>,
+    /// Each cell's region, for a mesh read from a file.
+    pub regions: Option<Vec<u32>>,
     /// What to write.
     pub outputs: Outputs,
     /// Summary lines about the problem: the condition of each boundary group, how the exact
@@ -287,14 +284,13 @@ pub struct Solved {
     path: PathBuf,
     title: Option<String>,
     mesh: String,
-    operator: TraceOperatorKind,
     precision: Precision,
     tolerance: f64,
     outputs: Outputs,
     lines: Vec<String>,
     regions: Option<Vec<u32>>,
-    /// The run's report and memory figures.
-    pub measured: Measured,
+    /// The run: its report, solution and memory figures.
+    pub run: Run,
 }
 
 /// The line (1-based) and column (1-based, in characters) of byte `offset` of `text`.
@@ -326,7 +322,7 @@ pub fn run(path: &Path, json: bool, progress: &mut dyn Progress) -> Result<bool,
 
 impl ProblemFile {
     /// The backend the file asks for.
-    pub fn backend(&self) -> BackendKind {
+    pub fn backend(&self) -> Backend {
         self.backend
     }
 
@@ -375,29 +371,19 @@ impl ProblemFile {
     /// Those of [`ProblemFile::build`] and of the solve.
     pub fn solve(&self, progress: &mut dyn Progress) -> Result<Solved, CoreError> {
         let setup = self.build()?;
-        let measured = solve_measured(
-            setup.backend,
-            &setup.mesh.mesh,
-            &setup.problem,
-            &setup.settings,
-            setup.precision,
-            None,
-            progress,
-        )?;
-        let mut lines = setup.mesh.summary;
-        let regions = setup.mesh.regions;
+        let run = setup.solver.run(progress).map_err(hdg::Error::into_core)?;
+        let mut lines = setup.mesh_lines;
         lines.extend(setup.notes);
         Ok(Solved {
             path: self.path.clone(),
             title: self.title.clone(),
             mesh: self.mesh_name(),
-            operator: self.operator,
             precision: self.precision,
             tolerance: self.tolerance,
             outputs: setup.outputs,
             lines,
-            regions,
-            measured,
+            regions: setup.regions,
+            run,
         })
     }
 }

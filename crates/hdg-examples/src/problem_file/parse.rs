@@ -205,28 +205,25 @@ impl ProblemFile {
             Some(PrecisionName::F32) => Precision::F32,
             Some(PrecisionName::F64) | None => Precision::F64,
         };
-        let backend = match s.backend {
-            Some(BackendName::Cuda) => BackendKind::Cuda,
-            Some(BackendName::Cpu) | None => BackendKind::Cpu,
-        };
+        let backend = s.backend.unwrap_or_default();
+        let defaults = SolverSettings::default();
         let solver = match &s.method {
-            Some(m) => parse_solver(m.get_ref()).map_err(|e| at(m.span(), e))?,
-            None => SolverChoice::PcgMg,
+            Some(m) => m.get_ref().parse().map_err(|e: String| at(m.span(), e))?,
+            None => defaults.choice,
         };
         let tolerance = match &s.tolerance {
             Some(t) if !(*t.get_ref() > 0.0 && *t.get_ref() < 1.0) => {
                 return Err(at(t.span(), format!("tolerance {} is not in (0, 1)", t.get_ref())))
             }
             Some(t) => *t.get_ref(),
-            None if precision == Precision::F32 => 1e-6,
-            None => 1e-10,
+            None => defaults.tolerance_in(precision),
         };
         let max_iterations = match &s.max_iterations {
             Some(m) if *m.get_ref() == 0 => {
                 return Err(at(m.span(), "max_iterations must be at least 1".into()))
             }
             Some(m) => usize::try_from(*m.get_ref()).unwrap_or(usize::MAX),
-            None => 100_000,
+            None => defaults.max_iterations,
         };
         let operator = match &s.operator {
             Some(o) => o.get_ref().parse().map_err(|e: String| at(o.span(), e))?,

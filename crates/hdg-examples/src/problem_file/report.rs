@@ -18,11 +18,11 @@ impl Solved {
         }
         let files =
             crate::SolutionOutputs { vtu: self.outputs.vtu.clone(), png: self.outputs.png.clone() };
-        let pending = match &self.measured.solution {
+        let pending = match &self.run.solution {
             Some(solution) => files.write(solution, self.regions.as_deref())?,
             None => Vec::new(),
         };
-        let r = &self.measured.report;
+        let r = &self.run.report;
         if json {
             println!("{report}");
             for line in &pending {
@@ -36,8 +36,8 @@ impl Solved {
                 self.mesh,
                 r.order
             );
-            print_report(r, self.operator, &self.lines);
-            print_memory(&self.measured);
+            print_report(&self.run, &self.lines);
+            print_memory(&self.run);
             if let Some(path) = &self.outputs.json {
                 println!("  output         {} (JSON report)", path.display());
             }
@@ -45,7 +45,7 @@ impl Solved {
                 println!("  {line}");
             }
         }
-        let floor = 1e-6;
+        let floor = hdg::default_tolerance(Precision::F32);
         if self.precision == Precision::F32 && self.tolerance < floor {
             eprintln!(
                 "hdg: warning: tolerance {:e} is below what f32 reaches (about {floor:e}); the \
@@ -57,12 +57,11 @@ impl Solved {
         Ok(r.solve.converged)
     }
 
-    /// The JSON report: that of `hdg solve --json` ([`measured_json`]) with `operator`,
-    /// `mesh_notes` (the summary's lines about the mesh and the problem), `problem_file`,
-    /// `title` and `mesh`.
+    /// The JSON report: that of `hdg solve --json` ([`hdg::json::run`]) with `mesh_notes`
+    /// (the summary's lines about the mesh and the problem), `problem_file`, `title` and
+    /// `mesh`.
     pub fn json(&self) -> serde_json::Value {
-        let mut json = measured_json(&self.measured);
-        json["operator"] = self.operator.name().into();
+        let mut json = hdg::json::run(&self.run);
         json["mesh_notes"] = serde_json::json!(self.lines);
         json["problem_file"] = self.path.display().to_string().into();
         json["title"] = serde_json::json!(self.title);

@@ -169,13 +169,6 @@ pub(super) struct RawDiscretization {
 
 #[derive(Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(super) enum BackendName {
-    Cpu,
-    Cuda,
-}
-
-#[derive(Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub(super) enum PrecisionName {
     F32,
     F64,
@@ -187,7 +180,7 @@ pub(super) struct RawSolver {
     pub(super) method: Option<Spanned<String>>,
     pub(super) tolerance: Option<Spanned<f64>>,
     pub(super) max_iterations: Option<Spanned<u64>>,
-    pub(super) backend: Option<BackendName>,
+    pub(super) backend: Option<hdg::Backend>,
     pub(super) precision: Option<PrecisionName>,
     pub(super) operator: Option<Spanned<String>>,
 }

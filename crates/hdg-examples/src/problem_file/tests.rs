@@ -168,20 +168,10 @@ fn expressions_give_the_solution_of_the_same_closures() {
         .exact_with_gradient(u, move |x, out| out.copy_from_slice(&grad(x)))
         .build();
     let solve = |problem: &Problem| {
-        crate::solve_on(
-            BackendKind::Cpu,
-            &setup.mesh.mesh,
-            problem,
-            &setup.settings,
-            Precision::F64,
-            None,
-            &mut hdg_core::Silent,
-        )
-        .unwrap()
-        .errors
-        .unwrap()
+        let solver = setup.solver.clone().with_problem(problem.clone());
+        solver.run(&mut hdg::Silent).unwrap().report.errors.unwrap()
     };
-    let (ours, theirs) = (solve(&setup.problem), solve(&rust));
+    let (ours, theirs) = (solve(setup.solver.problem()), solve(&rust));
     for (a, b, name) in
         [(ours.u, theirs.u, "u"), (ours.q, theirs.q, "q"), (ours.u_star, theirs.u_star, "u*")]
     {
@@ -211,8 +201,8 @@ fn the_documented_example_parses_and_builds() {
     assert_eq!(file.order(), 3);
     assert_eq!(file.outputs().json, Some(folder.join("l-shape.json")));
     let setup = file.build().unwrap();
-    assert!(setup.problem.exact.as_ref().is_some_and(|e| e.has_gradient()));
-    assert_eq!(setup.problem.condition(1).name(), "Dirichlet");
+    assert!(setup.solver.problem().exact.as_ref().is_some_and(|e| e.has_gradient()));
+    assert_eq!(setup.solver.problem().condition(1).name(), "Dirichlet");
 }
 
 /// Where u uses a function without a derivative, the errors of u and u* are still
@@ -223,7 +213,7 @@ fn an_exact_u_without_a_derivative_gives_the_errors_of_u_only() {
     let head = "[mesh]\ngenerate = \"square:2\"\n[discretization]\norder = 1\n";
     let text = format!("{head}[exact]\nu = \"abs(x - 0.5)\"\n");
     let setup = ProblemFile::parse(&text, Path::new("abs.toml")).unwrap().build().unwrap();
-    assert!(setup.problem.exact.as_ref().is_some_and(|e| !e.has_gradient()));
+    assert!(setup.solver.problem().exact.as_ref().is_some_and(|e| !e.has_gradient()));
     assert!(setup.notes.iter().any(|n| n.contains("could not be derived")), "{:?}", setup.notes);
     let text = format!("{head}[exact]\nu = \"x\"\ngradient = [\"1\"]\n");
     let refused = ProblemFile::parse(&text, Path::new("g.toml")).unwrap().build().err().unwrap();

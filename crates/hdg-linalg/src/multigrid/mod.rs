@@ -1,11 +1,11 @@
 //! The multigrid preconditioner of the trace system: an auxiliary-space V-cycle whose
 //! iteration counts do not grow as the mesh is refined.
 //!
-//! **Levels.** Level 0 is the trace system itself (any [`TraceOperator`] with stored blocks).
+//! **Levels.** Level 0 is the trace system itself (any [`MultigridOperator`]: a trace operator with stored blocks).
 //! Level 1 is the continuous P1 space on the vertices of the same mesh, reached through the
 //! face-by-face transfer E of [`hdg_core::auxiliary`] (around a vertex, cells whose kappa
 //! differ by more than [`MultigridSettings::split_ratio`] get separate unknowns); its operator
-//! is the Galerkin product A_1 = E^T A E ([`TraceOperator::vertex_operator`]), so per-cell coefficients, tau
+//! is the Galerkin product A_1 = E^T A E ([`MultigridOperator::vertex_operator`]), so per-cell coefficients, tau
 //! and unstructured meshes need nothing special. Levels 2, 3, ... coarsen A_1 algebraically by
 //! smoothed aggregation ([`aggregation`]); the last level (at most
 //! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as
@@ -32,7 +32,7 @@
 //! bound. Pre- and post-smoothing are the same symmetric polynomial and every transfer pair is
 //! (P, P^T), so the cycle is a symmetric positive definite operator, fixed from call to call: a
 //! valid CG preconditioner. On the trace level the smoothing polynomial may run on a copy of
-//! the operator with cheaper entries ([`TraceOperator::smoothing_copy`]: the CPU's DBF in
+//! the operator with cheaper entries ([`MultigridOperator::smoothing_copy`]: the CPU's DBF in
 //! bfloat16, half the bytes of the f32 products that bound the cycle's time) while the two
 //! residuals that feed the coarse correction use the operator itself. The cycle stays
 //! symmetric positive definite: the copy A~ rounds every entry on its own, so it is
@@ -70,8 +70,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use hdg_core::{
-    check_lengths, Coarsening, CoreError, HostCsr, MultigridOps, Preconditioner, Real, Result,
-    SmoothingCopy, TraceOperator, TraceTopology, VertexSpace,
+    check_lengths, Coarsening, CoreError, HostCsr, MultigridOperator, MultigridOps, Preconditioner,
+    Real, Result, SmoothingCopy, TraceOperator, TraceTopology, VertexSpace,
 };
 
 use crate::chebyshev::{product_update, SmoothingPolynomial};
@@ -123,7 +123,7 @@ pub struct MultigridSettings {
     /// (half the memory traffic; the copy costs half the f64 matrix's memory).
     pub single_precision: bool,
     /// Smooth the trace level with the operator's cheaper copy where its backend has one
-    /// ([`TraceOperator::smoothing_copy`]: the CPU's DBF in bfloat16). The residuals that
+    /// ([`MultigridOperator::smoothing_copy`]: the CPU's DBF in bfloat16). The residuals that
     /// reach the coarse levels still use the operator itself. Not for singular operators.
     pub compressed_smoothing: bool,
     /// The operator has the constants as its null space (pure Neumann with c = 0,
@@ -344,9 +344,9 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
     ///
     /// Errors: an operator without stored blocks, a space of another discretization, invalid
     /// settings, a vertex level that is not positive definite or cannot be coarsened.
-    pub fn new(
+    pub fn new<O: MultigridOperator<T, B>>(
         backend: &'a B,
-        trace: &'a dyn TraceOperator<T, Vector = B::Vector>,
+        trace: &'a O,
         space: &VertexSpace,
         topology: &TraceTopology,
         settings: &MultigridSettings,
@@ -389,7 +389,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         timed("trace level: block factors and lambda_max", t);
 
         let t = Instant::now();
-        let (mut matrix, mut uploaded) = backend.vertex_level(trace, space, topology)?;
+        let (mut matrix, mut uploaded) = trace.vertex_level(backend, space, topology)?;
         let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
         timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
