@@ -40,13 +40,13 @@ trap 'rm -rf "$artifacts" "$stage"' EXIT
 # hdg-backend-cuda (one feature set: the same kernels in every binary, and nvcc runs once).
 # Targets that other work adds are taken when they are declared.
 targets=(--test gpu --test cross_backend --test pipeline --test facade --bin hdg --bin gpu-bench)
-declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-examples/Cargo.toml; }
+declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/hdg-bench/Cargo.toml; }
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
 declared coefficient-bench && targets+=(--bin coefficient-bench)
 # JSON messages on stdout (the artifacts and their executables), diagnostics on stderr.
-cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p tests -p hdg \
-  --features hdg-backend-cuda/cuda,hdg-examples/cuda,tests/cuda,hdg/cuda "${targets[@]}" \
+cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p hdg-bench -p tests -p hdg \
+  --features hdg-backend-cuda/cuda,hdg-examples/cuda,hdg-bench/cuda,tests/cuda,hdg/cuda "${targets[@]}" \
   --message-format=json-render-diagnostics > "$artifacts"
 # The library's own unit tests with `cuda`: a second invocation with the same features reuses the
 # build above (build.rs and nvcc do not run again).

@@ -225,7 +225,7 @@ fn the_bf16_copy_is_the_rounded_symmetric_matrix() {
 /// time, to the bit: a perturbed mesh whose cell count is not a multiple of the batch width
 /// (the last elements go one at a time), random fields, f64 (4 lanes) and f32 (8).
 fn batched_postprocessing<T: Real>() {
-    use hdg_backend_cpu::local::postprocess_element;
+    use hdg_backend_cpu::stages::postprocess::postprocess_element;
     use hdg_core::{HostFields, Postprocessor};
     let backend = CpuBackend;
     let mesh =
@@ -270,7 +270,7 @@ fn batched_postprocessing_has_the_bits_of_one_element_at_a_time() {
 /// cell counts are not multiples of the batch width (the last elements go one at a time), with
 /// faces of both orientations in a batch, triangles and tetrahedra, f64 (4 lanes) and f32 (8).
 fn batched_condensation<T: Real>() {
-    use hdg_backend_cpu::condense::{condense_element, CondenseScratch, CondensedElement};
+    use hdg_backend_cpu::stages::condense::{condense_element, CondenseScratch, CondensedElement};
     let backend = CpuBackend;
     let square =
         generate::perturb(&generate::unit_square(9, Diagonal::Left).unwrap(), 0.3, 4).unwrap();

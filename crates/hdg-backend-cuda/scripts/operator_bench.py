@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Device benchmark of the generated constant-operator kernels (issue 21).
 
-Reads the manifest written by `operator-kernels --out DIR` (hdg-examples) and, for each
+Reads the manifest written by `operator-kernels --out DIR` (hdg-bench) and, for each
 operator, precision (f32, f64) and panel width n, times with CUDA events the device time of
 one launch (warm-up; then --reps launches queued behind a spin kernel, so that the host's
 launch cost is not counted; time / reps, the median of 5 such rounds):

@@ -123,7 +123,7 @@ impl Cublas {
         Ok(cublas)
     }
 
-    /// Queues `C = A B` over a panel of `n` elements in the layout of `crate::operators` (the
+    /// Queues `C = A B` over a panel of `n` elements in the layout of `crate::constant_operator` (the
     /// element index fastest: B is k rows of `ldb`, C m rows of `ldc`), with `a` the device
     /// address of A (m x k, row-major) in `precision`.
     ///

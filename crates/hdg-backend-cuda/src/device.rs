@@ -67,7 +67,7 @@ impl KernelImage {
 }
 
 /// The kernels launched with no dynamic shared memory ([`THREADS`] threads per block, but for
-/// the generated operators: `crate::operators`), one module per file, looked up by name in this
+/// the generated operators: `crate::constant_operator`), one module per file, looked up by name in this
 /// order (the element stages' kernels, with launch configurations of their own, are
 /// `crate::element_kernels`).
 const FIXED_KERNELS: [KernelImage; 9] = [
@@ -260,7 +260,7 @@ impl Gpu {
 
     /// Launches kernel `name` on the backend's stream with a grid of `grid.0 x grid.1` blocks
     /// of `threads` threads and no dynamic shared memory (the generated operator kernels,
-    /// `crate::operators`).
+    /// `crate::constant_operator`).
     ///
     /// # Safety
     /// As [`Gpu::launch`], for this grid and block size; `threads` must be within the kernel's

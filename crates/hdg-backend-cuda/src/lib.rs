@@ -60,6 +60,8 @@ mod geometry;
 #[cfg(feature = "cuda")]
 mod manufactured;
 // The generator of the manufactured solutions' device code is build.rs's; here for its tests.
+#[cfg(feature = "cuda")]
+mod constant_operator;
 #[cfg(test)]
 #[path = "../build/manufactured_code.rs"]
 mod manufactured_code;
@@ -69,8 +71,6 @@ mod multigrid;
 mod nvrtc;
 #[cfg(feature = "cuda")]
 mod operator;
-#[cfg(feature = "cuda")]
-mod operators;
 pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
@@ -83,11 +83,15 @@ mod solution_numbers;
 #[cfg(feature = "cuda")]
 mod vector;
 
+#[cfg(feature = "cuda")]
+pub use constant_operator::{DeviceOperator, OperatorPath};
 pub use design::{
     Design, ElementStage, Precision, MAX_BLOCK_SIZE, MAX_ELEMENT_ORDER, TETRAHEDRON_BLOCK_SIZES,
 };
 #[cfg(feature = "cuda")]
 pub use device::{error_text, CudaBackend, DeviceReal, MemoryPeak, MemoryWatch};
+#[cfg(feature = "cuda")]
+pub use manufactured::PointKernels;
 #[cfg(feature = "cuda")]
 pub use multigrid::{DeviceCsr, DeviceFaceTransfer};
 #[cfg(feature = "cuda")]
@@ -96,13 +100,11 @@ pub use operator::dbf::{DeviceDbf, SpmvKernel};
 pub use operator::matrix_free::MatrixFreeOperator;
 #[cfg(feature = "cuda")]
 pub use operator::DeviceTraceOperator;
-#[cfg(feature = "cuda")]
-pub use operators::{DeviceOperator, OperatorPath};
 pub use settings::{CublasUse, CudaSettings, PointEvaluation};
 #[cfg(feature = "cuda")]
 pub use stages::{
     condense::{CondensedArray, DeviceCondensed},
-    postprocess::{DevicePostprocessed, NormsComputed, PointKernels},
+    postprocess::{DevicePostprocessed, NormsComputed},
     prepare::DevicePrepared,
     recover::DeviceFields,
 };

@@ -16,12 +16,11 @@ use cust::memory::DeviceBuffer;
 use hdg_core::tables::error_evaluation_names;
 use hdg_core::{ElementTables, ExactSolution, Result, Source};
 
+use crate::constant_operator::{OperatorPath, PanelKernel};
 use crate::device::{address, arg, grid, reduce_blocks, CudaBackend, DeviceReal};
 use crate::geometry::DeviceMesh;
-use crate::operators::PanelKernel;
 use crate::settings::PointEvaluation;
 use crate::solution_numbers::solution_number;
-use crate::stages::postprocess::PointKernels;
 use crate::vector::uninitialized;
 
 /// A manufactured source as the loads kernel takes it.
@@ -126,7 +125,7 @@ impl DeviceSource {
 /// per cell), from the element-fastest fields, and how the fields were evaluated at the points.
 ///
 /// With [`PointEvaluation::Operators`] (or [`PointEvaluation::Auto`] where [`operators_win`]),
-/// the evaluation operators ([`crate::operators`]: cuBLAS, the built-in kernels or the dense
+/// the evaluation operators ([`crate::constant_operator`]: cuBLAS, the built-in kernels or the dense
 /// fallback) write the fields at the error rule's points for a panel of
 /// cells at a time and `manufactured_errors_at_points` compares them with the solution; with
 /// [`PointEvaluation::Loop`] one thread per cell sums the basis at every point
@@ -386,5 +385,34 @@ impl<T: DeviceReal> ErrorFields<'_, T> {
         }
         // The values are freed when this returns: wait for the kernels that use them.
         backend.gpu.synchronize()
+    }
+}
+
+/// Which kernels evaluated the fields at the error norms' points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKernels {
+    /// The constant operators (`crate::constant_operator`) of the basis and of the postprocessing
+    /// basis at the points, each on the path shown.
+    Operators {
+        /// The path of the basis of u_h and q_h.
+        basis: OperatorPath,
+        /// The path of the basis of u*.
+        post: OperatorPath,
+    },
+    /// The loop kernel ([`crate::PointEvaluation::Loop`]).
+    Loop,
+}
+
+impl std::fmt::Display for PointKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PointKernels::Operators { basis, post } if basis == post => {
+                write!(f, "device ({basis} operators)")
+            }
+            PointKernels::Operators { basis, post } => {
+                write!(f, "device ({basis} and {post} operators)")
+            }
+            PointKernels::Loop => f.write_str("device (loop kernel)"),
+        }
     }
 }

@@ -62,7 +62,7 @@ pub enum PointEvaluation {
     /// (`manufactured::operators_win`: the loop for few basis functions per point).
     #[default]
     Auto,
-    /// Constant-operator kernels (`crate::operators`: an operator's built-in generated kernel,
+    /// Constant-operator kernels (`crate::constant_operator`: an operator's built-in generated kernel,
     /// the dense fallback where it has none) apply the basis at the points to panels of cells,
     /// then a kernel compares with the exact solution.
     Operators,

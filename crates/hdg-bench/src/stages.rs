@@ -2,7 +2,7 @@
 //! same run (memory-copy bandwidth, CSR SpMV on the same matrix, faer on the same dense work).
 use std::time::Instant;
 
-use hdg_backend_cpu::condense::condensation_flops;
+use hdg_backend_cpu::stages::condense::condensation_flops;
 use hdg_backend_cpu::{dense, CpuBackend};
 use hdg_core::{
     Assembler, CoreError, Discretization, KrylovSolver, LocalSolver, Postprocessor, TraceOperator,

@@ -7,8 +7,7 @@ use hdg_core::{CoreError, Discretization, ErrorNorms, ExactSolution, LocalSolver
 
 use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
-use crate::manufactured::{device_solution, squared_errors};
-use crate::operators::OperatorPath;
+use crate::manufactured::{device_solution, squared_errors, PointKernels};
 use crate::stages::launch::{first_failure, poison, PhaseClock};
 use crate::stages::layout::to_element_contiguous;
 use crate::stages::prepare::DevicePrepared;
@@ -68,35 +67,6 @@ pub enum NormsComputed {
     OnHost,
     /// On the device, with the fields at the points evaluated by these kernels.
     OnDevice(PointKernels),
-}
-
-/// Which kernels evaluated the fields at the error norms' points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PointKernels {
-    /// The constant operators (`crate::operators`) of the basis and of the postprocessing
-    /// basis at the points, each on the path shown.
-    Operators {
-        /// The path of the basis of u_h and q_h.
-        basis: OperatorPath,
-        /// The path of the basis of u*.
-        post: OperatorPath,
-    },
-    /// The loop kernel ([`crate::PointEvaluation::Loop`]).
-    Loop,
-}
-
-impl std::fmt::Display for PointKernels {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PointKernels::Operators { basis, post } if basis == post => {
-                write!(f, "device ({basis} operators)")
-            }
-            PointKernels::Operators { basis, post } => {
-                write!(f, "device ({basis} and {post} operators)")
-            }
-            PointKernels::Loop => f.write_str("device (loop kernel)"),
-        }
-    }
 }
 
 impl CudaBackend {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use cust::memory::{DeviceBuffer, DeviceCopy};
+use hdg_core::coefficients::PointCoefficients;
 use hdg_core::geometry::{mesh_geometry, GeometryLayout};
 use hdg_core::load::element_load;
 use hdg_core::{CellType, CoreError, Discretization, Result};
@@ -15,6 +16,7 @@ use crate::design::{
 use crate::device::{
     address, arg, check_device_memory, elementwise_blocks, grid, CudaBackend, DeviceReal, THREADS,
 };
+use crate::element_instances::weighted_scratch_values;
 use crate::element_kernels::ElementKernels;
 use crate::geometry::{upload_planes, Columns, DeviceMesh};
 use crate::manufactured::DeviceSource;
@@ -150,8 +152,8 @@ pub struct DevicePrepared<T: DeviceReal> {
     pub(crate) reaction: DeviceBuffer<T>,
     pub(crate) tau: DeviceBuffer<T>,
     /// kappa^-1 and c at quadrature points, where they vary inside cells
-    /// ([`crate::stages::weighted`]).
-    pub(crate) weighted: Option<crate::stages::weighted::DeviceWeighted<T>>,
+    /// ([`DeviceWeighted`], read by [`crate::stages::weighted`]).
+    pub(crate) weighted: Option<DeviceWeighted<T>>,
     /// F_K (from a manufactured source on the device, or from the source on the host).
     pub(crate) load: DeviceBuffer<T>,
     pub(crate) loads_on_device: bool,
@@ -316,6 +318,73 @@ impl<T: DeviceReal> DevicePrepared<T> {
     pub fn loads_to_host(&self) -> Result<Vec<T>> {
         let v = self.backend.gpu.download(&self.load)?;
         Ok(to_element_contiguous(&v, self.n_cells))
+    }
+}
+
+/// Addresses and sizes of the coefficients at points (`struct Weighted` in
+/// `kernels/weighted.cu`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct WeightedAddresses {
+    basis: u64,
+    weights: u64,
+    inverse_kappa: u64,
+    reaction: u64,
+    points: i32,
+    components: i32,
+    scratch_values: u64,
+}
+
+// SAFETY: plain old data (device addresses as integers and two counts).
+unsafe impl DeviceCopy for WeightedAddresses {}
+
+/// The coefficients at points on the device.
+pub(crate) struct DeviceWeighted<T: DeviceReal> {
+    basis: DeviceBuffer<T>,
+    weights: DeviceBuffer<T>,
+    inverse_kappa: DeviceBuffer<T>,
+    reaction: DeviceBuffer<T>,
+    points: usize,
+    components: usize,
+    /// kappa = 1 per cell: what the postprocessing reads with the projected kappa^-1 q_h.
+    pub(crate) ones: DeviceBuffer<T>,
+    /// Values of scratch per block.
+    pub(crate) scratch_values: usize,
+}
+
+impl<T: DeviceReal> DeviceWeighted<T> {
+    /// Uploads `points` (of `disc`) and the coefficient rule of its tables.
+    pub(crate) fn upload(
+        backend: &CudaBackend,
+        disc: &Discretization<'_, T>,
+        points: &PointCoefficients<T>,
+    ) -> Result<Self> {
+        let t = &disc.tables;
+        let weights: Vec<T> =
+            t.coefficient_rule.weights.iter().map(|&w| T::from_f64_lossy(w)).collect();
+        let gpu = &backend.gpu;
+        Ok(DeviceWeighted {
+            basis: gpu.upload(&t.coefficient_basis)?,
+            weights: gpu.upload(&weights)?,
+            inverse_kappa: gpu.upload(&points.inverse_kappa)?,
+            reaction: gpu.upload(&points.reaction)?,
+            points: points.points,
+            components: points.kappa_components,
+            ones: gpu.upload(&vec![T::one(); disc.mesh.n_cells()])?,
+            scratch_values: weighted_scratch_values(t.dim, t.n, t.n_local_trace(), points.points),
+        })
+    }
+
+    pub(crate) fn addresses(&self) -> WeightedAddresses {
+        WeightedAddresses {
+            basis: address(&self.basis),
+            weights: address(&self.weights),
+            inverse_kappa: address(&self.inverse_kappa),
+            reaction: address(&self.reaction),
+            points: self.points as i32,
+            components: self.components as i32,
+            scratch_values: self.scratch_values as u64,
+        }
     }
 }
 
@@ -626,9 +695,7 @@ pub(crate) fn prepare<T: DeviceReal>(
         reaction: gpu.upload(&disc.reaction)?,
         tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
         weighted: match &disc.point_coefficients {
-            Some(points) => {
-                Some(crate::stages::weighted::DeviceWeighted::upload(backend, disc, points)?)
-            }
+            Some(points) => Some(DeviceWeighted::upload(backend, disc, points)?),
             None => None,
         },
         load,

@@ -1,85 +1,17 @@
-//! Coefficients that vary inside cells on the device (`hdg_core::coefficients`): kappa^-1 and
-//! c at the coefficient points uploaded at prepare, the condensation by
+//! Coefficients that vary inside cells on the device (`hdg_core::coefficients`): with kappa^-1
+//! and c at the coefficient points uploaded at prepare ([`DeviceWeighted`]), the condensation by
 //! `condense_weighted_*` in place of the constant-coefficient designs, and after the recovery
 //! `weighted_flux_*`, which replaces Q by M_k^-1 (B U - C Lambda) and writes the L2
 //! projection of kappa^-1 q_h that the postprocessing reads with kappa = 1
 //! (`kernels/weighted.cu`; the formulas in `hdg_backend_cpu::weighted`, which the CPU runs).
-use cust::memory::{DeviceBuffer, DeviceCopy};
-use hdg_core::coefficients::PointCoefficients;
-use hdg_core::{Discretization, Result};
+use cust::memory::DeviceBuffer;
+use hdg_core::Result;
 
 use crate::design::cell_name;
 use crate::device::{address, arg, CudaBackend, DeviceReal};
-use crate::element_instances::{weighted_scratch_values, MAX_BLOCK_THREADS};
-use crate::stages::prepare::DevicePrepared;
+use crate::element_instances::MAX_BLOCK_THREADS;
+use crate::stages::prepare::{DevicePrepared, DeviceWeighted};
 use crate::vector::uninitialized;
-
-/// Addresses and sizes of the coefficients at points (`struct Weighted` in
-/// `kernels/weighted.cu`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct WeightedAddresses {
-    basis: u64,
-    weights: u64,
-    inverse_kappa: u64,
-    reaction: u64,
-    points: i32,
-    components: i32,
-    scratch_values: u64,
-}
-
-// SAFETY: plain old data (device addresses as integers and two counts).
-unsafe impl DeviceCopy for WeightedAddresses {}
-
-/// The coefficients at points on the device.
-pub(crate) struct DeviceWeighted<T: DeviceReal> {
-    basis: DeviceBuffer<T>,
-    weights: DeviceBuffer<T>,
-    inverse_kappa: DeviceBuffer<T>,
-    reaction: DeviceBuffer<T>,
-    points: usize,
-    components: usize,
-    /// kappa = 1 per cell: what the postprocessing reads with the projected kappa^-1 q_h.
-    pub(crate) ones: DeviceBuffer<T>,
-    /// Values of scratch per block.
-    scratch_values: usize,
-}
-
-impl<T: DeviceReal> DeviceWeighted<T> {
-    /// Uploads `points` (of `disc`) and the coefficient rule of its tables.
-    pub(crate) fn upload(
-        backend: &CudaBackend,
-        disc: &Discretization<'_, T>,
-        points: &PointCoefficients<T>,
-    ) -> Result<Self> {
-        let t = &disc.tables;
-        let weights: Vec<T> =
-            t.coefficient_rule.weights.iter().map(|&w| T::from_f64_lossy(w)).collect();
-        let gpu = &backend.gpu;
-        Ok(DeviceWeighted {
-            basis: gpu.upload(&t.coefficient_basis)?,
-            weights: gpu.upload(&weights)?,
-            inverse_kappa: gpu.upload(&points.inverse_kappa)?,
-            reaction: gpu.upload(&points.reaction)?,
-            points: points.points,
-            components: points.kappa_components,
-            ones: gpu.upload(&vec![T::one(); disc.mesh.n_cells()])?,
-            scratch_values: weighted_scratch_values(t.dim, t.n, t.n_local_trace(), points.points),
-        })
-    }
-
-    fn addresses(&self) -> WeightedAddresses {
-        WeightedAddresses {
-            basis: address(&self.basis),
-            weights: address(&self.weights),
-            inverse_kappa: address(&self.inverse_kappa),
-            reaction: address(&self.reaction),
-            points: self.points as i32,
-            components: self.components as i32,
-            scratch_values: self.scratch_values as u64,
-        }
-    }
-}
 
 /// `{operation}_{precision}_{cell}{k}` (the scheme of `crate::element_kernels`).
 fn kernel_name<T: DeviceReal>(operation: &str, prep: &DevicePrepared<T>) -> String {

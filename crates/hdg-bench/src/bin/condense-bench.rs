@@ -11,11 +11,11 @@
 //!   launches after `--warmup`, each launch timed alone with CUDA events (outputs allocated
 //!   once, no synchronisation or check inside the timed region; the kernel forms S, P, A from
 //!   the geometry and the reference tables inside it, the loads F_K come precomputed), then a
-//!   check of the first `--check` elements against `hdg_backend_cpu::condense::condense_element`
+//!   check of the first `--check` elements against `hdg_backend_cpu::stages::condense::condense_element`
 //!   (max |gpu - cpu| / max |cpu| over K_e, b_e, Z, u0; "bitwise" when every value is equal);
 //! - recovery (from a random trace vector) and postprocessing, each design, the same way;
 //! - cells/s, and GFLOP/s of the condensation with the flop count of
-//!   `hdg_backend_cpu::condense::condensation_flops` (the CPU's documented count of the
+//!   `hdg_backend_cpu::stages::condense::condensation_flops` (the CPU's documented count of the
 //!   algorithm; it includes 2 n_q n for the load quadrature, which the GPU kernels do not do:
 //!   F_K is computed on the host; the share is printed per row), the same count the PyTorch
 //!   comparison uses (`scripts/torch_condense.py`, through meta.txt).
@@ -42,10 +42,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use cust::event::{Event, EventFlags};
-use hdg_backend_cpu::condense::{
+use hdg_backend_cpu::stages::condense::{
     condensation_flops, condense_element, form_element_matrices, CondenseScratch, CondensedElement,
-    ElementInput,
 };
+use hdg_backend_cpu::stages::prepare::ElementInput;
 use hdg_backend_cuda::design::{compiled, shared_bytes, ElementSizes};
 use hdg_backend_cuda::{
     CondensedArray, CudaBackend, CudaSettings, Design, DevicePrepared, DeviceReal, ElementStage,
@@ -617,7 +617,7 @@ fn run(args: &Args) -> Result<()> {
     println!("device: {}", g.describe());
     println!(
         "median of {} launches after {} warm-up launches, each timed alone with CUDA events; \
-         GFLOP/s with hdg_backend_cpu::condense::condensation_flops (load share: its 2 n_q n \
+         GFLOP/s with hdg_backend_cpu::stages::condense::condensation_flops (load share: its 2 n_q n \
          load-quadrature term, not done on the GPU); err: max |gpu - cpu| / max |cpu| over \
          K_e, b_e, Z, u0 of the first {} elements against condense_element",
         args.samples, args.warmup, args.check

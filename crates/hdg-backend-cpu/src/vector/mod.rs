@@ -1,12 +1,17 @@
-//! Vector operations on host vectors, parallel over large vectors: level 1, the solvers'
-//! fusions (one pass, one reduction) and the precision conversions (block Jacobi: `blocks.rs`).
-use hdg_core::{check_lengths, FusedOps, MixedPrecisionOps, Real, Result, VectorOps};
+//! Vector operations on host vectors, parallel over large vectors: level 1 here, the solvers'
+//! fusions (one pass, one reduction) in [`fused`], the precision conversions in [`mixed`] and
+//! batched block Jacobi in [`blocks`]; the same files as the CUDA backend's `vector/`.
+mod blocks;
+mod fused;
+mod mixed;
+
+use hdg_core::{check_lengths, Real, Result, VectorOps};
 use rayon::prelude::*;
 
 use crate::CpuBackend;
 
 /// Below this length the work is too small to split across threads.
-const MIN_PARALLEL_CHUNK: usize = 1 << 14;
+pub(crate) const MIN_PARALLEL_CHUNK: usize = 1 << 14;
 
 impl<T: Real> VectorOps<T> for CpuBackend {
     type Vector = Vec<T>;
@@ -84,80 +89,10 @@ impl<T: Real> VectorOps<T> for CpuBackend {
     }
 }
 
-impl<T: Real> FusedOps<T> for CpuBackend {
-    fn dot_many(&self, pairs: &[(&Vec<T>, &Vec<T>)]) -> Result<Vec<T>> {
-        let n = pairs.first().map_or(0, |(x, _)| x.len());
-        for (x, y) in pairs {
-            check_lengths("dot_many", &[n, n], &[x.len(), y.len()])?;
-        }
-        // One pass over each chunk computes every product: one reduction phase for all.
-        let len = pairs.first().map_or(0, |(x, _)| x.len());
-        let m = pairs.len();
-        let partials: Vec<Vec<T>> = (0..len.div_ceil(MIN_PARALLEL_CHUNK))
-            .into_par_iter()
-            .map(|c| {
-                let range = c * MIN_PARALLEL_CHUNK..((c + 1) * MIN_PARALLEL_CHUNK).min(len);
-                pairs
-                    .iter()
-                    .map(|(x, y)| {
-                        x[range.clone()].iter().zip(&y[range.clone()]).map(|(&a, &b)| a * b).sum()
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok((0..m).map(|i| partials.iter().map(|p| p[i]).sum()).collect())
-    }
-    fn cg_update(
-        &self,
-        alpha: T,
-        p: &Vec<T>,
-        ap: &Vec<T>,
-        x: &mut Vec<T>,
-        r: &mut Vec<T>,
-    ) -> Result<T> {
-        let n = x.len();
-        check_lengths("cg_update", &[n, n, n], &[p.len(), ap.len(), r.len()])?;
-        let partials: Vec<T> = x
-            .par_chunks_mut(MIN_PARALLEL_CHUNK)
-            .zip(r.par_chunks_mut(MIN_PARALLEL_CHUNK))
-            .zip(p.par_chunks(MIN_PARALLEL_CHUNK).zip(ap.par_chunks(MIN_PARALLEL_CHUNK)))
-            .map(|((xc, rc), (pc, apc))| {
-                let mut rr = T::zero();
-                for i in 0..xc.len() {
-                    xc[i] += alpha * pc[i];
-                    rc[i] -= alpha * apc[i];
-                    rr += rc[i] * rc[i];
-                }
-                rr
-            })
-            .collect();
-        Ok(partials.into_iter().sum())
-    }
-}
-
-impl MixedPrecisionOps for CpuBackend {
-    fn demote(&self, x: &Vec<f64>, y: &mut Vec<f32>) -> Result<()> {
-        check_lengths("demote", &[y.len()], &[x.len()])?;
-        y.par_iter_mut()
-            .with_min_len(MIN_PARALLEL_CHUNK)
-            .zip(x.par_iter())
-            .for_each(|(a, &b)| *a = b as f32);
-        Ok(())
-    }
-    fn promote_add(&self, x: &Vec<f32>, y: &mut Vec<f64>) -> Result<()> {
-        check_lengths("promote_add", &[y.len()], &[x.len()])?;
-        y.par_iter_mut()
-            .with_min_len(MIN_PARALLEL_CHUNK)
-            .zip(x.par_iter())
-            .for_each(|(a, &b)| *a += b as f64);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdg_core::BlockOps;
+    use hdg_core::{BlockOps, FusedOps, MixedPrecisionOps};
 
     fn v(n: usize, f: impl Fn(usize) -> f64) -> Vec<f64> {
         (0..n).map(f).collect()

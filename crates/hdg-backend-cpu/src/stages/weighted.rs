@@ -14,25 +14,14 @@
 //! A = X_C^T X_C + tau H
 //! ```
 //!
-//! the same S, P, A as [`crate::condense::form_element_matrices`] gives for a constant kappa
+//! the same S, P, A as [`super::condense::form_element_matrices`] gives for a constant kappa
 //! (M_k = det / kappa I), which the tests check. Everything after the formation (Cholesky of S,
 //! K_e = A - W^T W, ...) is the constant-coefficient code.
 use hdg_core::geometry::GeometryLayout;
 use hdg_core::{ElementTables, Real};
 
-use crate::condense::ElementInput;
+use super::prepare::{ElementInput, ElementPoints};
 use crate::dense;
-
-/// kappa^-1 and c at the coefficient points of one element.
-#[derive(Clone, Copy)]
-pub struct ElementPoints<'a, T> {
-    /// kappa^-1 per point: `[q]` (scalar) or `[q][r * d + s]` (tensor).
-    pub inverse_kappa: &'a [T],
-    /// c per point.
-    pub reaction: &'a [T],
-    /// Whether kappa^-1 is a tensor.
-    pub tensor: bool,
-}
 
 /// Work space of the weighted forms.
 pub struct WeightedScratch<T> {
@@ -144,7 +133,7 @@ fn solve_panel<T: Real>(t: &ElementTables<T>, m: usize, mass: &[T], panel: &mut 
 }
 
 /// S (n x n), P (n x nl) and A (nl x nl) of one element whose coefficients vary inside it
-/// (module documentation); the outputs of [`crate::condense::form_element_matrices`].
+/// (module documentation); the outputs of [`super::condense::form_element_matrices`].
 /// Returns the failing pivot if M_k is not positive definite.
 pub fn form_weighted_element_matrices<T: Real>(
     t: &ElementTables<T>,

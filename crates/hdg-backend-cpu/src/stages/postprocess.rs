@@ -1,63 +1,24 @@
-//! Per-element recovery and postprocessing kernels.
-use hdg_core::geometry::{metric, GeometryLayout};
-use hdg_core::{ElementTables, Real};
-
+//! Postprocessing: u* in P_{k+1} of every element from u_h and q_h, and the L2 error norms.
+use hdg_core::error_norms;
+use hdg_core::geometry::metric;
+use hdg_core::geometry::GeometryLayout;
 use hdg_core::lanes::{Batch, Dense};
+use hdg_core::{
+    CoreError, Discretization, ElementTables, ErrorNorms, ExactSolution, HostFields, Real,
+};
+use rayon::prelude::*;
 
+use super::not_spd;
+use super::prepare::{element_points, CpuPrepared};
+use super::weighted;
 use crate::dense;
-
-/// Recovery: U = u0 + Z Lambda, then Q_r = kappa/det (det sum_s (J^-1)_{sr} D^_s^T U
-/// - sum_f n_{f,r} |f| G^_{f,o} Lambda_f).
-#[allow(clippy::too_many_arguments)]
-pub fn recover_element<T: Real>(
-    t: &ElementTables<T>,
-    geometry: &[T],
-    orientations: &[u8],
-    kappa: T,
-    recovery_operator: &[T],
-    recovery_load: &[T],
-    lambda: &[T],
-    u: &mut [T],
-    q: &mut [T],
-) {
-    let layout = GeometryLayout { dim: t.dim, n_faces: t.n_faces };
-    let (d, n, nf) = (t.dim, t.n, t.n_f);
-    let nl = t.n_local_trace();
-    u.copy_from_slice(recovery_load);
-    dense::add_times(n, nl, T::one(), recovery_operator, lambda, u);
-    let det = geometry[layout.det()];
-    let jinv = &geometry[layout.inverse_jacobian()..];
-    let scale = kappa / det;
-    q.iter_mut().for_each(|v| *v = T::zero());
-    for r in 0..d {
-        let qr = &mut q[r * n..(r + 1) * n];
-        for s in 0..d {
-            // (D^_s^T U)_j = sum_i D^_s[i][j] U_i
-            let coef = det * jinv[s * d + r];
-            let dmat = t.derivative(s);
-            for i in 0..n {
-                let ci = coef * u[i];
-                for (qj, &dij) in qr.iter_mut().zip(&dmat[i * n..(i + 1) * n]) {
-                    *qj += ci * dij;
-                }
-            }
-        }
-        for f in 0..t.n_faces {
-            let coef =
-                -geometry[layout.normal() + f * d + r] * geometry[layout.face_jacobian() + f];
-            let gt = t.face_trace(f, orientations[f] as usize);
-            dense::add_times(n, nf, coef, gt, &lambda[f * nf..(f + 1) * nf], qr);
-        }
-        qr.iter_mut().for_each(|v| *v *= scale);
-    }
-}
 
 /// Postprocessing: u* in P_{k+1} with (grad u*, grad w) = -(kappa^-1 q_h, grad w) for w in
 /// P_{k+1} and the same mean as u_h. The basis is orthonormal and hierarchical, so the mean
 /// condition fixes the constant coefficient (u*_0 = U_0) and the rest is an SPD system of size
 /// n' - 1. `work` holds at least (n'-1)^2 + n' values. `kappa`: `Some(kappa)` with `q` = q_h
 /// for a kappa constant in the element, `None` with `q` = the L2 projection of kappa^-1 q_h
-/// ([`crate::weighted::projected_inverse_kappa_flux`]) where it varies.
+/// ([`super::weighted::projected_inverse_kappa_flux`]) where it varies.
 #[allow(clippy::too_many_arguments)]
 pub fn postprocess_element<T: Real>(
     t: &ElementTables<T>,
@@ -197,4 +158,84 @@ fn solve_postprocess<T: Real, L: Dense>(
     dense::forward_substitution(m, 1, a, rhs);
     dense::backward_substitution(m, 1, a, rhs);
     Ok(())
+}
+
+/// The stage: batches of [`Batch::WIDTH`] elements on SIMD lanes where kappa is constant in
+/// each, element by element elsewhere.
+pub(crate) fn postprocess<T: Real>(
+    disc: &Discretization<'_, T>,
+    prep: &CpuPrepared<T>,
+    fields: &HostFields<T>,
+) -> hdg_core::Result<Vec<T>> {
+    let t = &disc.tables;
+    let (n, d, np) = (t.n, t.dim, t.n_post);
+    let stride = prep.layout.stride();
+    let n_cells = disc.mesh.n_cells();
+    let mut u_star = vec![T::zero(); n_cells * np];
+    let width = <T::Lanes as Batch<T>>::WIDTH;
+    let lane_work = (np - 1) * (np - 1) + np + d * n;
+    // Batches of `width` elements, one per SIMD lane (hdg_core::lanes: the same bits as one
+    // at a time); a batch with a coefficient varying inside a cell, a partial batch, or a
+    // batch that fails goes element by element (which says which element failed).
+    u_star.par_chunks_mut(np * width).enumerate().with_min_len(16).try_for_each_init(
+        || {
+            let lanes = vec![<T::Lanes as Dense>::zero(); lane_work];
+            (lanes, vec![T::zero(); np * np], vec![T::zero(); d * n])
+        },
+        |(lanes, work, flux), (batch, us)| {
+            let first = batch * width;
+            let count = us.len() / np;
+            let constant = (first..first + count).all(|e| element_points(disc, e).is_none());
+            if count == width && constant {
+                let cells = first..first + width;
+                let batched = postprocess_batch(
+                    t,
+                    &prep.geometry[cells.start * stride..cells.end * stride],
+                    stride,
+                    &disc.kappa[cells.clone()],
+                    &fields.u[cells.start * n..cells.end * n],
+                    &fields.q[cells.start * d * n..cells.end * d * n],
+                    lanes,
+                    us,
+                );
+                if batched.is_ok() {
+                    return Ok::<(), CoreError>(());
+                }
+            }
+            for (i, us) in us.chunks_exact_mut(np).enumerate() {
+                let e = first + i;
+                let q = &fields.q[e * d * n..(e + 1) * d * n];
+                let (kappa, q) = match element_points(disc, e) {
+                    None => (Some(disc.kappa[e]), q),
+                    Some(points) => {
+                        weighted::projected_inverse_kappa_flux(t, &points, q, flux);
+                        (None, &flux[..])
+                    }
+                };
+                postprocess_element(
+                    t,
+                    &prep.geometry[e * stride..(e + 1) * stride],
+                    kappa,
+                    &fields.u[e * n..(e + 1) * n],
+                    q,
+                    work,
+                    us,
+                )
+                .map_err(|p| not_spd(e, p))?;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(u_star)
+}
+
+/// The L2 errors of u_h, q_h and u* against `exact` (`hdg_core::error_norms`).
+pub(crate) fn error_norms<T: Real>(
+    disc: &Discretization<'_, T>,
+    prep: &CpuPrepared<T>,
+    fields: &HostFields<T>,
+    u_star: &[T],
+    exact: &ExactSolution,
+) -> hdg_core::Result<ErrorNorms> {
+    Ok(error_norms::error_norms(disc, &prep.geometry, &prep.cell_vertices, fields, u_star, exact))
 }

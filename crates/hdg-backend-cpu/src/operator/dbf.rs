@@ -1,4 +1,5 @@
-//! The trace matrix in dense block format (DBF): assembly by per-row gather, and its SpMV.
+//! The trace matrix in dense block format (DBF) and its SpMV (the assembly that fills it is
+//! `stages::assemble`).
 //!
 //! Layout (host, row-major throughout): `blocks[((row * slots) + a) * n_f^2 + i * n_f + j]` is
 //! entry (i, j) of block `a` of block row `row`; `columns[row * slots + a]` is the block
@@ -11,7 +12,7 @@
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{
     check_lengths, DemoteOperator, HostCsr, MultigridOperator, Real, Result, SmoothingCopy,
-    TraceOperator, TraceTopology, NONE,
+    TraceOperator,
 };
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -75,87 +76,13 @@ impl<T: Real> Entry<T> for Bf16 {
     }
 }
 
-/// Assembles the DBF matrix and the right-hand side from element trace matrices and loads.
-///
-/// Every block row gathers from the (at most two) cells of its face, so rows are independent:
-/// parallel, no atomics, deterministic. Slots whose column face is a Dirichlet face move
-/// `K_ID Lambda_D` into the right-hand side.
-pub fn assemble<T: Real>(
-    topology: &TraceTopology,
-    n_f: usize,
-    trace_matrices: &[T],
-    trace_loads: &[T],
-    dirichlet_values: &[T],
-) -> (DbfMatrix<T>, Vec<T>) {
-    let slots = topology.slots;
-    let nl = topology.faces_per_cell * n_f;
-    let bsz = n_f * n_f;
-    let n_rows = topology.n_rows();
-    let mut blocks = vec![T::zero(); n_rows * slots * bsz];
-    let mut rhs = vec![T::zero(); n_rows * n_f];
-    // Row m of block (i, j) of cell `cell`'s K_e: n_f contiguous values.
-    let element_row = |cell: usize, i: usize, j: usize, m: usize| {
-        &trace_matrices[cell * nl * nl + (i * n_f + m) * nl + j * n_f..][..n_f]
-    };
-    blocks
-        .par_chunks_mut(slots * bsz)
-        .zip(rhs.par_chunks_mut(n_f))
-        .enumerate()
-        .with_min_len(64)
-        .for_each(|(row, (row_blocks, row_rhs))| {
-            // The zeroed allocation is not touched yet: writing before the first `+=` takes one
-            // page fault per page instead of a read fault on the shared zero page followed by a
-            // copy-on-write fault (with a TLB shootdown on every other core).
-            row_blocks.fill(T::zero());
-            row_rhs.fill(T::zero());
-            for side in 0..2 {
-                let cell = topology.row_cells[row][side];
-                if cell == NONE {
-                    continue;
-                }
-                let (cell, i) = (cell as usize, topology.row_local_face[row][side] as usize);
-                let loads = &trace_loads[cell * nl + i * n_f..][..n_f];
-                for (m, (r, &load)) in row_rhs.iter_mut().zip(loads).enumerate() {
-                    *r += load;
-                    let block_row = &mut row_blocks[m * n_f..(m + 1) * n_f];
-                    for (b, &k) in block_row.iter_mut().zip(element_row(cell, i, i, m)) {
-                        *b += k;
-                    }
-                }
-            }
-            for a in 1..slots {
-                let s = row * slots + a;
-                if topology.slot_cell[s] == NONE {
-                    continue;
-                }
-                let cell = topology.slot_cell[s] as usize;
-                let [i, j] = topology.slot_local[s].map(|v| v as usize);
-                if topology.neighbours[s] == NONE {
-                    let face = topology.slot_faces[s] as usize;
-                    let lambda_d = &dirichlet_values[face * n_f..(face + 1) * n_f];
-                    for (m, r) in row_rhs.iter_mut().enumerate() {
-                        for (&k, &lambda) in element_row(cell, i, j, m).iter().zip(lambda_d) {
-                            *r -= k * lambda;
-                        }
-                    }
-                } else {
-                    let block = &mut row_blocks[a * bsz..(a + 1) * bsz];
-                    for (m, block_row) in block.chunks_exact_mut(n_f).enumerate() {
-                        block_row.copy_from_slice(element_row(cell, i, j, m));
-                    }
-                }
-            }
-        });
-    let columns = topology
-        .neighbours
-        .iter()
-        .enumerate()
-        .map(|(s, &c)| if c == NONE { (s / slots) as u32 } else { c })
-        .collect();
-    (DbfMatrix { n_f, slots, blocks, columns, precision: PhantomData }, rhs)
-}
-
 impl<T: Real> DbfMatrix<T> {
+    /// The matrix of `blocks` and `columns` in the layout of the module documentation (what
+    /// the assembly gathers).
+    pub(crate) fn from_parts(n_f: usize, slots: usize, blocks: Vec<T>, columns: Vec<u32>) -> Self {
+        DbfMatrix { n_f, slots, blocks, columns, precision: PhantomData }
+    }
+
     /// Adds `value` times the identity to row `row`'s own (slot 0) block: a Robin face's
     /// alpha H_F ([`hdg_core::boundary`]).
     pub fn add_to_diagonal_block(&mut self, row: usize, value: T) {

@@ -23,8 +23,11 @@
 use hdg_core::geometry::{metric, GeometryLayout};
 use hdg_core::lanes::{Batch, Dense};
 use hdg_core::load::element_load;
-use hdg_core::{ElementTables, Real, Source};
+use hdg_core::{Discretization, ElementTables, HostCondensed, Real, Source};
+use rayon::prelude::*;
 
+use super::not_spd;
+use super::prepare::{CpuPrepared, ElementInput};
 use crate::dense;
 
 /// Per-thread work space of the condensation.
@@ -34,7 +37,7 @@ pub struct CondenseScratch<T> {
     /// The load quadrature's points and source values.
     load_points: Vec<f64>,
     /// For elements with coefficients at points (made on first use).
-    pub(crate) weighted: Option<crate::weighted::WeightedScratch<T>>,
+    pub(crate) weighted: Option<super::weighted::WeightedScratch<T>>,
 }
 
 impl<T: Real> CondenseScratch<T> {
@@ -59,25 +62,6 @@ pub struct CondensedElement<'a, T> {
     pub recovery_operator: &'a mut [T],
     /// u0 = S^-1 F, n.
     pub recovery_load: &'a mut [T],
-}
-
-/// Inputs of one element's condensation.
-pub struct ElementInput<'a, T> {
-    /// Geometry record (see [`GeometryLayout`]).
-    pub geometry: &'a [T],
-    /// Vertex coordinates, vertex-major.
-    pub vertices: &'a [f64],
-    /// Orientation code of each local face.
-    pub orientations: &'a [u8],
-    /// kappa (where it is constant in the element).
-    pub kappa: T,
-    /// c (where it is constant in the element).
-    pub reaction: T,
-    /// tau of each local face.
-    pub tau: &'a [T],
-    /// kappa^-1 and c at quadrature points, where they vary inside the element (then `kappa`
-    /// and `reaction` are not read).
-    pub points: Option<crate::weighted::ElementPoints<'a, T>>,
 }
 
 /// Forms one element's local matrices from its geometry and the reference tables (the first
@@ -265,8 +249,8 @@ pub fn condense_element<T: Real>(
         None => form_element_matrices(t, input, s_mat, p, k),
         Some(points) => {
             let weighted =
-                scratch.weighted.get_or_insert_with(|| crate::weighted::WeightedScratch::new(t));
-            crate::weighted::form_weighted_element_matrices(
+                scratch.weighted.get_or_insert_with(|| super::weighted::WeightedScratch::new(t));
+            super::weighted::form_weighted_element_matrices(
                 t, input, points, weighted, s_mat, p, k,
             )
             .map_err(|(pivot, value)| (n + pivot, value))?;
@@ -383,4 +367,105 @@ pub fn condensation_flops<T: Real>(t: &ElementTables<T>) -> f64 {
     let solves = 2.0 * n * n * nl + 2.0 * n * n; // two triangular solves, nl + 1 columns
     let gram = n * nl * (nl + 1.0);
     schur + p + a + load + dense::cholesky_flops(t.n) + solves + gram + 2.0 * n * nl
+}
+
+/// The condensation's parallel loop over the elements (see [`LocalSolver::condense`]), in
+/// batches of [`Batch::WIDTH`] elements ([`condense_batch`]); a partial batch, a
+/// batch with a coefficient varying inside a cell or one that fails goes element by element
+/// (which says which element failed).
+fn condense_all<T: Real>(
+    disc: &Discretization<'_, T>,
+    prep: &CpuPrepared<T>,
+    out: &mut HostCondensed<T>,
+    source: &hdg_core::Source,
+) -> hdg_core::Result<()> {
+    let t = &disc.tables;
+    let (n, nl) = (t.n, t.n_local_trace());
+    let w = <T::Lanes as Batch<T>>::WIDTH;
+    let input = |e: usize| prep.element_input(disc, e);
+    (
+        out.trace_matrices.par_chunks_mut(w * nl * nl),
+        out.trace_loads.par_chunks_mut(w * nl),
+        out.recovery_operator.par_chunks_mut(w * n * nl),
+        out.recovery_load.par_chunks_mut(w * n),
+    )
+        .into_par_iter()
+        .enumerate()
+        .with_min_len(8)
+        .try_for_each_init(
+            || (CondenseScratch::new(t), BatchScratch::new(t)),
+            |(scratch, batch_scratch), (batch, (k, b, z, u0))| {
+                let first = batch * w;
+                let count = u0.len() / n;
+                let constant = disc.point_coefficients.is_none();
+                if count == w && constant {
+                    let outputs = CondensedElement {
+                        trace_matrix: &mut *k,
+                        trace_load: &mut *b,
+                        recovery_operator: &mut *z,
+                        recovery_load: &mut *u0,
+                    };
+                    let batched = condense_batch(
+                        t,
+                        |lane| input(first + lane),
+                        source,
+                        batch_scratch,
+                        outputs,
+                    );
+                    if batched.is_ok() {
+                        return Ok(());
+                    }
+                }
+                for (i, (((k, b), z), u0)) in k
+                    .chunks_exact_mut(nl * nl)
+                    .zip(b.chunks_exact_mut(nl))
+                    .zip(z.chunks_exact_mut(n * nl))
+                    .zip(u0.chunks_exact_mut(n))
+                    .enumerate()
+                {
+                    let e = first + i;
+                    let outputs = CondensedElement {
+                        trace_matrix: k,
+                        trace_load: b,
+                        recovery_operator: z,
+                        recovery_load: u0,
+                    };
+                    condense_element(t, &input(e), source, scratch, outputs)
+                        .map_err(|p| not_spd(e, p))?;
+                }
+                Ok(())
+            },
+        )
+}
+
+/// The stage: every element condensed, in parallel; a source that is not finite is refused
+/// with its cell.
+pub(crate) fn condense<T: Real>(
+    disc: &Discretization<'_, T>,
+    prep: &CpuPrepared<T>,
+) -> hdg_core::Result<HostCondensed<T>> {
+    let t = &disc.tables;
+    let (n, nl) = (t.n, t.n_local_trace());
+    let n_cells = disc.mesh.n_cells();
+    let mut out = HostCondensed {
+        trace_matrices: vec![T::zero(); n_cells * nl * nl],
+        trace_loads: vec![T::zero(); n_cells * nl],
+        recovery_operator: vec![T::zero(); n_cells * n * nl],
+        recovery_load: vec![T::zero(); n_cells * n],
+    };
+    let source = &disc.problem.source;
+    let condensed = hdg_core::user_code::run_user("the source f (in the element loads)", || {
+        condense_all(disc, prep, &mut out, source)
+    })?;
+    condensed?;
+    // F_K enters b_e and u0: a source that is not finite shows there, cell by cell.
+    if let Some(i) = out.trace_loads.iter().position(|v| !v.is_finite()) {
+        let e = i / nl;
+        return Err(hdg_core::user_code::not_finite(
+            "the element load (f, phi_i) of the source f",
+            out.trace_loads[i].as_f64(),
+            format!("on cell {e}"),
+        ));
+    }
+    Ok(out)
 }
