@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The CPU benchmark of the multigrid preconditioner (BENCHMARKS.md, "pcg-mg on the CPU"), in one
-# run on this machine: `hdg solve --solver pcg-mg` on square:N (N = 64..1024, k = 1..4) and
-# cube:N, against our direct and block-Jacobi solvers (up to the sizes they finish in the time
-# given) and NGSolve's BDDC-preconditioned CG (../shared/baselines/ngsolve_hdg.py, in a virtual
-# environment of its own: NGSOLVE_PY, default /work/.ngs/bin/python).
+# The CPU benchmark of the multigrid preconditioner (BENCHMARKS.md, section 'The multigrid
+# preconditioner'), in one run on this machine: `hdg solve --solver pcg-mg` on square:N
+# (N = 64..1024, k = 1..4) and cube:N, against our direct and block-Jacobi solvers (up to the
+# sizes they finish in the time given) and NGSolve's BDDC-preconditioned CG
+# (../shared/baselines/ngsolve_hdg.py, in a virtual environment of its own: NGSOLVE_PY, default
+# /work/.ngs/bin/python).
 #
 #   bash scripts/cpu-mg-bench.sh [sections...]    # sections: mg2d mg3d reference ngsolve
 #

@@ -2,7 +2,7 @@
 //! otherwise, so a plain build needs no CUDA.
 //!
 //! Each `kernels/NAME.cu` gives two files in OUT_DIR: `NAME.sm_90.cubin` (SASS for compute
-//! capability 9.0, H100 and H200, loaded without a JIT step) and `NAME.compute_75.ptx`
+//! capability 9.0 (Hopper) devices, loaded without a JIT step) and `NAME.compute_75.ptx`
 //! (portable: the driver JIT-compiles it for any other GPU from Turing on). No
 //! `--use_fast_math`: the f64 kernels must keep IEEE division, square roots and denormals.
 //!

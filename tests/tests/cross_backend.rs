@@ -1,4 +1,4 @@
-//! Property tests: the CUDA backend against the CPU backend on random problems (issue 4).
+//! Property tests: the CUDA backend against the CPU backend on random problems.
 //!
 //! Each case draws a perturbed mesh (unit square, n = 2..=12, each diagonal kind, perturbation
 //! amplitude 0..0.3, perturbation seed), an order k = 1..=6, a stabilisation tau (one constant,
@@ -19,11 +19,12 @@
 //! | the L2 errors of u_h, q_h, u* | abs difference / max(error, 1) |
 //!
 //! to 1e-11 in f64 and 1e-4 in f32 (3e-4 for f32 cases with Neumann and Robin faces or with
-//! coefficients at points, which the cases also draw: `MIXED_F32_FACTOR`, `POINTS_F32_FACTOR`). The errors are compared against max(error, 1), not the error
-//! itself: the manufactured solutions are O(1) on the unit square, and two solves that agree to
-//! round-off in the solution give errors that agree to round-off *absolutely* (an error of 1e-9
-//! from solutions that agree to 1e-14 agrees to about 1e-14, which is 1e-5 of itself; see
-//! `pipeline_matches` in `crates/hdg-backend-cuda/tests/gpu.rs`).
+//! coefficients at points, which the cases also draw: `MIXED_F32_FACTOR`, `POINTS_F32_FACTOR`). The
+//! errors are compared against max(error, 1), not the error itself: the manufactured solutions are
+//! O(1) on the unit square, and two solves that agree to round-off in the solution give errors that
+//! agree to round-off *absolutely* (an error of 1e-9 from solutions that agree to 1e-14 agrees to
+//! about 1e-14, which is 1e-5 of itself; see `pipeline_matches` in
+//! `crates/hdg-backend-cuda/tests/gpu.rs`).
 //!
 //! The solution is that of the whole pipeline (`hdg_core::pipeline::solve`) when tau is one
 //! constant (the pipeline takes tau from the `Problem`); with per-face tau, the same stages are

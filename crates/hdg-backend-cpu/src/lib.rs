@@ -2,7 +2,7 @@
 //!
 //! Laid out as the CUDA backend is: the stages in [`stages`] (prepare, condense, assemble,
 //! recover, postprocess, weighted), the trace operator in [`operator`] (the DBF matrix), the
-//! vector operations in [`vector`] (level 1, fusions, precisions, blocks), the multigrid's
+//! vector operations in `vector` (level 1, fusions, precisions, blocks), the multigrid's
 //! operations in [`multigrid`] and the constant operators in [`constant_operator`]; [`dense`]
 //! holds the small dense kernels the element stages share.
 pub mod constant_operator;

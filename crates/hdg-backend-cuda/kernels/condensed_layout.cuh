@@ -10,7 +10,8 @@
 // element-fastest planes, but the values of one cell lie within planes x 32 bytes instead of
 // planes x 4 n_cells (f64): a warp writing 32 values of one cell (the block designs of the
 // condensation, one element per thread block) touches 8 cache lines instead of 32
-// (BENCHMARKS.md: the bordered condensation's gain). The staged
+// (benchmarks/history/cuda-element-kernels.md, section 'Batched condensation ... against
+// PyTorch: sector-blocked outputs'). The staged
 // outputs of a block of cells are one contiguous range.
 template <typename T>
 __host__ __device__ __forceinline__ unsigned long long condensed_at(unsigned long long planes,

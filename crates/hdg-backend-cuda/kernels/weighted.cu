@@ -8,12 +8,13 @@
 //
 // and then the condensation of condense.cu (K_e = A - W^T W, b_e, Z, u0 with W = L_S^-1 [P | F]).
 //
-// One design, BLOCK (one thread block per element, a persistent grid): every matrix in a
-// global scratch of weighted_scratch_values(...) values per block (src/element_instances.rs;
-// the launch passes the size it allocated and each kernel checks its own need, else
-// info[0] = -1); entries formed in parallel, right-looking Cholesky with three barriers per
-// column, triangular solves one thread per right-hand-side column. Written for clarity first: the constant-coefficient kernels are the tuned path,
-// this one is measured against them in coefficient-bench (BENCHMARKS.md).
+// One design, BLOCK (one thread block per element, a persistent grid): every matrix in a global
+// scratch of weighted_scratch_values(...) values per block (src/element_instances.rs; the launch
+// passes the size it allocated and each kernel checks its own need, else info[0] = -1); entries
+// formed in parallel, right-looking Cholesky with three barriers per column, triangular solves one
+// thread per right-hand-side column. Written for clarity first: the constant-coefficient kernels
+// are the tuned path, this one is measured against them in coefficient-bench (BENCHMARKS.md,
+// section 'Meshes, coefficients and boundary costs').
 //
 // Kernels: condense_weighted_{f32,f64}_{tri,tet}{K} (the condensation) and
 // weighted_flux_{f32,f64}_{tri,tet}{K} (after recover.cu: Q = M_k^-1 (B U - C Lambda) over
@@ -84,7 +85,7 @@ __device__ int block_cholesky_global(int m, T* a, T* fail, int* shared_bad) {
 // the m x m factor (rows a multiple of m: the same L for each block of m rows). One thread per
 // column: the rows of L are read by every thread at once (broadcasts), the column's entries
 // by consecutive threads at consecutive addresses. (A right-looking solve, parallel over the
-// trailing entries with a barrier per row, measured slower: BENCHMARKS.md.)
+// trailing entries with a barrier per row, measured slower.)
 template <typename T>
 __device__ void forward_column(int m, const T* l, int rows, T* b, int ld, int col) {
     for (int r0 = 0; r0 < rows; r0 += m) {

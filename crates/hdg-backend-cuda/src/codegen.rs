@@ -1,4 +1,4 @@
-//! Generated CUDA kernels for constant operators (issue 21, after seed 004: GiMMiK).
+//! Generated CUDA kernels for constant operators, after GiMMiK's design.
 //!
 //! A constant operator `A` (m x k, row-major, computed in f64 by the reference element) is
 //! applied to a panel of `n` elements: `C = A B` ([`Beta::Zero`]) or `C = A B + C`
@@ -57,9 +57,10 @@ pub const BLOCK_X: u32 = 128;
 
 /// Rows of `A` per thread of the dense fallback (`kernels/dense_operator.cu`, for operators that
 /// are not built in). With [`DENSE_COLUMNS`] the thread's register tile: `DENSE_ROWS x
-/// DENSE_COLUMNS` accumulators, each value of `A` loaded serving `DENSE_COLUMNS` products and
-/// each value of `B` `DENSE_ROWS`. Of the tiles tried, 8 x 8 measured at most 11% slower than
-/// the fastest in either precision (BENCHMARKS.md, issue 21).
+/// DENSE_COLUMNS` accumulators, each value of `A` loaded serving `DENSE_COLUMNS` products and each
+/// value of `B` `DENSE_ROWS`. Of the tiles tried, 8 x 8 is the one that stays close to the fastest
+/// in both precisions (benchmarks/history/constant-operators.md, section 'The dense fallback of the
+/// constant operators tiled in registers').
 pub const DENSE_ROWS: usize = 8;
 
 /// Element columns per thread of the dense fallback (see [`DENSE_ROWS`]).
@@ -110,9 +111,10 @@ pub enum Strides {
     Arguments,
     /// Compiled in, for panels of exactly these leading dimensions (the arguments are then
     /// ignored): every load and store is a base register plus an immediate offset where the
-    /// run-time strides cost one address computation per row of `B` and `C`, up to 6% of the
-    /// kernel's time on narrow panels (BENCHMARKS.md, issue 21). For kernels compiled at run
-    /// time (NVRTC), per operator and panel shape.
+    /// run-time strides cost one address computation per row of `B` and `C`, a few percent of the
+    /// kernel's time on narrow panels (benchmarks/history/constant-operators.md, section 'Narrow
+    /// panels of the f64 36-column bases in one chunk of rows'). For kernels compiled at run time
+    /// (NVRTC), per operator and panel shape.
     Fixed {
         /// Leading dimension of `B`.
         ldb: usize,
@@ -236,30 +238,32 @@ pub fn pairs_launchable(
 /// columns unrolled (see there).
 pub const UNROLLED_WIDE_MAX_NNZ: usize = 4096;
 
-/// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32:
-/// the break-even of the pair form's doubled code at n = 1e6 (the tri error basis k = 6 of the
-/// collapsed rule, 2800 nonzeros: 1.01x the plain kernel's time; the tet error basis k = 3,
-/// 2760: 0.90x, both H200; BENCHMARKS.md, issue 21).
+/// Largest number of nonzeros for which [`choose`] takes [`Variant::UnrolledPairs`] in f32: the
+/// break-even of the pair form's doubled code on wide panels (the tri error basis k = 6 of the
+/// collapsed rule, 2800 nonzeros, is level with the plain kernel; the tet error basis k = 3, 2760,
+/// still gains; benchmarks/history/constant-operators.md, section 'The constant operators timed
+/// without the host's launch work').
 pub const PAIRS_MAX_NNZ: usize = 2800;
 
 /// Chooses the variant for an operator of m rows, k used columns (rows of `B` loaded) and
 /// `nnz` nonzeros in `precision`.
 ///
 /// The rule, a cost model fitted to the measurements of `scripts/operator_bench.py`
-/// (BENCHMARKS.md, issue 21):
+/// (benchmarks/history/constant-operators.md, sections 'Constant operators, second slice: f32 pair
+/// kernels, the CPU loop against faer, the same bits on both' and 'The constant operators timed
+/// without the host's launch work'):
 /// - f32 with at most [`PAIRS_MAX_NNZ`] nonzeros and `2 k <= 64`: [`Variant::UnrolledPairs`]
-///   (measured 5-20% faster than [`Variant::Unrolled`] at 1e6 elements; above about 2800
-///   nonzeros its doubled code is slower, up to 2.4x). The caller falls back to
+///   (faster than [`Variant::Unrolled`] on wide panels; above [`PAIRS_MAX_NNZ`] nonzeros its
+///   doubled code makes it slower). The caller falls back to
 ///   [`Variant::Unrolled`] where [`GeneratedKernel::launchable`] or [`wide_panel`] says no
-///   (both are built in: [`built_in_kernels`]). In f64 the pair form
-///   measured within 5% of the plain one either way and is not chosen.
+///   (both are built in: [`built_in_kernels`]). In f64 the pair form gains nothing over the
+///   plain one and is not chosen.
 /// - otherwise the unrolled kernel, which keeps every used row of `B` in registers (`w k`
 ///   32-bit registers, w = 1 for f32, 2 for f64), while `w k <= 64`, or for at most
 ///   [`DEFAULT_ROWS_PER_THREAD`] rows, or in f64 up to 36 used columns while the code stays
 ///   small, at most [`UNROLLED_WIDE_MAX_NNZ`] nonzeros (the tri error basis k = 7, 79 x 36,
-///   2715 nonzeros: unrolled 1.8x faster than row-split at n = 1e6 and 1.03x at 1e5 on an
-///   H100; the tet error basis k = 4, 213 x 35, 7165 nonzeros: unrolled 1.9x slower on an
-///   H200);
+///   2715 nonzeros, runs faster unrolled than row-split; the tet error basis k = 4, 213 x 35,
+///   7165 nonzeros, slower);
 /// - otherwise [`Variant::RowSplit`] with [`DEFAULT_ROWS_PER_THREAD`] rows per thread, whose
 ///   live set is `w (rows_per_thread + 1)` registers whatever k is, at the price of loading `B`
 ///   once per row chunk.
@@ -287,15 +291,15 @@ pub fn choose(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
 /// panel's width to pay.
 /// - Where [`choose`] takes [`Variant::UnrolledPairs`]: [`Variant::Unrolled`] (the pairs' n / 2
 ///   threads would leave the device half empty; see [`wide_panel`]).
-/// - The f64 operators that [`choose`] keeps unrolled with more than 32 used columns (`2 k >
-///   64`: the tri bases of P7, 36 columns): [`Variant::RowSplit`] with all m rows in one chunk,
-///   GiMMiK's "bstream" form (each value of `B` loaded once and added to the live accumulators
-///   of the rows that use it, stored as each row's last column passes). Its live set is the m
-///   accumulators rather than the k values of `B` and their k addresses. At n = 1e5 it
-///   measured 1.15-1.2x faster than the unrolled kernel and within 1% of GiMMiK's best or
-///   ahead of it (its bstream; the tri error basis k = 7, 79 x 36, on an H100 and an H200, and
-///   the tri k = 6 postprocessing basis, 67 x 36, on an H200); on wide panels the unrolled
-///   kernel is faster (1.09-1.15x at 1e6; [`wide_panel`]; BENCHMARKS.md, issue 21).
+/// - The f64 operators that [`choose`] keeps unrolled with more than 32 used columns (`2 k > 64`:
+///   the tri bases of P7, 36 columns): [`Variant::RowSplit`] with all m rows in one chunk, GiMMiK's
+///   "bstream" form (each value of `B` loaded once and added to the live accumulators of the rows
+///   that use it, stored as each row's last column passes). Its live set is the m accumulators
+///   rather than the k values of `B` and their k addresses. On narrow panels it is faster than the
+///   unrolled kernel and level with GiMMiK's best (its bstream) or ahead of it (the tri error basis
+///   k = 7, 79 x 36, and the tri k = 6 postprocessing basis, 67 x 36); on wide panels the unrolled
+///   kernel is faster ([`wide_panel`]; benchmarks/history/constant-operators.md, section 'Narrow
+///   panels of the f64 36-column bases in one chunk of rows').
 pub fn choose_narrow(m: usize, k: usize, nnz: usize, precision: Precision) -> Variant {
     match choose(m, k, nnz, precision) {
         Variant::UnrolledPairs => Variant::Unrolled,
@@ -311,16 +315,16 @@ pub fn choose_narrow(m: usize, k: usize, nnz: usize, precision: Precision) -> Va
 /// Nonzeros above which cuBLAS's GEMM applies an operator faster than our kernels, per
 /// precision ([`gemm_wins`]).
 ///
-/// - f64: 4096. From there cuBLAS (FP64 tensor cores) beats the generated kernels at n = 1e6
-///   by 1.4-2.6x (tet error basis k = 4, 7165 nonzeros, and its postprocessing basis; tri
-///   error basis k = 8, 6480) and is level with them or ahead at n = 1e5 (tet error basis k
-///   = 4: 0.84x of their time), and it beats the dense fallback above [`BUILT_IN_MAX_NNZ`] by
-///   2.4-4.1x.
-/// - f32: [`BUILT_IN_MAX_NNZ`]. Every built-in f32 kernel beats cuBLAS (SGEMM on CUDA cores: the
-///   tri error basis k = 8 by 2.1x), or is within 6% of it; above, cuBLAS beats the dense
-///   fallback by 1.5-1.9x on the operators the pipeline applies (tetrahedra from k = 5).
+/// - f64: 4096. From there cuBLAS (FP64 tensor cores) beats the generated kernels on wide
+///   panels (tet error basis k = 4, 7165 nonzeros, and its postprocessing basis; tri error
+///   basis k = 8, 6480) and is level with them or ahead on narrow ones, and it beats the dense
+///   fallback above [`BUILT_IN_MAX_NNZ`].
+/// - f32: [`BUILT_IN_MAX_NNZ`]. Every built-in f32 kernel beats cuBLAS (SGEMM on CUDA cores) or
+///   is close to it; above, cuBLAS beats the dense fallback on the operators the pipeline
+///   applies (tetrahedra from k = 5).
 ///
-/// Measured on an H100 (`gpu-bench --operators`, BENCHMARKS.md, issue 21).
+/// Measured with `gpu-bench --operators` (benchmarks/history/constant-operators.md, section
+/// 'Constant operators through cuBLAS where it is faster, checked path by path').
 pub const fn gemm_min_nnz(precision: Precision) -> usize {
     match precision {
         Precision::F64 => 4096,
@@ -331,25 +335,26 @@ pub const fn gemm_min_nnz(precision: Precision) -> usize {
 /// Whether cuBLAS's GEMM should apply an operator of m rows, k used columns and `nnz`
 /// nonzeros (in `precision`) rather than the generated or dense kernels: more than
 /// [`gemm_min_nnz`] nonzeros, or, in f64, an operator whose generated kernel [`choose`] makes
-/// [`Variant::RowSplit`], which loads `B` once per chunk of rows: against it cuBLAS measured
-/// 1.45x faster at n = 1e6 and level at 1e5 (the tri k = 7 postprocessing basis, 79 x 45). Where the library is not
-/// loaded the kernels apply it all the same ([`crate::CublasUse`]). cuBLAS sums in its own order, so its results are not the bits
-/// of [`hdg_core::constant_operator`]'s sequence (rounding-level differences).
+/// [`Variant::RowSplit`], which loads `B` once per chunk of rows: cuBLAS beats it on wide panels
+/// and is level on narrow ones (the tri k = 7 postprocessing basis, 79 x 45). Where the library
+/// is not loaded the kernels apply it all the same ([`crate::CublasUse`]). cuBLAS sums in its
+/// own order, so its results are not the bits of [`hdg_core::constant_operator`]'s sequence
+/// (rounding-level differences).
 pub fn gemm_wins(m: usize, k: usize, nnz: usize, precision: Precision) -> bool {
     nnz > gemm_min_nnz(precision)
         || (precision == Precision::F64
             && matches!(choose(m, k, nnz, precision), Variant::RowSplit { .. }))
 }
 
-/// Whether kernels compiled for a panel's shape (`DeviceOperator::compile_for_panel`, the
-/// strides compiled in) replace cuBLAS on a panel of an operator that [`gemm_wins`] gives to
-/// cuBLAS: only narrow panels ([`wide_panel`] false) in f32. Measured on an H200 (compiled time /
-/// cuBLAS's; BENCHMARKS.md, issue 21): in f32 at n = 1e5 0.88 and 0.76 (the tet error basis
-/// k = 5 and its postprocessing basis, 13485 and 20209 nonzeros), at 1e6 cuBLAS level or
-/// faster; in f64 at 1e5 0.93 and 0.96 on two operators of 35 columns (the tet postprocessing
-/// basis k = 3 and error basis k = 4), but 1.15 on the tri error basis k = 8 (45 columns) and
-/// 2.0-2.8 from 56 columns on, where DGEMM's tensor cores win: too few points for a line, so
-/// cuBLAS keeps the f64 operators.
+/// Whether kernels compiled for a panel's shape (`DeviceOperator::compile_for_panel`, the strides
+/// compiled in) replace cuBLAS on a panel of an operator that [`gemm_wins`] gives to cuBLAS: only
+/// narrow panels ([`wide_panel`] false) in f32. In f32 the compiled kernels beat cuBLAS on narrow
+/// panels (the tet error basis k = 5 and its postprocessing basis, 13485 and 20209 nonzeros), while
+/// on wide panels cuBLAS is level or faster; in f64 they win narrowly on two operators of 35
+/// columns (the tet postprocessing basis k = 3 and error basis k = 4) but lose on the tri error
+/// basis k = 8 (45 columns) and clearly from 56 columns on, where DGEMM's tensor cores win: too few
+/// points for a line, so cuBLAS keeps the f64 operators (benchmarks/history/constant-operators.md,
+/// section 'Kernels compiled at run time for one panel shape (NVRTC)').
 pub fn compiled_beats_gemm(precision: Precision, wide: bool) -> bool {
     !wide && precision == Precision::F32
 }
@@ -427,15 +432,17 @@ pub fn fixed_choices(
 
 /// Whether a panel of `n` elements is wide on a device that holds `resident_threads` threads at
 /// once (SMs times threads per SM), so that it takes [`choose`]'s variant rather than
-/// [`choose_narrow`]'s: from `n >= resident_threads` on. Measured on both classes that differ:
-/// - the pair form's n / 2 threads: on an H200 (270336 resident threads) the pair kernels of
-///   the f32 error bases of up to 1803 nonzeros measured up to 1.13x slower than the plain ones
-///   at n = 1e5 and 1.5e5, mostly faster from 2.7e5 on (0.86-1.02x, two cases of 1.07x at
-///   3.5e5) and 1.06-1.15x faster at 1e6;
-/// - the f64 bases of 36 columns, one chunk of rows against unrolled: on an H100 (270336 too)
-///   0.83x at n = 1e5, 0.94x at 1.5e5 and 2e5, 1.02x at 3e5, 1.15x at 1e6; on an H200 0.86-0.87x
-///   at 1e5, 0.96-1.02x at 1.5e5 and 2e5, but 1.06-1.09x at 2.5e5, below the line, and 1.09-1.12x
-///   at 1e6 (BENCHMARKS.md, issue 21).
+/// [`choose_narrow`]'s: from `n >= resident_threads` on. Measured on both classes that differ,
+/// on devices of 270336 resident threads:
+/// - the pair form's n / 2 threads: the pair kernels of the f32 error bases of up to 1803 nonzeros
+///   are slower than the plain ones on panels well below the resident threads, mostly faster from
+///   about that width on, and faster on the widest panels
+///   (benchmarks/history/constant-operators.md, section 'The constant operators timed without the
+///   host's launch work');
+/// - the f64 bases of 36 columns, one chunk of rows against unrolled: the chunk is faster on narrow
+///   panels, the unrolled kernel from about the resident threads on (on one device already a little
+///   below the line), and clearly on the widest panels (benchmarks/history/constant-operators.md,
+///   section 'Narrow panels of the f64 36-column bases in one chunk of rows').
 pub fn wide_panel(n: usize, resident_threads: usize) -> bool {
     n >= resident_threads
 }

@@ -1,4 +1,4 @@
-//! The constant-operator kernels the backend carries (issue 21): build.rs generates them with
+//! The constant-operator kernels the backend carries: build.rs generates them with
 //! [`crate::codegen`] from the pipeline's operators (`codegen::built_in_operators`: today the
 //! error norms' evaluation operators), compiles them as the `operators` module and writes the
 //! table this module finds them in. A stage asks for an operator by name with its matrix
@@ -567,11 +567,10 @@ impl<T: DeviceReal> DeviceOperator<T> {
     /// the built-in kernels (the same operation sequence). The forms are those of the built-in
     /// kernels (`codegen::fixed_choices`), also for an operator that is not built in.
     ///
-    /// Compiling costs tens to hundreds of milliseconds per operator (more for large ones) and
-    /// saves a few percent per application (BENCHMARKS.md, issue 21): worth it for panels of
-    /// one shape applied many times. A kernel that another operator with the same entries
-    /// already compiled on this device is reused. Errors: NVRTC missing or failing, leading
-    /// dimensions of zero or beyond an `int`.
+    /// Compiling costs far more than it saves per application (a few percent; BENCHMARKS.md,
+    /// section 'Constant operators'): worth it for panels of one shape applied many times. A kernel
+    /// that another operator with the same entries already compiled on this device is reused.
+    /// Errors: NVRTC missing or failing, leading dimensions of zero or beyond an `int`.
     pub fn compile_for_panel(
         &mut self,
         backend: &CudaBackend,

@@ -1,6 +1,6 @@
 //! cuBLAS GEMM, loaded at run time, for the constant operators where the library measured
-//! faster than the generated kernels (`codegen::gemm_wins`; issue 21, seed 004's dispatch to
-//! the vendor GEMM for large dense operators).
+//! faster than the generated kernels (`codegen::gemm_wins`; GiMMiK's dispatch to the vendor
+//! GEMM for large dense operators).
 //!
 //! Loaded at run time (`crate::runtime_library` says why); five entry points are bound, by the
 //! stable C ABI of `cublas_api.h` (the `_v2` names, which the `cublas_v2.h` macros map to).
@@ -123,8 +123,8 @@ impl Cublas {
         Ok(cublas)
     }
 
-    /// Queues `C = A B` over a panel of `n` elements in the layout of `crate::constant_operator` (the
-    /// element index fastest: B is k rows of `ldb`, C m rows of `ldc`), with `a` the device
+    /// Queues `C = A B` over a panel of `n` elements in the layout of `crate::constant_operator`
+    /// (the element index fastest: B is k rows of `ldb`, C m rows of `ldc`), with `a` the device
     /// address of A (m x k, row-major) in `precision`.
     ///
     /// In cuBLAS's column-major terms that panel is C^T = B^T A^T: B^T is n x k with leading

@@ -7,38 +7,38 @@
 //!   backend's kernels operation for operation, so it gives the CPU's numbers to the bit.
 //!   Compiled where that scratch stays moderate: triangles k = 1..=8, tetrahedra k = 1..=4
 //!   (recovery, whose scratch is O(n + nl), for tetrahedra k = 1..=8 too).
-//! - [`Design::BlockShared`] and [`Design::BlockGlobal`]: one thread block per element
-//!   (a persistent grid), the element's matrices in shared memory, cooperative algorithms:
+//! - [`Design::BlockShared`] and [`Design::BlockGlobal`]: one thread block per element (a
+//!   persistent grid), the element's matrices in shared memory, cooperative algorithms:
 //!   right-looking Cholesky with one barrier per column, triangular solves with one thread per
 //!   right-hand-side column, the Schur complement K_e = A - W^T W parallel over its entries
-//!   (`kernels/condense.cu`, `recover.cu` and `postprocess.cu` describe them). For the condensation, `BlockShared` keeps
-//!   the n x (nl + 1) panel [P | F] in shared memory too, `BlockGlobal` keeps it in a global
-//!   scratch (n (nl + 1) values per resident block) and only L in shared memory: it is the
-//!   fallback for elements whose panel does not fit (f64 tetrahedra at k = 8: 350 KB, on a
-//!   device whose blocks get less than the 226 KB that the bordered design's two passes need;
-//!   an H100 or H200 block gets at most 227 KB). Recovery and postprocessing have one block variant,
-//!   [`Design::BlockShared`] (postprocessing at k = 8 in 3D: the bordered 220 x 220 matrix,
-//!   packed, 194 KB in f64). Compiled for triangles and tetrahedra, k = 1..=8. Agrees with the
-//!   CPU to rounding, not to the bit.
-//! - [`Design::Bordered`] (condensation only): one thread block per element, the first n
-//!   steps of a blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in
-//!   shared memory (its rows below S become Y = W^T L^-T, so the forward substitution is part
-//!   of the factorisation), NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T
-//!   from register tiles, and a blocked back substitution for [Z | u0]. In f64 on GPUs with
-//!   tensor cores (sm_80 on), K_e = A - Y Y^T runs on them (mma.m8n8k4), and for tetrahedra
-//!   at k = 5..7 (f64) and 6..8 (f32, as 3xTF32: mma.m16n8k8 on the TF32 parts of each
-//!   value, three products per tile, f32 accuracy) so do the factorisation, left-looking
-//!   (each block column takes all its updates at once, its sums in registers), K_e and the
-//!   back substitution (each warp takes its columns through all blocks, with no barrier),
-//!   measured faster than the CUDA cores there (BENCHMARKS.md); for tetrahedra at
-//!   k = 2..5 it condenses a sector's worth of consecutive elements in turn, stages their
-//!   outputs (in shared memory at k = 2, in a global scratch per block at k = 3..5) and
-//!   writes them side by side ([`bordered_output_group`]) (`kernels/condense_bordered.cu`).
-//!   The shared memory of `BlockShared` (plus the outputs staged there); agrees with the CPU
-//!   to rounding. Compiled for triangles and tetrahedra, k = 1..=8. The f64 tetrahedron at
-//!   k = 8, whose whole bordered matrix (350 KB) does not fit, takes W in two passes of 91
-//!   columns ([`bordered_panel_columns`]: 226 KB of shared memory, the first pass's Y in a
-//!   global scratch; faster than `BlockGlobal`, BENCHMARKS.md).
+//!   (`kernels/condense.cu`, `recover.cu` and `postprocess.cu` describe them). For the
+//!   condensation, `BlockShared` keeps the n x (nl + 1) panel [P | F] in shared memory too,
+//!   `BlockGlobal` keeps it in a global scratch (n (nl + 1) values per resident block) and only L
+//!   in shared memory: it is the fallback for elements whose panel does not fit (f64 tetrahedra at
+//!   k = 8: 350 KB, on a device whose blocks get less than the 226 KB that the bordered design's
+//!   two passes need; a block of a compute capability 9.0 device gets at most 227 KB). Recovery and
+//!   postprocessing have one block variant, [`Design::BlockShared`] (postprocessing at k = 8 in 3D:
+//!   the bordered 220 x 220 matrix, packed, 194 KB in f64). Compiled for triangles and tetrahedra,
+//!   k = 1..=8. Agrees with the CPU to rounding, not to the bit.
+//! - [`Design::Bordered`] (condensation only): one thread block per element, the first n steps of a
+//!   blocked Cholesky factorisation of the bordered matrix [[S, W], [W^T, *]] in shared memory (its
+//!   rows below S become Y = W^T L^-T, so the forward substitution is part of the factorisation),
+//!   NB = 4 or 8 columns per step with every warp busy, K_e = A - Y Y^T from register tiles, and a
+//!   blocked back substitution for [Z | u0]. In f64 on GPUs with tensor cores (sm_80 on),
+//!   K_e = A - Y Y^T runs on them (mma.m8n8k4), and for tetrahedra at k = 5..7 (f64) and 6..8 (f32,
+//!   as 3xTF32: mma.m16n8k8 on the TF32 parts of each value, three products per tile, f32 accuracy)
+//!   so do the factorisation, left-looking (each block column takes all its updates at once, its
+//!   sums in registers), K_e and the back substitution (each warp takes its columns through all
+//!   blocks, with no barrier), faster than the CUDA cores there
+//!   (benchmarks/history/cuda-element-kernels.md, section 'Design choices of the CUDA element
+//!   kernels: the figures behind `design.rs`'); for tetrahedra at k = 2..5 it condenses a sector's
+//!   worth of consecutive elements in turn, stages their outputs (in shared memory at k = 2, in a
+//!   global scratch per block at k = 3..5) and writes them side by side ([`bordered_output_group`])
+//!   (`kernels/condense_bordered.cu`). The shared memory of `BlockShared` (plus the outputs staged
+//!   there); agrees with the CPU to rounding. Compiled for triangles and tetrahedra, k = 1..=8. The
+//!   f64 tetrahedron at k = 8, whose whole bordered matrix (350 KB) does not fit, takes W in two
+//!   passes of 91 columns ([`bordered_panel_columns`]: 226 KB of shared memory, the first pass's Y
+//!   in a global scratch; faster than `BlockGlobal`, same section).
 //!
 //! # Dispatch
 //!
@@ -290,10 +290,11 @@ fn threads_for(work: usize) -> u32 {
 /// Threads per block of a block-design kernel: one per panel column (condensation), per
 /// gradient row (recovery) or per post-processing unknown, in whole warps.
 ///
-/// One measured exception: the block condensation of tetrahedra at k = 5 in f32 runs faster
-/// with 64 threads than with the 96 of this rule; f64 and the neighbouring orders gain
-/// nothing from it (condense-bench sweeps of `CudaSettings::condense_threads`; the figures
-/// are in BENCHMARKS.md, "Design choices of the CUDA element kernels").
+/// One measured exception: the block condensation of tetrahedra at k = 5 in f32 runs faster with 64
+/// threads than with the 96 of this rule; f64 and the neighbouring orders gain nothing from it
+/// (condense-bench sweeps of `CudaSettings::condense_threads`; the figures are in
+/// benchmarks/history/cuda-element-kernels.md, section 'Design choices of the CUDA element kernels:
+/// the figures behind `design.rs`').
 ///
 /// The bordered condensation of tetrahedra: [`bordered_threads`]; of triangles, one thread per
 /// panel column as well.
@@ -321,10 +322,10 @@ pub fn block_threads(
 }
 
 /// Threads per block of the bordered condensation: its row of the table in
-/// `src/element_instances.rs` (chosen by condense-bench sweeps of
-/// `CudaSettings::condense_threads` and `condense_blocks_per_sm`, together with the kernels'
-/// other parameters; the figures in BENCHMARKS.md), one thread per panel column where it has
-/// none.
+/// `src/element_instances.rs` (chosen by condense-bench sweeps of `CudaSettings::condense_threads`
+/// and `condense_blocks_per_sm`, together with the kernels' other parameters; the figures in
+/// benchmarks/history/cuda-element-kernels.md, section 'Design choices of the CUDA element kernels:
+/// the figures behind `design.rs`'), one thread per panel column where it has none.
 ///
 /// No order caps its resident blocks at launch: the orders where a cap helped stage their
 /// outputs per group of elements instead ([`bordered_output_group`]) and write whole sectors;
@@ -349,10 +350,11 @@ pub struct OutputGroup {
 }
 
 /// The output groups of the bordered condensation: its row of the table in
-/// `src/element_instances.rs`, chosen by measurement (BENCHMARKS.md): the stores of K_e and Z
-/// were a third to a half of the kernel's time at k = 2..4. Tetrahedra at k = 2 stage in
-/// shared memory; at k = 3..5 (and 6 in f32) the staged outputs would cost shared memory and
-/// so occupancy, so they are staged in global scratch instead. Elsewhere staging measured no
+/// `src/element_instances.rs`, chosen by measurement (benchmarks/history/cuda-element-kernels.md,
+/// section 'Design choices of the CUDA element kernels: the figures behind `design.rs`'): the
+/// stores of K_e and Z took a large share of the kernel's time at k = 2..4. Tetrahedra at k = 2
+/// stage in shared memory; at k = 3..5 (and 6 in f32) the staged outputs would cost shared memory
+/// and so occupancy, so they are staged in global scratch instead. Elsewhere staging measured no
 /// faster: direct stores.
 pub fn bordered_output_group(cell: CellType, k: usize, precision: Precision) -> OutputGroup {
     match bordered(ElementStage::Condense, Design::Bordered, cell, k, precision) {
@@ -437,14 +439,15 @@ pub fn global_scratch_per_block(
     }
 }
 
-/// The condensation design for (cell, k, precision), chosen by measurement (condense-bench;
-/// its selection table is in BENCHMARKS.md). The thread design wins only where its
+/// The condensation design for (cell, k, precision), chosen by measurement (condense-bench; its
+/// selection table is in benchmarks/history/cuda-element-kernels.md, section 'Design choices of the
+/// CUDA element kernels: the figures behind `design.rs`'). The thread design wins only where its
 /// local-memory scratch is small (triangles k = 1, and k = 2 in f32; tetrahedra k = 1). The
-/// bordered design wins for tetrahedra at k >= 2 (at k = 5 in f32 only since its outputs are
-/// staged in global scratch) and for triangles in f64 at k >= 3; the block design for the
-/// other triangles. The f64 tetrahedron at k = 8 runs the bordered design in two passes.
-/// Where the shared memory does not suffice (`BlockShared` for tetrahedra at k = 8 in f64; on
-/// smaller devices the bordered design too) they fall back to the global panel.
+/// bordered design wins for tetrahedra at k >= 2 (at k = 5 in f32 only since its outputs are staged
+/// in global scratch) and for triangles in f64 at k >= 3; the block design for the other triangles.
+/// The f64 tetrahedron at k = 8 runs the bordered design in two passes. Where the shared memory
+/// does not suffice (`BlockShared` for tetrahedra at k = 8 in f64; on smaller devices the bordered
+/// design too) they fall back to the global panel.
 pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
     match cell {
@@ -457,9 +460,10 @@ pub fn condensation_design(cell: CellType, k: usize, precision: Precision) -> De
 }
 
 /// The recovery design for (cell, k, precision), by the same measurement as
-/// [`condensation_design`]: recovery is a mat-vec with Z per element, which the thread design
-/// reads coalesced; the block design wins only in f64 at a few orders (triangles k = 3, 4 by
-/// 3% and 31%; tetrahedra k = 2 and k >= 6 by 24% to 85%).
+/// [`condensation_design`]: recovery is a mat-vec with Z per element, which the thread design reads
+/// coalesced; the block design wins only in f64 at a few orders (triangles k = 3, 4; tetrahedra
+/// k = 2 and k >= 6; BENCHMARKS.md, section 'Element kernels: condensation, recovery,
+/// postprocessing').
 pub fn recovery_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f64 = precision == Precision::F64;
     match cell {
@@ -472,8 +476,9 @@ pub fn recovery_design(cell: CellType, k: usize, precision: Precision) -> Design
 /// The postprocessing design for (cell, k, precision), by the same measurement as
 /// [`condensation_design`]: the thread design for triangles at k <= 2, and k <= 4 in f32
 /// (and tetrahedra k = 1 in f32), the block design elsewhere. Since the block design forms its
-/// right-hand side one thread per entry (BENCHMARKS.md, 2026-11-27), it also wins the f32
-/// triangles from k = 5 (1.14-1.52x).
+/// right-hand side one thread per entry, it also wins the f32 triangles from k = 5
+/// (benchmarks/history/cuda-element-kernels.md, section 'The block postprocessing's right-hand
+/// side, one thread per entry').
 pub fn postprocess_design(cell: CellType, k: usize, precision: Precision) -> Design {
     let f32 = precision == Precision::F32;
     match cell {
@@ -615,7 +620,7 @@ mod tests {
         assert_eq!(scratch, 165 * 91);
         let d = fallback(ElementStage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, max);
         assert_eq!(d, Design::Bordered);
-        // A device with less shared memory (an A100: 163 KB) still falls back.
+        // A device with less shared memory (163 KB per block) still falls back.
         let d =
             fallback(ElementStage::Condense, Design::Bordered, tet8.0, tet8.1, tet8.2, 163 * 1024);
         assert_eq!(d, Design::BlockGlobal);

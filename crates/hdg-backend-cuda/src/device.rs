@@ -26,7 +26,7 @@ use crate::settings::CudaSettings;
 use crate::TraceOperatorKind;
 
 /// One kernel file (`kernels/STEM.cu`) as build.rs compiles it: SASS for compute capability
-/// 9.0 (H100, H200), loaded as it is, and portable PTX (compute_75) that the driver
+/// 9.0 (Hopper), loaded as it is, and portable PTX (compute_75) that the driver
 /// JIT-compiles for any other GPU from Turing on. Loading SASS matters: JIT-compiling the
 /// element kernels (one instantiation per cell type, order, precision and design) takes
 /// seconds at every start.
@@ -66,8 +66,8 @@ impl KernelImage {
     }
 }
 
-/// The kernels launched with no dynamic shared memory ([`THREADS`] threads per block, but for
-/// the generated operators: `crate::constant_operator`), one module per file, looked up by name in this
+/// The kernels launched with no dynamic shared memory ([`THREADS`] threads per block, but for the
+/// generated operators: `crate::constant_operator`), one module per file, looked up by name in this
 /// order (the element stages' kernels, with launch configurations of their own, are
 /// `crate::element_kernels`).
 const FIXED_KERNELS: [KernelImage; 9] = [
@@ -565,7 +565,7 @@ impl CudaBackend {
     /// Loads cuBLAS and creates its handle on this backend's stream now (from
     /// [`CudaSettings::cublas_library`] or the usual places), so that the constant operators
     /// where it is faster use it from now on ([`crate::CublasUse::Auto`]), on this backend and
-    /// every clone. About 0.1 s once: worth it in a program that applies many operators. The
+    /// every clone. A cost paid once: worth it in a program that applies many operators. The
     /// load's error, now and on every later call, where it cannot be loaded.
     pub fn load_cublas(&self) -> Result<()> {
         self.cublas().map(|_| ())

@@ -1,10 +1,10 @@
-//! Which element kernels are compiled, and how the bordered condensation is tuned per
-//! (precision, cell, order): the one source for the Rust side ([`crate::design`]: dispatch and
-//! launch sizes) and for the kernels, whose instantiations `build.rs` generates from this file
-//! (`element_instances.cuh`, included by `kernels/condense.cu`, `recover.cu`, `postprocess.cu`
-//! and `condense_bordered.cu`). Plain data with no dependencies: `build.rs` includes it with
-//! `#[path]`. The measurements behind the choices are in BENCHMARKS.md ("Design choices of the
-//! CUDA element kernels").
+//! Which element kernels are compiled, and how the bordered condensation is tuned per (precision,
+//! cell, order): the one source for the Rust side ([`crate::design`]: dispatch and launch sizes)
+//! and for the kernels, whose instantiations `build.rs` generates from this file
+//! (`element_instances.cuh`, included by `kernels/condense.cu`, `recover.cu`, `postprocess.cu` and
+//! `condense_bordered.cu`). Plain data with no dependencies: `build.rs` includes it with `#[path]`.
+//! The measurements behind the choices are in benchmarks/history/cuda-element-kernels.md, section
+//! 'Design choices of the CUDA element kernels: the figures behind `design.rs`'.
 
 /// Highest order the element kernels are compiled for (both cell types).
 pub const MAX_ELEMENT_ORDER: usize = 8;
@@ -210,16 +210,16 @@ const TRI_F64: BorderedTuning =
 const TET_F32: BorderedTuning = BorderedTuning { cell: "tet", ..TRI_F32 };
 const TET_F64: BorderedTuning = BorderedTuning { cell: "tet", ..TRI_F64 };
 
-/// Every bordered condensation kernel, chosen by measurement (condense-bench sweeps; the
-/// figures in BENCHMARKS.md). Tetrahedra: at k = 2 the outputs of a sector's worth of
-/// elements are staged in shared memory; at k = 3..5 (and 6 in f32) in a global scratch per
-/// block, with the registers capped (`min_blocks`: some spill, and still win) so that more
-/// blocks are resident. Left-looking on the tensor cores at f64 k = 5..8 and f32 k = 6..8
-/// (slower at f64 k <= 4 and f32 k <= 5). Two warp groups at f32 k = 8 and f64 k = 6 (one
-/// group is faster at the neighbouring orders). The f64 tetrahedron at k = 7 holds one element
-/// per multiprocessor and runs 16 warps (with 8 the schedulers idled; more threads spill); at
-/// k = 8 its whole bordered matrix does not fit a block's 227 KB, so W comes in two passes of
-/// 91 columns.
+/// Every bordered condensation kernel, chosen by measurement (condense-bench sweeps; the figures in
+/// benchmarks/history/cuda-element-kernels.md, section 'Design choices of the CUDA element kernels:
+/// the figures behind `design.rs`'). Tetrahedra: at k = 2 the outputs of a sector's worth of
+/// elements are staged in shared memory; at k = 3..5 (and 6 in f32) in a global scratch per block,
+/// with the registers capped (`min_blocks`: some spill, and still win) so that more blocks are
+/// resident. Left-looking on the tensor cores at f64 k = 5..8 and f32 k = 6..8 (slower at f64
+/// k <= 4 and f32 k <= 5). Two warp groups at f32 k = 8 and f64 k = 6 (one group is faster at the
+/// neighbouring orders). The f64 tetrahedron at k = 7 holds one element per multiprocessor and runs
+/// 16 warps (with 8 the schedulers idled; more threads spill); at k = 8 its whole bordered matrix
+/// does not fit a block's 227 KB, so W comes in two passes of 91 columns.
 pub const BORDERED: [BorderedTuning; 32] = [
     BorderedTuning { k: 1, ..TRI_F32 },
     BorderedTuning { k: 2, ..TRI_F32 },

@@ -124,12 +124,11 @@ impl DeviceSource {
 /// ([`device_solution`]), summed over the cells (as `hdg_core::error_norms::error_norms` does
 /// per cell), from the element-fastest fields, and how the fields were evaluated at the points.
 ///
-/// With [`PointEvaluation::Operators`] (or [`PointEvaluation::Auto`] where [`operators_win`]),
-/// the evaluation operators ([`crate::constant_operator`]: cuBLAS, the built-in kernels or the dense
-/// fallback) write the fields at the error rule's points for a panel of
-/// cells at a time and `manufactured_errors_at_points` compares them with the solution; with
-/// [`PointEvaluation::Loop`] one thread per cell sums the basis at every point
-/// (`manufactured_errors`).
+/// With [`PointEvaluation::Operators`] (or [`PointEvaluation::Auto`] where [`operators_win`]), the
+/// evaluation operators ([`crate::constant_operator`]: cuBLAS, the built-in kernels or the dense
+/// fallback) write the fields at the error rule's points for a panel of cells at a time and
+/// `manufactured_errors_at_points` compares them with the solution; with [`PointEvaluation::Loop`]
+/// one thread per cell sums the basis at every point (`manufactured_errors`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn squared_errors<T: DeviceReal>(
     backend: &CudaBackend,
@@ -188,12 +187,13 @@ pub(crate) fn squared_errors<T: DeviceReal>(
     Ok((sums, evaluation))
 }
 
-/// Whether the operator kernels evaluate the fields at the points faster than the loop kernel,
-/// for n basis functions of u_h (D + 1 fields with q_h) and n' of u*: when the loop kernel
-/// reads more than 40 coefficients per point, n (D + 1) + n' > 40 (triangles from k = 3,
-/// tetrahedra from k = 2), the line the measurement per order draws (BENCHMARKS.md, issue 21):
-/// below it the loop kernel's reads stay in cache and the operators' round trip of the values
-/// through device memory costs more; above it the loop kernel falls out of cache.
+/// Whether the operator kernels evaluate the fields at the points faster than the loop kernel, for
+/// n basis functions of u_h (D + 1 fields with q_h) and n' of u*: when the loop kernel reads more
+/// than 40 coefficients per point, n (D + 1) + n' > 40 (triangles from k = 3, tetrahedra from
+/// k = 2), the line the measurement per order draws (benchmarks/history/constant-operators.md,
+/// section 'Constant operators in the pipeline: the device error norms'): below it the loop
+/// kernel's reads stay in cache and the operators' round trip of the values through device memory
+/// costs more; above it the loop kernel falls out of cache.
 pub(crate) fn operators_win(dim: usize, n: usize, n_post: usize) -> bool {
     n * (dim + 1) + n_post > 40
 }

@@ -4,9 +4,9 @@
 //!
 //! Why run-time compilation at all, when the pipeline's kernels are built in: a kernel with the
 //! panel's leading dimensions compiled in addresses B and C by immediate offsets, which the
-//! built-in kernels (one per operator, for every panel) cannot; that saves up to 6% per
-//! application on narrow panels, against tens to hundreds of milliseconds of compilation
-//! (BENCHMARKS.md, issue 21). So it pays only for a caller that applies an operator to panels
+//! built-in kernels (one per operator, for every panel) cannot; that saves a few percent per
+//! application on narrow panels, against a compilation that costs far more (BENCHMARKS.md,
+//! section 'Constant operators'). So it pays only for a caller that applies an operator to panels
 //! of one shape many times, and only such a caller asks for it; the pipeline does not.
 //!
 //! Seven entry points of `nvrtc.h` are bound (a stable C ABI since CUDA 11). The program is

@@ -62,9 +62,9 @@ pub enum PointEvaluation {
     /// (`manufactured::operators_win`: the loop for few basis functions per point).
     #[default]
     Auto,
-    /// Constant-operator kernels (`crate::constant_operator`: an operator's built-in generated kernel,
-    /// the dense fallback where it has none) apply the basis at the points to panels of cells,
-    /// then a kernel compares with the exact solution.
+    /// Constant-operator kernels (`crate::constant_operator`: an operator's built-in generated
+    /// kernel, the dense fallback where it has none) apply the basis at the points to panels of
+    /// cells, then a kernel compares with the exact solution.
     Operators,
     /// One thread per cell sums the basis at every point (the kernel before the operator
     /// kernels).
@@ -73,11 +73,11 @@ pub enum PointEvaluation {
 
 /// When a constant operator is applied by cuBLAS's GEMM instead of the backend's kernels.
 ///
-/// Loading cuBLAS and creating its handle costs about 0.1 s once per process (measured on an
-/// H100: BENCHMARKS.md, issue 21), more than cuBLAS saves in the error norms of any pipeline
-/// run measured; so by default the backend does not load it, and uses it where it is faster
-/// once something has ([`CublasUse::Load`], [`CublasUse::Always`], or
-/// `CudaBackend::load_cublas` in a program that applies many operators).
+/// Loading cuBLAS and creating its handle costs, once per process, more than cuBLAS saves in the
+/// error norms of any pipeline run measured (BENCHMARKS.md, section 'Constant operators'); so by
+/// default the backend does not load it, and uses it where it is faster once something has
+/// ([`CublasUse::Load`], [`CublasUse::Always`], or `CudaBackend::load_cublas` in a program that
+/// applies many operators).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CublasUse {
     /// For the operators where it measured faster (`codegen::gemm_wins`), if the library is

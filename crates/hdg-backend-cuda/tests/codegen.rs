@@ -581,7 +581,8 @@ fn hex_literals_round_trip() {
 }
 
 /// The cuBLAS line (`gemm_wins`) on the pipeline operators whose side it was measured on
-/// (`gpu-bench --operators`, H100, BENCHMARKS.md): (m, used columns, nonzeros).
+/// (`gpu-bench --operators`; benchmarks/history/constant-operators.md, section 'Constant operators
+/// through cuBLAS where it is faster, checked path by path'): (m, used columns, nonzeros).
 #[test]
 fn gemm_line_follows_the_measurements() {
     use hdg_backend_cuda::codegen::gemm_wins;

@@ -1379,8 +1379,8 @@ fn manufactured_fields_on_device_f32() {
 
 /// A problem whose memory estimate exceeds the device's free memory is refused at prepare,
 /// before any allocation, with the estimate in the error; the next problem runs as usual
-/// (nothing was left allocated). cube:40 at k = 8 needs about 190 GB, more than an H100 or
-/// H200 has; the estimate is taken from free memory measured here, so the test fails if the
+/// (nothing was left allocated). cube:40 at k = 8 needs about 190 GB, more than any current
+/// GPU has; the estimate is taken from free memory measured here, so the test fails if the
 /// check is missing (the pipeline would then fail later, allocating, without "estimated").
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -1755,8 +1755,8 @@ fn assert_cpu_bits<T: DeviceReal + PanelReal + Bits>(
 /// (`codegen::pairs_launchable`), in f64 the unrolled kernel of the 36-column bases on wide
 /// panels and one chunk of rows on narrow ones. Every kernel gives the CPU panel loop's bits,
 /// the last column of an odd panel included, with the padding untouched. The wide panel (about
-/// 1e6 elements) is wider than the resident threads of any current GPU (an H100 or H200 holds
-/// 270336).
+/// 1e6 elements) is wider than the resident threads of any current GPU (a device of 132
+/// multiprocessors of 2048 threads holds 270336).
 fn built_in_narrow_and_wide_kernels<T: DeviceReal + PanelReal + Bits>() {
     use codegen::Variant;
     let g = gpu();

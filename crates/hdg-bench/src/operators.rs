@@ -1,4 +1,4 @@
-//! The pipeline's constant operators that the issue-21 benchmarks apply to panels of elements:
+//! The pipeline's constant operators that the operator benchmarks apply to panels of elements:
 //! for triangles and tetrahedra at k = 1..=8, the volume basis at the error quadrature points
 //! (`ElementTables::error_basis`, points x n, named `tri-k3-error-basis`) and the reference face
 //! trace matrices of orientation 0 (`face_trace(f, 0)`, n x n_f, `tet-k5-face-trace-f0`), and on

@@ -207,7 +207,11 @@ pub fn run(
         let csr_bytes = (csr.nnz() * 16 + (dofs + 1) * 8) as f64;
 
         let (solve_iterations, solve_s, solve_rr, trace) = if options.solve {
-            let cg = ConjugateGradient::new(options.tolerance, 100_000, Preconditioning::Jacobi);
+            let cg = ConjugateGradient::new(
+                options.tolerance,
+                hdg::DEFAULT_MAX_ITERATIONS,
+                Preconditioning::Jacobi,
+            );
             let mut xs = vec![0.0; dofs];
             let s = Instant::now();
             let report = KrylovSolver::<f64, CpuBackend>::solve(

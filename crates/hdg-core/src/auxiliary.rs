@@ -24,10 +24,10 @@
 //!
 //! **The coarse operator** A_1 = E^T A E is the Galerkin product, assembled by the multigrid
 //! (`hdg_linalg::multigrid`) from the trace matrix's blocks projected face by face
-//! ([`crate::TraceOperator::project_blocks`] with basis E^): block (row, slot) gives
-//! E^T A_{row,slot} E^, a d x d matrix that couples the row face's vertices to the slot face's;
-//! it reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the trace system's
-//! coefficients (per-cell kappa and c, tau) and its symmetry and definiteness.
+//! ([`crate::MultigridOperator::project_blocks`] with basis E^): block (row, slot) gives
+//! E^T A_{row,slot} E^, a d x d matrix that couples the row face's vertices to the slot face's; it
+//! reads only the leading d x d corner of the block. Being a Galerkin product, A_1 inherits the
+//! trace system's coefficients (per-cell kappa and c, tau) and its symmetry and definiteness.
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -421,10 +421,10 @@ fn reference_transfer(element: &dyn ReferenceElement, d: usize) -> Result<Vec<f6
 }
 
 /// The vertex level's operator A_1 = E^T A E, assembled on the host from the trace matrix's
-/// blocks projected face by face. What [`crate::TraceOperator::vertex_operator`] does unless a
+/// blocks projected face by face. What [`crate::MultigridOperator::vertex_operator`] does unless a
 /// backend does it on its device (the same sums in the same order).
 /// A_1 from `projected`, the blocks of the trace matrix projected onto E^
-/// ([`crate::TraceOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
+/// ([`crate::MultigridOperator::project_blocks`] with basis [`VertexSpace::face_transfer`]):
 /// `projected[((row * slots) + a) * d * d + i * d + j]` couples vertex i of face `row` to
 /// vertex j of the face in slot a. Each coarse row gathers from the faces that use its unknown
 /// (rows in parallel, no atomics, the same sums in the same order on every run).

@@ -1,5 +1,6 @@
 //! Boundary conditions per tag: which faces are Dirichlet, and what Neumann and Robin faces add
-//! to the trace system (`hdg-formulation.md`, "Global equations"):
+//! to the trace system (`docs/formulation.md`, section 'Boundary conditions in the trace
+//! system'):
 //!
 //! ```text
 //! (sum_K K_e + alpha H_F) Lambda = sum_K b_e + <g, mu>_F      on a Neumann (alpha = 0) or Robin face

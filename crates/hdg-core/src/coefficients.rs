@@ -1,7 +1,8 @@
 //! Coefficients at quadrature points: kappa and c given as functions of x.
 //!
 //! A constant or per-cell kappa scales the reference matrices (M_k = det / kappa I for the
-//! orthonormal basis, `hdg-formulation.md`); a kappa that varies inside a cell does not, and
+//! orthonormal basis, `docs/formulation.md`, section 'Element matrices'); a kappa that varies
+//! inside a cell does not (section 'Coefficients at quadrature points'), and
 //! the element matrices become weighted mass matrices formed per element by quadrature:
 //!
 //! ```text

@@ -1,5 +1,5 @@
-//! Constant operators applied to panels of elements: `C = A B` or `C = A B + C` (issue 21,
-//! after seed 004).
+//! Constant operators applied to panels of elements: `C = A B` or `C = A B + C` (after
+//! GiMMiK's generated kernels for small constant matrices).
 //!
 //! `A` is a small m x k matrix that the reference element computes once in f64 (a basis at
 //! quadrature points, a face trace, a derivative); `B` holds k rows of n values, one value per

@@ -4,8 +4,9 @@
 //! (the CPU backend's Cholesky and triangular solves) also run on [`Lanes`] values, one
 //! element per lane, so that several elements' factorisations proceed together. One element
 //! alone is a chain of dependent operations (a Cholesky pivot waits for the sums before it);
-//! four or eight independent chains keep the arithmetic units busy (a 14 x 14 Cholesky: 3.8x
-//! the scalar throughput on the 2-core machine). Every lane performs the scalar kernel's
+//! four or eight independent chains keep the arithmetic units busy (a 14 x 14 Cholesky runs
+//! several times the scalar throughput; BENCHMARKS.md, section 'Element kernels: condensation,
+//! recovery, postprocessing'). Every lane performs the scalar kernel's
 //! operations in the same order, and addition, subtraction, multiplication, division and the
 //! square root are the IEEE operations of each lane (wide's, which fuses no multiply-add): a
 //! batched element's results equal the scalar path's to the bit.

@@ -14,7 +14,8 @@
 //! | recovery | | [`LocalSolver::recover`] |
 //! | postprocess, errors | | [`Postprocessor`] |
 //!
-//! The method and its signs are those of `hdg-formulation.md` (LDG-H, q = -kappa grad u).
+//! The method and its signs are those of `docs/formulation.md` (LDG-H, q = -kappa grad u;
+//! sections 'The problem' and 'The local problem').
 //! Around the stages: [`resources`] estimates memory before allocating, [`user_code`] runs the
 //! problem's closures so that a panic or a value that is not finite becomes an error naming
 //! them.

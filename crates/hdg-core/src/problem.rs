@@ -338,7 +338,8 @@ impl Source {
 /// built from an exact solution need the normal; a user's data may ignore it).
 pub type FaceField = Arc<dyn Fn(&[f64], &[f64]) -> f64 + Send + Sync>;
 
-/// The condition on the boundary faces of one tag (signs of `hdg-formulation.md`).
+/// The condition on the boundary faces of one tag (signs of `docs/formulation.md`, section 'The
+/// global (transmission) condition').
 #[derive(Clone)]
 pub enum BoundaryCondition {
     /// `u = g_D`, with g_D the problem's [`Problem::dirichlet`]: the faces' traces are fixed.
@@ -398,9 +399,10 @@ fn normal_derivative(exact: &ExactSolution, x: &[f64], n: &[f64]) -> f64 {
     grad.iter().zip(n).map(|(g, n)| g * n).sum()
 }
 
-/// The stabilisation tau of the numerical flux, per (cell, face) pair (`hdg-formulation.md`,
-/// equation (3)). Any tau > 0 gives the rates k+1, k+1, k+2; tau = O(kappa / h) keeps the
-/// balance between the flux and the jump terms where kappa is far from 1.
+/// The stabilisation tau of the numerical flux, per (cell, face) pair (`docs/formulation.md`,
+/// section 'The stabilisation tau'; the flux: section 'The local problem', equation (3)). Any
+/// tau > 0 gives the rates k+1, k+1, k+2; tau = O(kappa / h) keeps the balance between the flux and
+/// the jump terms where kappa is far from 1.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tau {
     /// The same tau everywhere.

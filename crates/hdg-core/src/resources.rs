@@ -6,7 +6,7 @@
 //! face indices, orientations), the geometry record and the cell's vertex coordinates, tau, the
 //! condensation's outputs (K_e nl^2, b_e nl, Z n nl, u0 n) and the fields (u n, q d n, u* n');
 //! per face: the DBF block row (slots x n_f^2) and a dozen trace vectors of the solver. It is
-//! a lower bound of the peak resident memory (measured peaks: BENCHMARKS.md, `peak RSS`), so
+//! a lower bound of the peak resident memory (measured peaks: BENCHMARKS.md, section 'Memory'), so
 //! a refusal never turns away a problem that would fit. A device backend holds the same
 //! arrays in device memory and checks the same estimate against the device's free memory.
 use crate::error::{CoreError, Result};

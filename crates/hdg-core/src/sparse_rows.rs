@@ -1,9 +1,9 @@
-//! Sparse matrices and CSR-like arrays built row by row on the host, rows in parallel: the vertex level's Galerkin
-//! operator ([`crate::auxiliary::vertex_operator`]) and the multigrid's sparse products
-//! (`hdg-linalg`) both assemble this way.
+//! Sparse matrices and CSR-like arrays built row by row on the host, rows in parallel: the vertex
+//! level's Galerkin operator ([`crate::auxiliary::vertex_operator`]) and the multigrid's sparse
+//! products (`hdg-linalg`) both assemble this way.
 //!
 //! Why not sprs: its product runs its symbolic phase on one thread, and at a million vertex
-//! unknowns the smoothed-aggregation setup spent 1.5 s of its 1.9 s there (2 cores).
+//! unknowns the smoothed-aggregation setup spent most of its time there.
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 

@@ -1,6 +1,7 @@
 //! Element tables: every constant matrix the per-element kernels need, in the working precision.
 //!
-//! On affine simplices each element matrix of the formulation is a constant reference matrix
+//! On affine simplices each element matrix of the formulation (`docs/formulation.md`, section
+//! 'Element matrices') is a constant reference matrix
 //! times a few geometric factors (|det J|, J^{-1}, face measures and normals). The products of
 //! reference matrices that the condensation needs (D^_s D^_t^T, D^_s G^_{f,o}, G^T G) are formed
 //! here once, in f64, so that a kernel only forms linear combinations of them and never

@@ -1,9 +1,10 @@
 //! The global trace system's structure: which faces are unknowns, and the dense block format.
 //!
-//! **Dense block format (DBF, seed 000).** One block row per free (non-Dirichlet) face. A face
-//! couples, through the element trace matrices of the (at most two) cells that contain it, to
-//! itself and to the other faces of those cells: `slots = 1 + 2 (faces_per_cell - 1)` dense
-//! n_f x n_f blocks per row (5 for triangles, 7 for tetrahedra). The slot order is fixed:
+//! **Dense block format (DBF, after the GPU SpMV for HDG matrices of doi:10.2514/6.2011-687).**
+//! One block row per free (non-Dirichlet) face. A face couples, through the element trace
+//! matrices of the (at most two) cells that contain it, to itself and to the other faces of
+//! those cells: `slots = 1 + 2 (faces_per_cell - 1)` dense n_f x n_f blocks per row (5 for
+//! triangles, 7 for tetrahedra). The slot order is fixed:
 //!
 //! - slot 0: the face itself (the sum of both cells' diagonal blocks);
 //! - slots 1..faces_per_cell: the other faces of the first cell, in increasing local face order;

@@ -156,7 +156,7 @@ enum Command {
         #[arg(long, short = 'k', value_parser = clap::value_parser!(u64).range(1..=MAX_ORDER as u64))]
         order: u64,
         /// Relative residual tolerance.
-        #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
+        #[arg(long, default_value_t = default_tolerance(Precision::F64), value_parser = parse_tolerance)]
         tol: f64,
         /// Iteration cap of every solver.
         #[arg(long, default_value_t = DEFAULT_MAX_ITERATIONS)]

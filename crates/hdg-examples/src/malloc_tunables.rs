@@ -6,14 +6,16 @@
 //! freed, so memory that one stage frees comes back fresh to the next. What that costs
 //! depends on the host:
 //!
-//! - **CUDA backend** (16-core H100 host): transparent huge pages for the mapped blocks
-//!   (`glibc.malloc.hugetlb=1`) cut the host setup's page faults (BENCHMARKS.md).
-//! - **CPU backend** (the 2-core machine, a virtual machine with free page reporting, where
-//!   the cost of a fresh page depends on what ran before): blocks come from the heap and are
+//! - **CUDA backend**: transparent huge pages for the mapped blocks (`glibc.malloc.hugetlb=1`)
+//!   cut the host setup's page faults (benchmarks/history/cuda-pipeline.md, section 'The
+//!   multigrid setup's host parts in parallel, and huge pages for CUDA runs').
+//! - **CPU backend** (measured on a virtual machine with free page reporting, where the cost
+//!   of a fresh page depends on what ran before): blocks come from the heap and are
 //!   never returned to the system (`glibc.malloc.mmap_max=0`, `glibc.malloc.trim_threshold`
 //!   at 1 TiB), so a stage reuses the memory an earlier one freed (fewer page faults, less
-//!   system time); huge pages measured slower there (BENCHMARKS.md). The process keeps its
-//!   peak memory until it exits, which suits a program that runs one job.
+//!   system time; BENCHMARKS.md, section 'End to end on the CPU'); huge pages measured slower
+//!   there. The process keeps its peak memory until it exits, which suits a program that runs
+//!   one job.
 //!
 //! glibc reads its tunables once, at process start, so the program runs itself again with
 //! the tunables added. A library embedding cannot do this for its host: it sets

@@ -13,7 +13,7 @@ pub enum Field {
     UStar,
 }
 
-/// What [`write`] drew.
+/// What [`write()`] drew.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Picture {
     /// Width and height in pixels, colour bar included.

@@ -3,10 +3,10 @@
 use hdg::mesh::Diagonal;
 use hdg::{generate, Error, ExactSolution, Manufactured, Problem, Solver, SolverChoice};
 
-/// A polynomial of degree k is reproduced exactly by u_h, q_h and the trace (hdg-formulation:
-/// exactness), so every evaluation of the solution must give the exact values: the check of
-/// the point locator, the reference-to-physical map, the basis evaluation and the face
-/// parametrisation together, against the formula of the polynomial itself.
+/// A polynomial of degree k is reproduced exactly by u_h, q_h and the trace (`docs/formulation.md`,
+/// section 'What a correct solution shows'), so every evaluation of the solution must give the
+/// exact values: the check of the point locator, the reference-to-physical map, the basis
+/// evaluation and the face parametrisation together, against the formula of the polynomial itself.
 #[test]
 fn evaluation_and_trace_reproduce_a_polynomial() {
     for (mesh, k) in [

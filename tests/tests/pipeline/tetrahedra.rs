@@ -1,4 +1,4 @@
-//! The whole pipeline on tetrahedra (issue 5): exactness for polynomials of degree k, observed
+//! The whole pipeline on tetrahedra: exactness for polynomials of degree k, observed
 //! rates k+1 (u, q) and k+2 (u*), and faces met in all six orientations.
 use hdg_core::{Manufactured, Problem};
 use hdg_mesh::{generate, Mesh};

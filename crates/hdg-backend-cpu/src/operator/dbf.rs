@@ -2,12 +2,12 @@
 //! `stages::assemble`).
 //!
 //! Layout (host, row-major throughout): `blocks[((row * slots) + a) * n_f^2 + i * n_f + j]` is
-//! entry (i, j) of block `a` of block row `row`; `columns[row * slots + a]` is the block
-//! column (a free face) or [`NONE`]. One row's blocks are contiguous, so a thread that owns a
-//! range of rows streams its part of the matrix once, and the only indirection is one index
-//! per n_f x n_f block. Padding and Dirichlet slots keep their place (fixed stride, simple
-//! addressing): their block is zero and their column is the row itself, so the SpMV loop has
-//! no branch; the few of them (rows next to the boundary) cost a little bandwidth.
+//! entry (i, j) of block `a` of block row `row`; `columns[row * slots + a]` is the block column (a
+//! free face) or [`NONE`](hdg_core::NONE). One row's blocks are contiguous, so a thread that owns a
+//! range of rows streams its part of the matrix once, and the only indirection is one index per
+//! n_f x n_f block. Padding and Dirichlet slots keep their place (fixed stride, simple addressing):
+//! their block is zero and their column is the row itself, so the SpMV loop has no branch; the few
+//! of them (rows next to the boundary) cost a little bandwidth.
 
 use hdg_core::dbf::{self, stored_column, DbfEntries, DbfShape};
 use hdg_core::{
@@ -178,9 +178,9 @@ impl<T: Real, E: Entry<T>> DbfMatrix<T, E> {
     }
 
     /// The product with `store(y_i, (A x)_i, b_i)` per row (b_i zero without `b`). b reaches
-    /// the kernels in row chunks beside y's: indexing it by row number inside the store cost
-    /// the fused update 60% over the plain product (a bounds check per value that kept the
-    /// row loop from being scheduled as the product's).
+    /// the kernels in row chunks beside y's: indexing it by row number inside the store made
+    /// the fused update much slower than the plain product (a bounds check per value that kept
+    /// the row loop from being scheduled as the product's).
     fn product_with<S: Fn(&mut T, T, T) + Sync + Copy>(
         &self,
         x: &[T],
@@ -260,7 +260,7 @@ fn spmv_fixed<T: Real, E: Entry<T>, S: Fn(&mut T, T, T) + Sync + Copy, const NF:
 /// and every bounds check folds away. Each slot's product goes to its own partial sum, so the
 /// slots' gathers and FMAs overlap instead of waiting on one accumulator. b's rows reach the
 /// store as chunks zipped with y's: indexing b by row number inside the store, or one loop
-/// for both kinds, cost the product 30-60% (the row loop then compiled worse).
+/// for both kinds, made the product markedly slower (the row loop then compiled worse).
 fn spmv_rows<
     T: Real,
     E: Entry<T>,

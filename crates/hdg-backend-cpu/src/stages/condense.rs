@@ -1,7 +1,7 @@
 //! Batched static condensation: one call of [`condense_element`] per element, in parallel.
 //!
-//! Per element (see `hdg-formulation.md`; M_k = det/kappa I is diagonal, so q is eliminated
-//! for free):
+//! Per element (see `docs/formulation.md`, section 'Static condensation'; M_k = det/kappa I is
+//! diagonal, so q is eliminated for free):
 //!
 //! ```text
 //! S    = c det I + sum_f tau_f |f| E^_f + kappa det sum_{s,t} B_st D^_s D^_t^T     (B = J^-1 J^-T)

@@ -4,8 +4,9 @@
 //!
 //! With B = D^T stacked over r (dn x n: `B[(r,i)][j] = D_r[j][i]`), C = G_r stacked over r
 //! (dn x nl: `C[(r,i)][(f,m)] = n_{f,r} |f| G^_{f,o}[i][m]`) and M_k = L L^T (dn x dn, or the
-//! same n x n block d times for a scalar kappa), equation (1) gives Q = M_k^-1 (B U - C Lambda)
-//! and the condensation of `hdg-formulation.md` becomes
+//! same n x n block d times for a scalar kappa), equation (1) (`docs/formulation.md`, section
+//! 'The local problem') gives Q = M_k^-1 (B U - C Lambda) and the condensation of
+//! `docs/formulation.md`, section 'Coefficients at quadrature points', becomes
 //!
 //! ```text
 //! X = L^-1 [B | C]

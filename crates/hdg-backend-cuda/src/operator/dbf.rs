@@ -215,7 +215,7 @@ impl<T: DeviceReal> DeviceDbf<T> {
     }
 
     /// Chooses the SpMV kernel (all compute the same product; the default is the fastest
-    /// measured, see BENCHMARKS.md).
+    /// measured, see BENCHMARKS.md, section 'The DBF SpMV').
     pub fn set_spmv_kernel(&mut self, kernel: SpmvKernel) {
         self.kernel = kernel;
     }

@@ -45,13 +45,15 @@
 //! | q_h | `[(r * n + i) * n_cells + e]` |
 //! | u* | `[j * n_cells + e]` |
 //!
-//! The condensation's outputs are *sector-blocked* (`kernels/condensed_layout.cuh`): the cells
-//! come in blocks of one 32-byte sector's worth, `SB` = 4 in f64 and 8 in f32, and value `v`
-//! (of `planes` per cell) of cell `e` is at `[((e / SB) * planes + v) * SB + e % SB]`, in
-//! arrays of [`layout::condensed_cells`] cells. A warp of consecutive cells still reads and writes
-//! whole sectors, and a thread block writing one element's values (the block designs of the
-//! condensation) touches a quarter of the cache lines that element-fastest planes cost it:
-//! 1.24x for the bordered condensation of tetrahedra at k = 6 in f64 (BENCHMARKS.md).
+//! The condensation's outputs are *sector-blocked* (`kernels/condensed_layout.cuh`): the cells come
+//! in blocks of one 32-byte sector's worth, `SB` = 4 in f64 and 8 in f32, and value `v` (of
+//! `planes` per cell) of cell `e` is at `[((e / SB) * planes + v) * SB + e % SB]`, in arrays of
+//! [`layout::condensed_cells`] cells. A warp of consecutive cells still reads and writes whole
+//! sectors, and a thread block writing one element's values (the block designs of the condensation)
+//! touches a quarter of the cache lines that element-fastest planes cost it: the bordered
+//! condensation of tetrahedra at k = 6 in f64 gains most
+//! (benchmarks/history/cuda-element-kernels.md, section 'Batched condensation ... against PyTorch:
+//! sector-blocked outputs').
 //!
 //! Both designs keep these layouts, so every stage reads what either design of the previous
 //! stage wrote. The reference tables are uploaded as they are in [`hdg_core::ElementTables`]

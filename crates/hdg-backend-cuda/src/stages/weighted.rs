@@ -21,8 +21,9 @@ fn kernel_name<T: DeviceReal>(operation: &str, prep: &DevicePrepared<T>) -> Stri
 
 /// Blocks per multiprocessor of the weighted kernels: their triangular solves run one thread per
 /// column, chains of dependent loads, so they want many resident blocks to hide the latency
-/// (8 x 256 threads fill an H100 multiprocessor; the scratch then takes 132 x 8 x 4 MB at
-/// the largest element, the tensor tetrahedron at k = 8 in f64).
+/// (8 x 256 threads fill a multiprocessor of 2048 resident threads; on a device of 132
+/// multiprocessors the scratch then takes 132 x 8 x 4 MB at the largest element, the tensor
+/// tetrahedron at k = 8 in f64).
 const BLOCKS_PER_SM: usize = 8;
 
 /// Threads per block of the weighted kernels: the widest loops are over matrix entries.

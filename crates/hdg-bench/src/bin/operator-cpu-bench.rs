@@ -1,4 +1,4 @@
-//! The pipeline's constant operators on the CPU (issue 21): the backend's panel loop
+//! The pipeline's constant operators on the CPU: the backend's panel loop
 //! (`hdg_backend_cpu::constant_operator`) against faer's GEMM on the same panels, all threads.
 //!
 //!     cargo run --release -p hdg-examples --bin operator-cpu-bench -- [--n 100000,1000000] [--reps 5]

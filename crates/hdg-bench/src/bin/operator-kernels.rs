@@ -1,5 +1,6 @@
 //! Writes the pipeline's constant operators and their generated CUDA kernels for the device
-//! benchmark (`crates/hdg-backend-cuda/scripts/operator_bench.py`, issue 21).
+//! benchmark (`crates/hdg-backend-cuda/scripts/operator_bench.py`; BENCHMARKS.md, section
+//! 'Constant operators').
 //!
 //!     cargo run --release -p hdg-examples --bin operator-kernels -- --out target/operator-kernels
 //!     cargo run --release -p hdg-examples --bin operator-kernels -- --out DIR --beta 1

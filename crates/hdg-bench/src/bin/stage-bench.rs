@@ -23,7 +23,7 @@ struct Args {
     #[arg(long)]
     no_solve: bool,
     /// Relative residual tolerance of the solve.
-    #[arg(long, default_value_t = 1e-10, value_parser = parse_tolerance)]
+    #[arg(long, default_value_t = hdg::default_tolerance(hdg::Precision::F64), value_parser = parse_tolerance)]
     tol: f64,
     /// Print JSON instead of Markdown tables.
     #[arg(long)]

@@ -9,12 +9,13 @@
 //! | two precisions | [`MixedPrecisionOps`], [`DemoteOperator`] | mixed-precision refinement, the f32 V-cycle in f64 |
 //! | multigrid | [`MultigridOps`], [`MultigridOperator`] | the auxiliary-space multigrid |
 //!
-//! Each stage follows the formulation (`docs/formulation.md`). Every backend-resident object
-//! is an associated type, so a GPU backend keeps geometry, condensed element data, the trace
-//! operator and the Krylov vectors on the device between stages; host round trips happen only
-//! where a method says `to_host`. Host-side setup (reference tables, the trace topology,
-//! Dirichlet data) is built once in [`crate::Discretization`] and handed to every backend. The
-//! solvers' own traits ([`crate::solver`]) are implemented by `hdg-linalg`, not by backends.
+//! Each stage follows the formulation (`docs/formulation.md`, section 'The stages of a solve').
+//! Every backend-resident object is an associated type, so a GPU backend keeps geometry,
+//! condensed element data, the trace operator and the Krylov vectors on the device between
+//! stages; host round trips happen only where a method says `to_host`. Host-side setup
+//! (reference tables, the trace topology, Dirichlet data) is built once in
+//! [`crate::Discretization`] and handed to every backend. The solvers' own traits
+//! ([`crate::solver`]) are implemented by `hdg-linalg`, not by backends.
 mod multigrid;
 mod operator;
 mod stages;
@@ -30,7 +31,7 @@ pub use vector::{
 use crate::real::Real;
 
 /// A backend: all stages, and the vector operations the solvers of `hdg-linalg` use.
-pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> + FusedOps<T> + BlockOps<T> {
+pub trait Backend<T: Real>: Assembler<T> + Postprocessor<T> + FusedOps<T> {
     /// Short name ("cpu", "cuda").
     fn name(&self) -> &'static str;
     /// One line about the hardware it runs on (the default: the name).

@@ -56,8 +56,8 @@ pub trait Assembler<T: Real>: LocalSolver<T> {
     ) -> Result<(Self::Operator, Self::Vector)>;
     /// Frees what of `condensed` only the assembly reads (the element trace matrices), once
     /// `operator` is built and needs it no longer: the solve's setup then reuses that memory
-    /// (on the CPU a quarter of a run's peak memory at order 3). Recovery must still work
-    /// afterwards. The default keeps everything.
+    /// (on the CPU a large share of a run's peak memory; BENCHMARKS.md, section 'Memory').
+    /// Recovery must still work afterwards. The default keeps everything.
     fn release_assembly_inputs(&self, condensed: &mut Self::Condensed, operator: &Self::Operator) {
         let _ = (condensed, operator);
     }

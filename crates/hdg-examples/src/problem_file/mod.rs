@@ -228,7 +228,7 @@ pub struct Outputs {
     pub json: Option<PathBuf>,
     /// The solution as a VTK unstructured grid ([`hdg::vtu`]), with the mesh file's regions.
     pub vtu: Option<PathBuf>,
-    /// A picture of u* (2D only: [`crate::plot::solution_png`]).
+    /// A picture of u* (2D only: [`hdg::png::write`]).
     pub png: Option<PathBuf>,
 }
 

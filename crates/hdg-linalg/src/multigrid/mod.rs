@@ -1,19 +1,19 @@
 //! The multigrid preconditioner of the trace system: an auxiliary-space V-cycle whose
 //! iteration counts do not grow as the mesh is refined.
 //!
-//! **Levels.** Level 0 is the trace system itself (any [`MultigridOperator`]: a trace operator with stored blocks).
-//! Level 1 is the continuous P1 space on the vertices of the same mesh, reached through the
-//! face-by-face transfer E of [`hdg_core::auxiliary`] (around a vertex, cells whose kappa
-//! differ by more than [`MultigridSettings::split_ratio`] get separate unknowns); its operator
-//! is the Galerkin product A_1 = E^T A E ([`MultigridOperator::vertex_operator`]), so per-cell coefficients, tau
-//! and unstructured meshes need nothing special. Levels 2, 3, ... coarsen A_1 algebraically by
-//! smoothed aggregation ([`aggregation`]); the last level (at most
-//! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as
-//! one more sparse product. The setup's graph work (strength, aggregates) runs on the host, in
-//! parallel where it is large; the products of each coarsening (P, P^T, P^T A P) run on the
-//! backend where it has them ([`MultigridOps::coarsen`]: the CUDA backend's kernels, the same
-//! numbers to the bit), else on the host ([`aggregation::galerkin_products`]), and every matrix
-//! reaches the backend once.
+//! **Levels.** Level 0 is the trace system itself (any [`MultigridOperator`]: a trace operator with
+//! stored blocks). Level 1 is the continuous P1 space on the vertices of the same mesh, reached
+//! through the face-by-face transfer E of [`hdg_core::auxiliary`] (around a vertex, cells whose
+//! kappa differ by more than [`MultigridSettings::split_ratio`] get separate unknowns); its
+//! operator is the Galerkin product A_1 = E^T A E ([`MultigridOperator::vertex_operator`]), so
+//! per-cell coefficients, tau and unstructured meshes need nothing special. Levels 2, 3, ...
+//! coarsen A_1 algebraically by smoothed aggregation ([`aggregation`]); the last level (at most
+//! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as one
+//! more sparse product. The setup's graph work (strength, aggregates) runs on the host, in parallel
+//! where it is large; the products of each coarsening (P, P^T, P^T A P) run on the backend where it
+//! has them ([`MultigridOps::coarsen`]: the CUDA backend's kernels, the same numbers to the bit),
+//! else on the host ([`aggregation::galerkin_products`]), and every matrix reaches the backend
+//! once.
 //!
 //! **Cycle.** A symmetric V-cycle: on every level l above the last,
 //!
@@ -45,23 +45,25 @@
 //! whole cycle runs in f32 on a rounded copy of the trace matrix (`SinglePrecision`, chosen by
 //! [`MultigridSettings::single_precision`]).
 //!
-//! **Why this design** (measurements in BENCHMARKS.md): the trace space's smooth error is the
-//! trace of a smooth function, which the P1 space represents (Kronbichler & Wall, SISC 40,
-//! 2018; Cockburn, Dubois, Gopalakrishnan & Tan, IMA JNA 2014: an auxiliary P1 space gives
-//! condition numbers independent of h for HDG). Algebraic multigrid straight on the trace
-//! matrix is not h-robust (pyamg: 45 / 71 / 113 iterations at square:64 / 128 / 256, k = 3),
-//! because its aggregates ignore the face blocks' polynomial modes; the P1 matrix is the kind
-//! of matrix smoothed aggregation handles well. With the P1 space solved exactly the two-level
-//! method takes 11 to 12 iterations on square:16..64 (k = 3); the V-cycle below it adds one
-//! to three. Chebyshev degree 3 on [lambda_max / 30, lambda_max] was chosen over degree 1 and
-//! 2 (2D k = 3, 0.3-perturbed, square:128: 30 / 21 / 17 iterations; the solve times within
-//! the machine's noise of each other): fewer iterations, fewer global reductions, and counts
-//! that stay within 20% of each other from square:16 to square:128.
+//! **Why this design** (measurements in BENCHMARKS.md, section 'The multigrid preconditioner'):
+//! the trace space's smooth error is the trace of a smooth function, which the P1 space
+//! represents (Kronbichler & Wall, SISC 40, 2018; Cockburn, Dubois, Gopalakrishnan & Tan, IMA
+//! JNA 2014: an auxiliary P1 space gives condition numbers independent of h for HDG).
+//! Algebraic multigrid straight on the trace matrix is not h-robust (pyamg's iteration counts
+//! grow with every refinement), because its aggregates ignore the face blocks' polynomial
+//! modes; the P1 matrix is the kind of matrix smoothed aggregation handles well. With the P1
+//! space solved exactly the two-level method's iteration counts stay flat under refinement;
+//! the V-cycle below it adds a few. Chebyshev degree 3 on [lambda_max / 30, lambda_max] was
+//! chosen over degree 1 and 2 (solve times level with each other): fewer iterations, fewer
+//! global reductions, and counts that stay within 20% of each other from square:16 to
+//! square:128.
 //!
-//! **Limits** (measured): a kappa checkerboard of jump 1e4 stays within 2x the constant-kappa
-//! iterations with 2 x 2 and 4 x 4 checkers (13 -> 21 at square:64), not with 8 x 8 (13 -> 39
-//! at square:64): the vertex space with split unknowns is right (its exact solve takes 13),
-//! but smoothed aggregation below it loses the 32 high-kappa islands on its coarse levels.
+//! **Limits** (measured: benchmarks/history/multigrid.md, section 'The multigrid preconditioner
+//! `pcg-mg`', subsection 'Iteration counts do not grow with the mesh'): a kappa checkerboard of
+//! jump 1e4 stays within 2x the constant-kappa iterations with 2 x 2 and 4 x 4 checkers, not
+//! with 8 x 8: the vertex space with split unknowns is right (its exact solve takes as many
+//! iterations as constant kappa), but smoothed aggregation below it loses the 32 high-kappa
+//! islands on its coarse levels.
 pub mod aggregation;
 mod level;
 mod sparse;
