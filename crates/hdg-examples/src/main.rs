@@ -200,11 +200,7 @@ fn backend_parser() -> impl TypedValueParser<Value = Backend> {
 
 fn parse_tolerance(s: &str) -> Result<f64, String> {
     let t: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
-    if t.is_finite() && t > 0.0 && t < 1.0 {
-        Ok(t)
-    } else {
-        Err(format!("tolerance must be in (0, 1), got {s}"))
-    }
+    hdg::check_tolerance(t).map(|()| t).map_err(|e| e.to_string())
 }
 
 /// Stage log on standard error: a line per stage once a run has taken more than a second

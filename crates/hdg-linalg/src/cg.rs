@@ -73,8 +73,11 @@ fn check_lengths<T: Real, B: VectorOps<T>>(
     Ok(())
 }
 
-/// Validates a tolerance.
-pub(crate) fn check_tolerance(tolerance: f64) -> Result<()> {
+/// Checks a relative residual tolerance: a number in (0, 1).
+///
+/// # Errors
+/// [`CoreError::InvalidParameter`] naming the value.
+pub fn check_tolerance(tolerance: f64) -> Result<()> {
     if !(tolerance.is_finite() && tolerance > 0.0 && tolerance < 1.0) {
         return Err(CoreError::InvalidParameter {
             name: "tolerance",

@@ -5,8 +5,8 @@ mod cg;
 pub mod precond;
 
 pub use cg::{
-    run_cg, solve_cg, CgSettings, CgStep, ConjugateGradient, Flow, PreconditionedCg,
-    Preconditioning,
+    check_tolerance, run_cg, solve_cg, CgSettings, CgStep, ConjugateGradient, Flow,
+    PreconditionedCg, Preconditioning,
 };
 pub use precond::{BlockJacobi, Identity, Jacobi, ProjectOut, SinglePrecision};
 mod direct;

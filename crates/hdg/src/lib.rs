@@ -103,7 +103,9 @@ pub use hdg_core::{
     HostCsr, Manufactured, PipelineReport, PointValue, Precision, Problem, ProblemBuilder,
     Progress, Silent, Solution, Stage, Tau, TraceOperatorKind,
 };
-pub use hdg_linalg::{default_tolerance, SolverChoice, SolverSettings, DEFAULT_MAX_ITERATIONS};
+pub use hdg_linalg::{
+    check_tolerance, default_tolerance, SolverChoice, SolverSettings, DEFAULT_MAX_ITERATIONS,
+};
 pub use hdg_mesh::{generate, gmsh, CellType, Mesh};
 pub use solver::{
     host_peak_rss_bytes, host_threads, DeviceMemory, Run, Solver, MEMORY_SAMPLE_INTERVAL,

@@ -212,10 +212,10 @@ impl ProblemFile {
             None => defaults.choice,
         };
         let tolerance = match &s.tolerance {
-            Some(t) if !(*t.get_ref() > 0.0 && *t.get_ref() < 1.0) => {
-                return Err(at(t.span(), format!("tolerance {} is not in (0, 1)", t.get_ref())))
+            Some(t) => {
+                hdg::check_tolerance(*t.get_ref()).map_err(|e| at(t.span(), e.to_string()))?;
+                *t.get_ref()
             }
-            Some(t) => *t.get_ref(),
             None => defaults.tolerance_in(precision),
         };
         let max_iterations = match &s.max_iterations {
