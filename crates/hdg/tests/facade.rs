@@ -199,3 +199,65 @@ fn the_cuda_backend_gives_the_cpu_solution() {
         assert!((a.u - b.u).abs() < 1e-9 && (a.u_star - b.u_star).abs() < 1e-9);
     }
 }
+
+/// `Solver::run` is the whole run as a program reports it: it keeps what it is asked to (the
+/// trace matrix, square and symmetric, of the report's size; no solution when told not to),
+/// reports a capped solve instead of failing, and refuses what the chosen backend cannot do.
+#[test]
+fn a_run_keeps_what_it_is_asked_to_and_reports_a_capped_solve() {
+    use hdg::{Precision, Silent, TraceOperatorKind};
+    let mesh = generate::unit_square(4, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let solver = Solver::new(mesh, problem).order(2);
+    let run = solver.clone().keep_operator(true).keep_solution(false).run(&mut Silent).unwrap();
+    assert!(run.solution.is_none() && run.device_memory.is_none());
+    assert!(run.report.solve.converged);
+    // 4 x 4 squares: 56 edges, 16 of them on the (Dirichlet) boundary, 3 unknowns per edge.
+    let a = run.trace_matrix.as_ref().expect("the trace matrix was asked for");
+    assert_eq!((a.n, a.n_cols, run.report.trace_dofs), (120, 120, 120));
+    let entry = |i: usize, j: usize| {
+        (a.indptr[i]..a.indptr[i + 1]).find(|&p| a.indices[p] == j).map_or(0.0, |p| a.values[p])
+    };
+    for i in 0..a.n {
+        for p in a.indptr[i]..a.indptr[i + 1] {
+            let j = a.indices[p];
+            assert!((a.values[p] - entry(j, i)).abs() <= 1e-12 * a.values[p].abs().max(1.0));
+        }
+    }
+    let json = hdg::json::run(&run);
+    assert_eq!(json["operator"], "dbf");
+    assert_eq!(json["trace_dofs"], 120);
+
+    let capped = solver.clone().solver(SolverChoice::Cg).max_iterations(2).run(&mut Silent);
+    let capped = capped.expect("a capped solve is reported, not an error");
+    assert!(!capped.report.solve.converged && capped.report.solve.iterations == 2);
+    assert!(capped.solution.is_some(), "the solution is kept by default");
+
+    let refused = solver.clone().operator(TraceOperatorKind::MatrixFree).run(&mut Silent);
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("CUDA backend only"), "{message}");
+    let refused = solver.precision(Precision::F32).solver(SolverChoice::Mixed).run(&mut Silent);
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("refines an f64 solution"), "{message}");
+}
+
+/// `Solver::compare_solvers` runs each solver on one assembled system: every row converges to
+/// the solver's tolerance and recovers the same discretisation error.
+#[test]
+fn solvers_compared_on_one_system_agree() {
+    let mesh = generate::unit_square(6, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let choices = [SolverChoice::Direct, SolverChoice::PcgMg, SolverChoice::Cg];
+    let mut seen = Vec::new();
+    let comparison = Solver::new(mesh, problem)
+        .order(2)
+        .compare_solvers(&choices, &mut hdg::Silent, &mut |row| seen.push(row.solver.clone()))
+        .unwrap();
+    assert_eq!(seen, ["direct", "pcg-mg", "cg"]);
+    assert_eq!(comparison.rows.len(), 3);
+    let reference = comparison.rows[0].error_u;
+    for row in &comparison.rows {
+        assert!(row.converged && row.relative_residual <= 1e-10, "{row:?}");
+        assert!((row.error_u - reference).abs() <= 1e-8 * reference, "{row:?}");
+    }
+}
