@@ -91,8 +91,7 @@ pub fn constant_left_free(
             name: "boundary conditions",
             reason: "no Dirichlet or Robin face and c = 0: the solution is fixed only up to a \
                      constant (pure Neumann); give one boundary part Dirichlet or Robin data, \
-                     or c > 0, or ask for mean(u) = 0 (Problem::mean_zero, hdg solve \
-                     --mean-zero)"
+                     or c > 0, or ask for mean(u) = 0 (Problem::mean_zero)"
                 .into(),
         })
     }

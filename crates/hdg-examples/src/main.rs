@@ -447,7 +447,12 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         Err(e) => {
-            eprintln!("hdg: error: {e}");
+            // The library names its own options; say where the program takes them.
+            let option = match cli.command {
+                Command::Run { .. } => "`mean_zero = true` in [equation]",
+                _ => "--mean-zero",
+            };
+            eprintln!("hdg: error: {}", e.to_string().replace("Problem::mean_zero", option));
             // A distinct status for scripts that look for the largest problem that fits.
             if matches!(e, CoreError::OutOfDeviceMemory { .. }) {
                 ExitCode::from(4)

@@ -103,6 +103,19 @@ fn bad_arguments_are_rejected_with_one_line() {
     );
 }
 
+/// A pure-Neumann problem without c is refused, naming the program's own option for mean(u) = 0.
+#[test]
+fn pure_neumann_is_refused_naming_the_option() {
+    let mesh = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/meshes/plate-with-hole-0.msh");
+    let args = ["solve", "--mesh", mesh, "--order", "1", "--neumann", "outer,hole"];
+    let (code, _, err) = hdg(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pure Neumann") && err.contains("--mean-zero"), "{err}");
+    assert!(!err.contains("Problem::"), "{err}");
+    let (code, _, err) = hdg(&[&args[..], &["--mean-zero"]].concat());
+    assert_eq!(code, 0, "{err}");
+}
+
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_backend_without_cuda_says_so() {

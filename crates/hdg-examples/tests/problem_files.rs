@@ -282,6 +282,20 @@ fn a_region_without_a_value_is_refused_with_its_line() {
     assert_refused("region-generated", &text, 6, &["needs a mesh file with regions"]);
 }
 
+/// Neumann data on every side and c = 0: refused, naming the file's key for mean(u) = 0.
+#[test]
+fn pure_neumann_is_refused_naming_the_key() {
+    let sides = "[boundary]\nleft = { neumann = 0 }\nright = { neumann = 0 }\n\
+                 top = { neumann = 0 }\nbottom = { neumann = 0 }\n";
+    let path = scratch("refusals").join("pure-neumann.toml");
+    std::fs::write(&path, format!("{HEAD}{sides}")).unwrap();
+    let (code, out, err) = hdg(&["run", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("pure Neumann") && err.contains("`mean_zero = true`"), "{err}");
+    let report = run_text("mean-zero", &format!("{HEAD}[equation]\nmean_zero = true\n{sides}"));
+    assert!(report["iterations"].as_u64().is_some(), "{report}");
+}
+
 #[test]
 fn a_missing_mesh_file_is_refused_with_its_line() {
     let text = "# a comment\n[mesh]\nfile = \"nowhere.msh\"\n[discretization]\norder = 1\n";
