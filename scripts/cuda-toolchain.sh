@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the `cuda` feature needs to BUILD (not to run) on a machine without CUDA:
-# nvcc 13.0 from the Python package registry into .cuda/venv, and a link-only stub of
-# libcuda.so in .cuda/stub (cust links -lcuda; the real driver library is loaded at run time
-# on a GPU machine). Idempotent and fast when already done. Prints the environment to export.
+# nvcc 13.0 from the Python package registry into .cuda/venv, and an empty libcuda in
+# .cuda/stub for cust's `-lcuda` (the driver loader, crates/hdg-backend-cuda/driver/, defines
+# every driver entry point and opens the real libcuda.so.1 at run time; an empty library here
+# makes the link fail if an entry point is missing from its list). Idempotent and fast when
+# already done. Prints the environment to export.
 #
-#   eval "$(scripts/cuda-toolchain.sh)"   # then: cargo build --features cuda ...
+#   eval "$(scripts/cuda-toolchain.sh)"               # then: cargo build --features cuda ...
+#   eval "$(scripts/cuda-toolchain.sh --link-only)"   # no nvcc: with HDG_CUDA_KERNELS=none
 #
 # With a real CUDA install (/usr/local/cuda) none of this is needed.
 set -euo pipefail
@@ -13,8 +16,23 @@ dir="$root/.cuda"
 venv="$dir/venv"
 stub="$dir/stub"
 
-if [ -x /usr/local/cuda/bin/nvcc ] && [ -e /usr/local/cuda/lib64/stubs/libcuda.so ] || [ -e /usr/local/cuda/lib64/libcuda.so ]; then
+link_only=false
+[ "${1:-}" = "--link-only" ] && link_only=true
+
+if ! $link_only && { [ -x /usr/local/cuda/bin/nvcc ] && [ -e /usr/local/cuda/lib64/stubs/libcuda.so ] || [ -e /usr/local/cuda/lib64/libcuda.so ]; }; then
   echo "export HDG_NVCC=/usr/local/cuda/bin/nvcc"
+  exit 0
+fi
+
+# cust_raw's build script (find_cuda_helper) links from "$CUDA_LIBRARY_PATH/lib64".
+if [ ! -e "$stub/lib64/libcuda.a" ] || [ -e "$stub/lib64/libcuda.so" ]; then
+  rm -rf "$stub"
+  mkdir -p "$stub/lib64"
+  ar rcs "$stub/lib64/libcuda.a"
+fi
+echo "export CUDA_LIBRARY_PATH=$stub"
+if $link_only; then
+  echo "export HDG_CUDA_KERNELS=none"
   exit 0
 fi
 
@@ -30,20 +48,5 @@ if [ -z "$nvcc" ]; then
 fi
 cu13="$(dirname "$(dirname "$nvcc")")"
 
-# cust_raw's build script (find_cuda_helper) links from "$CUDA_LIBRARY_PATH/lib64", so the stub
-# lives in .cuda/stub/lib64 and CUDA_LIBRARY_PATH names .cuda/stub.
-if [ ! -e "$stub/lib64/libcuda.so" ]; then
-  mkdir -p "$stub/lib64"
-  # Every cu* entry point that cust_raw binds, as a dummy: enough to link, never to run.
-  src="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cust_raw-*/src 2>/dev/null | head -n1 || true)"
-  if [ -z "$src" ]; then
-    (cd "$root" && cargo fetch >&2)
-    src="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cust_raw-*/src | head -n1)"
-  fi
-  grep -ho 'pub fn cu[A-Za-z0-9_]*' "$src"/*.rs | sort -u | sed 's/pub fn \(.*\)/int \1(void) { return 999; }/' > "$stub/stub.c"
-  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/lib64/libcuda.so" "$stub/stub.c" >&2
-fi
-
 echo "export HDG_NVCC=$nvcc"
-echo "export CUDA_LIBRARY_PATH=$stub"
 echo "export CUDA_PATH=$cu13"

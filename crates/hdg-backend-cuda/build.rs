@@ -41,20 +41,33 @@ const TARGETS: [(&str, &str, &str); 2] =
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(hdg_driver_loader)");
     println!("cargo:rerun-if-env-changed=CARGO_FEATURE_CUDA");
     if env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
     println!("cargo:rerun-if-env-changed=HDG_NVCC");
+    println!("cargo:rerun-if-env-changed=HDG_CUDA_KERNELS");
     println!("cargo:rerun-if-changed=kernels");
-    let nvcc = find_nvcc().unwrap_or_else(|| {
-        panic!(
-            "the `cuda` feature needs nvcc to compile kernels/*.cu, and none was found \
-             (tried $HDG_NVCC, `nvcc` on PATH, /usr/local/cuda/bin/nvcc). On a machine without \
-             CUDA run `eval \"$(scripts/cuda-toolchain.sh)\"` in the workspace root first."
-        )
-    });
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    #[cfg(feature = "cuda")]
+    build_driver_loader(&out_dir);
+    // HDG_CUDA_KERNELS=none: empty kernel images and no nvcc. Such a build links and starts as
+    // any other (what CI checks on a machine without CUDA); its CUDA backend refuses to start.
+    let without_kernels = env::var_os("HDG_CUDA_KERNELS").is_some_and(|v| v == "none");
+    let nvcc = if without_kernels {
+        PathBuf::new()
+    } else {
+        find_nvcc().unwrap_or_else(|| {
+            panic!(
+                "the `cuda` feature needs nvcc to compile kernels/*.cu, and none was found \
+                 (tried $HDG_NVCC, `nvcc` on PATH, /usr/local/cuda/bin/nvcc). On a machine \
+                 without CUDA run `eval \"$(scripts/cuda-toolchain.sh)\"` in the workspace \
+                 root first, or build with HDG_CUDA_KERNELS=none (no kernels: the CUDA \
+                 backend then refuses to start)."
+            )
+        })
+    };
     let kernel_dir =
         Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("kernels");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&kernel_dir)
@@ -132,6 +145,15 @@ fn main() {
         })
         .collect();
     headers.extend(generated.into_iter().map(|(name, text)| (name.to_owned(), text.into_bytes())));
+    if without_kernels {
+        for (_, _, _, output_path) in &jobs {
+            std::fs::write(output_path, b"")
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", output_path.display()));
+            // No fingerprint: a later build with nvcc must not take the empty image as fresh.
+            let _ = std::fs::remove_file(output_path.with_extension("fingerprint"));
+        }
+        return;
+    }
     let nvcc_version =
         Command::new(&nvcc).arg("--version").output().map(|o| o.stdout).unwrap_or_default();
     std::thread::scope(|scope| {
@@ -373,6 +395,37 @@ fn included_headers<'a>(
 }
 
 /// nvcc from HDG_NVCC, PATH, or the default CUDA install.
+/// The driver loader (`driver/loader.c`): the CUDA driver's entry points, resolved from
+/// libcuda.so.1 when CUDA is first initialised, so that no binary needs the driver to start.
+/// The entry points are those of `driver/symbols.txt`; the trampolines are x86-64 only, so
+/// elsewhere binaries link libcuda as cust asks and need the driver to start.
+#[cfg(feature = "cuda")]
+fn build_driver_loader(out_dir: &Path) {
+    println!("cargo:rerun-if-changed=driver");
+    if env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64")
+        || env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
+    {
+        return;
+    }
+    let list = std::fs::read_to_string("driver/symbols.txt")
+        .unwrap_or_else(|e| panic!("cannot read driver/symbols.txt: {e}"));
+    let header: String = list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|name| format!("SYMBOL({name})\n"))
+        .collect();
+    std::fs::write(out_dir.join("driver_symbols.h"), header)
+        .unwrap_or_else(|e| panic!("cannot write driver_symbols.h: {e}"));
+    cc::Build::new()
+        .file("driver/loader.c")
+        .include(out_dir)
+        .flag_if_supported("-fvisibility=hidden")
+        .warnings(true)
+        .compile("hdg_cuda_driver_loader");
+    println!("cargo:rustc-cfg=hdg_driver_loader");
+}
+
 fn find_nvcc() -> Option<PathBuf> {
     if let Some(p) = env::var_os("HDG_NVCC") {
         let p = PathBuf::from(p);

@@ -52,6 +52,13 @@ pub(crate) use kernel_image;
 impl KernelImage {
     /// The module for a device of compute capability `major.minor`, and which image it is.
     pub(crate) fn load(&self, major: i32, minor: i32) -> Result<(Module, &'static str)> {
+        if self.sm90.is_empty() || self.portable.is_empty() {
+            return Err(CoreError::BackendUnavailable(
+                "CUDA: this program was built without its kernels (HDG_CUDA_KERNELS=none); \
+                 rebuild it with nvcc to run on the GPU"
+                    .into(),
+            ));
+        }
         if (major, minor) == (9, 0) {
             let module = Module::from_cubin(self.sm90, &[]).map_err(|e| {
                 cuda_error(format!("cannot load the sm_90 SASS of {}", self.file), e)
@@ -451,8 +458,15 @@ impl CudaBackend {
         let unavailable = |what: &str, e: CudaError| {
             CoreError::BackendUnavailable(format!("CUDA {what}: {}", error_text(e)))
         };
-        cust::init(cust::CudaFlags::empty())
-            .map_err(|e| unavailable("initialisation failed", e))?;
+        cust::init(cust::CudaFlags::empty()).map_err(
+            |e| match crate::driver::driver_library_error() {
+                Some(why) => CoreError::BackendUnavailable(format!(
+                    "CUDA: the NVIDIA driver library could not be loaded ({why}); is the \
+                     NVIDIA driver installed? The CPU backend runs without it"
+                )),
+                None => unavailable("initialisation failed", e),
+            },
+        )?;
         let count = Device::num_devices().map_err(|e| unavailable("device query failed", e))?;
         if count == 0 {
             return Err(CoreError::BackendUnavailable("no CUDA device found".into()));

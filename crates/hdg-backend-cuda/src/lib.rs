@@ -52,6 +52,8 @@ mod cublas;
 pub mod design;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod driver;
 mod element_instances;
 #[cfg(feature = "cuda")]
 mod element_kernels;
