@@ -216,6 +216,7 @@ pub fn boundary_terms<T: Real>(
     }
     let integrator = FaceIntegrator::new(mesh, element);
     let reference_measure = integrator.reference_measure();
+    let capture = crate::user_code::Capture::current();
     let per_face: Vec<(T, Vec<T>)> = faces
         .par_iter()
         .map(|&f| {
@@ -226,7 +227,8 @@ pub fn boundary_terms<T: Real>(
                 BoundaryCondition::Robin { alpha, data } => (*alpha, data),
                 BoundaryCondition::Dirichlet => unreachable!("Dirichlet faces are not free"),
             };
-            let load = integrator.integrate(mesh, f, |x| data(x, &normal[..x.len()]));
+            let load =
+                capture.within(|| integrator.integrate(mesh, f, |x| data(x, &normal[..x.len()])));
             (
                 T::from_f64_lossy(alpha * scale),
                 load.into_iter().map(|v| T::from_f64_lossy(v * scale)).collect(),

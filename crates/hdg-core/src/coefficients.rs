@@ -110,62 +110,69 @@ pub fn evaluate<T: Real>(
     let points = rule.n_points();
     let components = if matches!(kappa, Coefficient::Tensor(_)) { d * d } else { 1 };
     let measure: f64 = rule.weights.iter().sum();
+    let capture = crate::user_code::Capture::current();
     let per_cell: Vec<std::result::Result<CellValues<T>, BadPoint>> = (0..n_cells)
         .into_par_iter()
         .map(|cell| {
-            let vertices: Vec<f64> =
-                mesh.cell_vertices(cell).iter().flat_map(|&v| mesh.vertex(v).to_vec()).collect();
-            let mut inverse_kappa = Vec::with_capacity(points * components);
-            let mut reactions = Vec::with_capacity(points);
-            let (mut kappa_mean, mut reaction_mean) = (0.0, 0.0);
-            let mut x = [0.0; 3];
-            let mut tensor = [0.0; 9];
-            for q in 0..points {
-                map_point(d, &vertices, rule.point(q), &mut x[..d]);
-                let x = &x[..d];
-                let at = |field, value: String, rule: &str| BadPoint {
-                    cell,
-                    field,
-                    reason: format!("{field}{x:?} = {value} is not {rule}"),
-                };
-                let w = rule.weights[q] / measure;
-                match kappa {
-                    Coefficient::Tensor(k) => {
-                        k(x, &mut tensor[..d * d]);
-                        let inverse = spd_inverse(d, &tensor[..d * d]).ok_or_else(|| {
-                            at(
-                                "kappa",
-                                format!("{:?}", &tensor[..d * d]),
-                                "symmetric positive definite",
-                            )
-                        })?;
-                        inverse_kappa
-                            .extend(inverse[..d * d].iter().map(|&v| T::from_f64_lossy(v)));
-                        kappa_mean += w * (0..d).map(|r| tensor[r * d + r]).sum::<f64>() / d as f64;
-                    }
-                    _ => {
-                        let k = match kappa {
-                            Coefficient::Field(k) => k(x),
-                            other => other.cell_value(cell).unwrap_or(f64::NAN),
-                        };
-                        if !(k.is_finite() && k > 0.0) {
-                            return Err(at("kappa", k.to_string(), "finite and > 0"));
+            capture.within(|| {
+                let vertices: Vec<f64> = mesh
+                    .cell_vertices(cell)
+                    .iter()
+                    .flat_map(|&v| mesh.vertex(v).to_vec())
+                    .collect();
+                let mut inverse_kappa = Vec::with_capacity(points * components);
+                let mut reactions = Vec::with_capacity(points);
+                let (mut kappa_mean, mut reaction_mean) = (0.0, 0.0);
+                let mut x = [0.0; 3];
+                let mut tensor = [0.0; 9];
+                for q in 0..points {
+                    map_point(d, &vertices, rule.point(q), &mut x[..d]);
+                    let x = &x[..d];
+                    let at = |field, value: String, rule: &str| BadPoint {
+                        cell,
+                        field,
+                        reason: format!("{field}{x:?} = {value} ({field} must be {rule})"),
+                    };
+                    let w = rule.weights[q] / measure;
+                    match kappa {
+                        Coefficient::Tensor(k) => {
+                            k(x, &mut tensor[..d * d]);
+                            let inverse = spd_inverse(d, &tensor[..d * d]).ok_or_else(|| {
+                                at(
+                                    "kappa",
+                                    format!("{:?}", &tensor[..d * d]),
+                                    "symmetric positive definite",
+                                )
+                            })?;
+                            inverse_kappa
+                                .extend(inverse[..d * d].iter().map(|&v| T::from_f64_lossy(v)));
+                            kappa_mean +=
+                                w * (0..d).map(|r| tensor[r * d + r]).sum::<f64>() / d as f64;
                         }
-                        inverse_kappa.push(T::from_f64_lossy(1.0 / k));
-                        kappa_mean += w * k;
+                        _ => {
+                            let k = match kappa {
+                                Coefficient::Field(k) => k(x),
+                                other => other.cell_value(cell).unwrap_or(f64::NAN),
+                            };
+                            if !(k.is_finite() && k > 0.0) {
+                                return Err(at("kappa", k.to_string(), "finite and > 0"));
+                            }
+                            inverse_kappa.push(T::from_f64_lossy(1.0 / k));
+                            kappa_mean += w * k;
+                        }
                     }
+                    let c = match reaction {
+                        Coefficient::Field(c) => c(x),
+                        other => other.cell_value(cell).unwrap_or(f64::NAN),
+                    };
+                    if !(c.is_finite() && c >= 0.0) {
+                        return Err(at("c", c.to_string(), "finite and >= 0"));
+                    }
+                    reactions.push(T::from_f64_lossy(c));
+                    reaction_mean += w * c;
                 }
-                let c = match reaction {
-                    Coefficient::Field(c) => c(x),
-                    other => other.cell_value(cell).unwrap_or(f64::NAN),
-                };
-                if !(c.is_finite() && c >= 0.0) {
-                    return Err(at("c", c.to_string(), "finite and >= 0"));
-                }
-                reactions.push(T::from_f64_lossy(c));
-                reaction_mean += w * c;
-            }
-            Ok((inverse_kappa, reactions, kappa_mean, reaction_mean))
+                Ok((inverse_kappa, reactions, kappa_mean, reaction_mean))
+            })
         })
         .collect();
     let bad: Vec<&BadPoint> = per_cell.iter().filter_map(|r| r.as_ref().err()).collect();

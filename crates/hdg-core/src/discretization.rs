@@ -59,7 +59,7 @@ impl<'a, T: Real> Discretization<'a, T> {
         if !(MIN_ORDER..=MAX_ORDER).contains(&order) {
             return Err(CoreError::InvalidOrder { order, min: MIN_ORDER, max: MAX_ORDER });
         }
-        problem.validate(mesh.n_cells())?;
+        problem.validate_on(mesh)?;
         let element = reference_element(mesh.cell_type(), order)?;
         let post_element = reference_element(mesh.cell_type(), order + 1)?;
         let load_degree = match problem.source.degree() {
@@ -178,10 +178,11 @@ fn project_dirichlet<T: Real>(
     let n_f = element.n_face();
     let integrator = crate::boundary::FaceIntegrator::new(mesh, element);
     let mut values = vec![T::zero(); mesh.n_faces() * n_f];
+    let capture = crate::user_code::Capture::current();
     values.par_chunks_mut(n_f).enumerate().filter(|(f, _)| topology.is_dirichlet(*f)).for_each(
         |(f, face_values)| {
             let g = problem.dirichlet_on(mesh.boundary_tag(f));
-            let acc = integrator.integrate(mesh, f, |x| g(x));
+            let acc = capture.within(|| integrator.integrate(mesh, f, |x| g(x)));
             for m in 0..n_f {
                 face_values[m] = T::from_f64_lossy(acc[m]);
             }

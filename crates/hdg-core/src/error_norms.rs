@@ -52,23 +52,26 @@ pub fn cell_errors<T: Real>(
     let vsz = cell_vertices.len() / n_cells.max(1);
     let basis = PointMajorBasis::new(t);
     let mut squares = vec![[0.0; 3]; n_cells];
+    let capture = crate::user_code::Capture::current();
     squares.par_chunks_mut(CELLS_PER_SUM).enumerate().for_each(|(chunk, out)| {
         let mut scratch = ElementScratch::new(t);
-        for (i, slot) in out.iter_mut().enumerate() {
-            let e = chunk * CELLS_PER_SUM + i;
-            *slot = element_errors(
-                t,
-                &basis,
-                &mut scratch,
-                &geometry[e * stride..(e + 1) * stride],
-                &cell_vertices[e * vsz..(e + 1) * vsz],
-                Kappa { cell: e, value: disc.kappa[e].as_f64(), of: &disc.problem.kappa },
-                &fields.u[e * n..(e + 1) * n],
-                &fields.q[e * d * n..(e + 1) * d * n],
-                &u_star[e * np..(e + 1) * np],
-                exact,
-            );
-        }
+        capture.within(|| {
+            for (i, slot) in out.iter_mut().enumerate() {
+                let e = chunk * CELLS_PER_SUM + i;
+                *slot = element_errors(
+                    t,
+                    &basis,
+                    &mut scratch,
+                    &geometry[e * stride..(e + 1) * stride],
+                    &cell_vertices[e * vsz..(e + 1) * vsz],
+                    Kappa { cell: e, value: disc.kappa[e].as_f64(), of: &disc.problem.kappa },
+                    &fields.u[e * n..(e + 1) * n],
+                    &fields.q[e * d * n..(e + 1) * d * n],
+                    &u_star[e * np..(e + 1) * np],
+                    exact,
+                );
+            }
+        });
     });
     squares
 }

@@ -128,10 +128,12 @@ impl Coefficient {
     fn validate(&self, name: &'static str, n_cells: usize, positive: bool) -> Result<()> {
         let bad = |v: f64| !v.is_finite() || if positive { v <= 0.0 } else { v < 0.0 };
         let rule = if positive { "> 0" } else { ">= 0" };
+        // The short name for "(kappa must be ...)": "reaction coefficient c" says "c".
+        let symbol = name.rsplit(' ').next().unwrap_or(name);
         match self {
             Coefficient::Constant(v) if bad(*v) => Err(CoreError::InvalidParameter {
                 name,
-                reason: format!("{v} is not finite and {rule}"),
+                reason: format!("{v} ({symbol} must be finite and {rule})"),
             }),
             Coefficient::PerCell(v) if v.len() != n_cells => Err(CoreError::InvalidParameter {
                 name,
@@ -140,7 +142,10 @@ impl Coefficient {
             Coefficient::PerCell(v) => match v.iter().position(|&x| bad(x)) {
                 Some(c) => Err(CoreError::InvalidParameter {
                     name,
-                    reason: format!("value {} on cell {c} is not finite and {rule}", v[c]),
+                    reason: format!(
+                        "value {} on cell {c} ({symbol} must be finite and {rule})",
+                        v[c]
+                    ),
                 }),
                 None => Ok(()),
             },
@@ -421,15 +426,15 @@ impl Tau {
     fn validate(&self, n_cells: usize) -> Result<()> {
         let bad = |v: &f64| !(v.is_finite() && *v > 0.0);
         let reason = match self {
-            Tau::Constant(v) if bad(v) => format!("{v} is not finite and > 0"),
+            Tau::Constant(v) if bad(v) => format!("{v} (tau must be finite and > 0)"),
             Tau::KappaOverH { scale } if bad(scale) => {
-                format!("scale {scale} of kappa/h is not finite and > 0")
+                format!("scale {scale} of kappa/h (the scale must be finite and > 0)")
             }
             Tau::PerFace(v) if v.len() % n_cells.max(1) != 0 || v.len() < n_cells => {
                 format!("{} values given for {n_cells} cells (one per cell and face)", v.len())
             }
             Tau::PerFace(v) => match v.iter().position(bad) {
-                Some(i) => format!("value {} at position {i} is not finite and > 0", v[i]),
+                Some(i) => format!("value {} at position {i} (tau must be finite and > 0)", v[i]),
                 None => return Ok(()),
             },
             _ => return Ok(()),
@@ -523,13 +528,44 @@ impl Problem {
                 if !(alpha.is_finite() && *alpha > 0.0) {
                     return Err(CoreError::InvalidParameter {
                         name: "Robin alpha",
-                        reason: format!("{alpha} on boundary tag {tag} is not finite and > 0"),
+                        reason: format!(
+                            "{alpha} on boundary tag {tag} (alpha must be finite and > 0)"
+                        ),
                     });
                 }
             }
         }
         self.tau.validate(n_cells)?;
         Ok(())
+    }
+
+    /// [`Problem::validate`] on `mesh`, and every boundary tag given a condition or Dirichlet
+    /// data of its own is one of the mesh's: a condition on a tag the mesh does not have is a
+    /// mistake (a tag from another mesh file, a typo) that would otherwise leave those faces
+    /// Dirichlet without a word.
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] naming the condition, the tag and the mesh's tags.
+    pub fn validate_on(&self, mesh: &hdg_mesh::Mesh) -> Result<()> {
+        self.validate(mesh.n_cells())?;
+        let tags: Vec<u32> = mesh.boundary_tag_counts().into_iter().map(|(t, _)| t).collect();
+        let missing = self
+            .boundary
+            .iter()
+            .map(|(&tag, condition)| (tag, condition.name()))
+            .chain(self.dirichlet_by_tag.keys().map(|&tag| (tag, "Dirichlet")))
+            .find(|(tag, _)| tags.binary_search(tag).is_err());
+        match missing {
+            Some((tag, condition)) => Err(CoreError::InvalidParameter {
+                name: "boundary conditions",
+                reason: format!(
+                    "a {condition} condition is given on boundary tag {tag}, which the mesh does \
+                     not have (its boundary tags: {})",
+                    tags.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// A manufactured problem: `f` and `g_D` computed from a known `u`, for constant kappa and c.
@@ -639,6 +675,13 @@ impl From<Vec<f64>> for Coefficient {
     }
 }
 
+/// A scalar function of x: `.kappa(|x: &[f64]| 1.0 + x[0])` ([`Coefficient::field`]).
+impl<F: Fn(&[f64]) -> f64 + Send + Sync + 'static> From<F> for Coefficient {
+    fn from(f: F) -> Coefficient {
+        Coefficient::field(f)
+    }
+}
+
 impl From<f64> for Tau {
     fn from(value: f64) -> Tau {
         Tau::Constant(value)
@@ -654,13 +697,15 @@ pub struct ProblemBuilder {
 }
 
 impl ProblemBuilder {
-    /// kappa: a number, one value per cell (`Vec<f64>`) or any [`Coefficient`].
+    /// kappa: a number, one value per cell (`Vec<f64>`), a function of x (a closure
+    /// `|x: &[f64]| ...`) or any [`Coefficient`].
     pub fn kappa(mut self, kappa: impl Into<Coefficient>) -> Self {
         self.problem.kappa = kappa.into();
         self
     }
 
-    /// The reaction coefficient c: a number, one value per cell or any [`Coefficient`].
+    /// The reaction coefficient c: a number, one value per cell, a function of x (a closure
+    /// `|x: &[f64]| ...`) or any [`Coefficient`].
     pub fn reaction(mut self, c: impl Into<Coefficient>) -> Self {
         self.problem.reaction = c.into();
         self
@@ -838,5 +883,73 @@ mod tests {
         assert!(p.validate(4).is_err());
         p.tau = Tau::KappaOverH { scale: f64::NAN };
         assert!(p.validate(4).is_err());
+    }
+
+    /// The message says the value, then the rule in parentheses.
+    #[test]
+    fn invalid_values_read_value_then_rule() {
+        let message = |p: &Problem| p.validate(4).unwrap_err().to_string();
+        let p = Problem::builder().kappa(-1.0).build();
+        assert_eq!(message(&p), "invalid kappa: -1 (kappa must be finite and > 0)");
+        let p = Problem::builder().reaction(vec![0.0, 0.0, -2.0, 0.0]).build();
+        assert_eq!(
+            message(&p),
+            "invalid reaction coefficient c: value -2 on cell 2 (c must be finite and >= 0)"
+        );
+        let p = Problem::builder().tau(f64::NAN).build();
+        assert_eq!(message(&p), "invalid tau: NaN (tau must be finite and > 0)");
+        let p = Problem::builder().robin(3, 0.0, |_, _| 0.0).build();
+        assert_eq!(
+            message(&p),
+            "invalid Robin alpha: 0 on boundary tag 3 (alpha must be finite and > 0)"
+        );
+    }
+
+    /// A condition (or Dirichlet data) on a tag the mesh does not have is refused, naming the
+    /// tag and the mesh's tags; conditions on the mesh's own tags pass.
+    #[test]
+    fn conditions_on_missing_boundary_tags_are_refused() {
+        let mesh = hdg_mesh::unit_square(2, hdg_mesh::Diagonal::Right).unwrap();
+        let on_mesh = Problem::builder()
+            .neumann(hdg_mesh::TAG_RIGHT, |_, _| 0.0)
+            .robin(hdg_mesh::TAG_TOP, 1.0, |_, _| 0.0)
+            .dirichlet_on(hdg_mesh::TAG_LEFT, |_| 1.0)
+            .build();
+        assert!(on_mesh.validate_on(&mesh).is_ok());
+        let tags = "(its boundary tags: 1, 2, 3, 4)";
+        for (problem, condition) in [
+            (Problem::builder().neumann(7, |_, _| 0.0).build(), "Neumann"),
+            (Problem::builder().robin(7, 1.0, |_, _| 0.0).build(), "Robin"),
+            (Problem::builder().dirichlet_on(7, |_| 0.0).build(), "Dirichlet"),
+        ] {
+            let err = problem.validate_on(&mesh).unwrap_err();
+            assert!(matches!(err, CoreError::InvalidParameter { name: "boundary conditions", .. }));
+            let expected = format!(
+                "a {condition} condition is given on boundary tag 7, which the mesh does not \
+                 have {tags}"
+            );
+            assert!(err.to_string().contains(&expected), "{err}");
+        }
+        // Through the discretization, as every solve builds it.
+        let p = Problem::builder().neumann(9, |_, _| 0.0).build();
+        let err = crate::Discretization::<f64>::new(&mesh, &p, 1).err().unwrap();
+        assert!(err.to_string().contains("boundary tag 9"), "{err}");
+    }
+
+    /// A closure is a coefficient (a function of x) without `Coefficient::field`; numbers and
+    /// per-cell values still are what they were.
+    #[test]
+    fn closures_are_coefficients() {
+        let p = Problem::builder().kappa(|x: &[f64]| 1.0 + x[0]).reaction(2.0).build();
+        match &p.kappa {
+            Coefficient::Field(k) => assert_eq!(k(&[0.5, 0.0]), 1.5),
+            other => panic!("kappa is {other:?}"),
+        }
+        assert!(matches!(p.reaction, Coefficient::Constant(2.0)));
+        let c: Coefficient = vec![1.0, 2.0].into();
+        assert!(matches!(c, Coefficient::PerCell(ref v) if v.len() == 2));
+        let k = 3.0;
+        let p = Problem::builder().reaction(move |x: &[f64]| k * x[1]).build();
+        assert_eq!(p.reaction.cell_value(0), None);
     }
 }

@@ -383,6 +383,8 @@ fn condense_all<T: Real>(
     let (n, nl) = (t.n, t.n_local_trace());
     let w = <T::Lanes as Batch<T>>::WIDTH;
     let input = |e: usize| prep.element_input(disc, e);
+    // The source runs on Rayon's workers: a panic there is the caller's run_user's to report.
+    let capture = hdg_core::user_code::Capture::current();
     (
         out.trace_matrices.par_chunks_mut(w * nl * nl),
         out.trace_loads.par_chunks_mut(w * nl),
@@ -395,45 +397,47 @@ fn condense_all<T: Real>(
         .try_for_each_init(
             || (CondenseScratch::new(t), BatchScratch::new(t)),
             |(scratch, batch_scratch), (batch, (k, b, z, u0))| {
-                let first = batch * w;
-                let count = u0.len() / n;
-                let constant = disc.point_coefficients.is_none();
-                if count == w && constant {
-                    let outputs = CondensedElement {
-                        trace_matrix: &mut *k,
-                        trace_load: &mut *b,
-                        recovery_operator: &mut *z,
-                        recovery_load: &mut *u0,
-                    };
-                    let batched = condense_batch(
-                        t,
-                        |lane| input(first + lane),
-                        source,
-                        batch_scratch,
-                        outputs,
-                    );
-                    if batched.is_ok() {
-                        return Ok(());
+                capture.within(|| {
+                    let first = batch * w;
+                    let count = u0.len() / n;
+                    let constant = disc.point_coefficients.is_none();
+                    if count == w && constant {
+                        let outputs = CondensedElement {
+                            trace_matrix: &mut *k,
+                            trace_load: &mut *b,
+                            recovery_operator: &mut *z,
+                            recovery_load: &mut *u0,
+                        };
+                        let batched = condense_batch(
+                            t,
+                            |lane| input(first + lane),
+                            source,
+                            batch_scratch,
+                            outputs,
+                        );
+                        if batched.is_ok() {
+                            return Ok(());
+                        }
                     }
-                }
-                for (i, (((k, b), z), u0)) in k
-                    .chunks_exact_mut(nl * nl)
-                    .zip(b.chunks_exact_mut(nl))
-                    .zip(z.chunks_exact_mut(n * nl))
-                    .zip(u0.chunks_exact_mut(n))
-                    .enumerate()
-                {
-                    let e = first + i;
-                    let outputs = CondensedElement {
-                        trace_matrix: k,
-                        trace_load: b,
-                        recovery_operator: z,
-                        recovery_load: u0,
-                    };
-                    condense_element(t, &input(e), source, scratch, outputs)
-                        .map_err(|p| not_spd(e, p))?;
-                }
-                Ok(())
+                    for (i, (((k, b), z), u0)) in k
+                        .chunks_exact_mut(nl * nl)
+                        .zip(b.chunks_exact_mut(nl))
+                        .zip(z.chunks_exact_mut(n * nl))
+                        .zip(u0.chunks_exact_mut(n))
+                        .enumerate()
+                    {
+                        let e = first + i;
+                        let outputs = CondensedElement {
+                            trace_matrix: k,
+                            trace_load: b,
+                            recovery_operator: z,
+                            recovery_load: u0,
+                        };
+                        condense_element(t, &input(e), source, scratch, outputs)
+                            .map_err(|p| not_spd(e, p))?;
+                    }
+                    Ok(())
+                })
             },
         )
 }

@@ -607,12 +607,13 @@ pub(crate) fn prepare<T: DeviceReal>(
             let mut load = vec![T::zero(); n_cells * n];
             let source = &disc.problem.source;
             hdg_core::user_code::run_user("the source f (in the element loads)", || {
+                let capture = hdg_core::user_code::Capture::current();
                 load.par_chunks_mut(n.max(1)).enumerate().with_min_len(64).for_each_init(
                     || vec![0.0; d],
                     |point, (e, out)| {
                         let det = host_geometry[e * layout.stride() + layout.det()];
                         let vertices = &cell_vertices[e * vpc * d..(e + 1) * vpc * d];
-                        element_load(t, vertices, det, source, point, out);
+                        capture.within(|| element_load(t, vertices, det, source, point, out));
                     },
                 )
             })?;
