@@ -52,6 +52,8 @@ pub fn convergence_svg(
             reason: "no positive errors and mesh sizes to plot".into(),
         });
     }
+    // plotters lays text out with the library's embedded font (its `ab_glyph` feature).
+    hdg::png::register_font();
     let root = SVGBackend::new(path, (720, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| io(&e))?;
     let mut chart = ChartBuilder::on(&root)
