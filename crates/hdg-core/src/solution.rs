@@ -34,6 +34,23 @@ pub struct PointValue {
     pub u_star: f64,
 }
 
+/// The volume bases of a [`Solution`] at fixed reference points ([`Solution::tabulate`]).
+#[derive(Clone, Debug)]
+pub struct Tabulated {
+    points: usize,
+    /// u_h and q_h's basis (order k), `[p * n + i]`.
+    phi: Vec<f64>,
+    /// u*'s basis (order k + 1), `[p * n_post + i]`.
+    phi_post: Vec<f64>,
+}
+
+impl Tabulated {
+    /// The number of points.
+    pub fn n_points(&self) -> usize {
+        self.points
+    }
+}
+
 /// One cell of a [`Solution`]: its vertices and coefficients.
 #[derive(Clone, Copy, Debug)]
 pub struct CellView<'a> {
@@ -238,18 +255,39 @@ impl Solution {
     /// simplex with vertices `(-1,..,-1)` and `(-1,..,-1) + 2 e_s`).
     pub fn evaluate_in_cell(&self, c: usize, xi: &[f64]) -> PointValue {
         let d = self.mesh.dim();
+        self.evaluate_tabulated(c, &self.tabulate(&xi[..d]), 0)
+    }
+
+    /// The bases of u_h, q_h and u* at the reference points `xi` (`dim` coordinates each,
+    /// point-major), for [`Self::evaluate_tabulated`] on any number of cells: what a
+    /// quadrature over the cells evaluates the fields with.
+    pub fn tabulate(&self, xi: &[f64]) -> Tabulated {
+        let d = self.mesh.dim();
         let (n, np) = (self.element.n_volume(), self.post_element.n_volume());
-        let mut phi = vec![0.0; n.max(np)];
-        self.element.eval_basis(xi, &mut phi[..n], None);
+        let points = xi.len() / d;
+        let (mut phi, mut phi_post) = (vec![0.0; points * n], vec![0.0; points * np]);
+        for (p, xi) in xi.chunks_exact(d).enumerate() {
+            self.element.eval_basis(xi, &mut phi[p * n..(p + 1) * n], None);
+            self.post_element.eval_basis(xi, &mut phi_post[p * np..(p + 1) * np], None);
+        }
+        Tabulated { points, phi, phi_post }
+    }
+
+    /// The fields in cell `c` at point `p` of `table` ([`Self::tabulate`]).
+    ///
+    /// # Panics
+    /// If `p` is not below `table.n_points()` or `c` below the number of cells.
+    pub fn evaluate_tabulated(&self, c: usize, table: &Tabulated, p: usize) -> PointValue {
+        let d = self.mesh.dim();
+        let (n, np) = (self.element.n_volume(), self.post_element.n_volume());
+        let (phi, phi_post) = (&table.phi[p * n..(p + 1) * n], &table.phi_post[p * np..][..np]);
         let cell = self.cell(c);
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f64>();
         let mut q = [0.0; 3];
         for r in 0..d {
-            q[r] = dot(&phi[..n], &cell.q[r * n..(r + 1) * n]);
+            q[r] = dot(phi, &cell.q[r * n..(r + 1) * n]);
         }
-        let u = dot(&phi[..n], cell.u);
-        self.post_element.eval_basis(xi, &mut phi[..np], None);
-        PointValue { cell: c, u, q, u_star: dot(&phi[..np], cell.u_star) }
+        PointValue { cell: c, u: dot(phi, cell.u), q, u_star: dot(phi_post, cell.u_star) }
     }
 
     fn locator(&self) -> &PointLocator {
@@ -258,21 +296,27 @@ impl Solution {
 
     /// The fields at the physical point `x`, or `None` outside the mesh. The fields are
     /// discontinuous between cells: a point on a face takes the values of one of its cells.
-    pub fn evaluate(&self, x: &[f64]) -> Option<PointValue> {
+    ///
+    /// # Errors
+    /// [`crate::CoreError::Mesh`] for a point with other than `dim` coordinates (`[x, y, z]`
+    /// on a triangle mesh) or a coordinate that is not finite.
+    pub fn evaluate(&self, x: &[f64]) -> Result<Option<PointValue>> {
         let found = self.locator().locate(&self.mesh, x)?;
-        Some(self.evaluate_in_cell(found.cell, &found.reference_point(self.mesh.dim())))
+        Ok(found.map(|found| {
+            self.evaluate_in_cell(found.cell, &found.reference_point(self.mesh.dim()))
+        }))
     }
 
     /// [`Self::evaluate`] at many points (`dim` coordinates each, point-major), in parallel.
     ///
     /// # Errors
     /// [`crate::CoreError::InvalidParameter`] if `points.len()` is not a multiple of the
-    /// dimension.
+    /// dimension; those of [`Self::evaluate`] for the first bad point.
     pub fn evaluate_many(&self, points: &[f64]) -> Result<Vec<Option<PointValue>>> {
         let d = self.mesh.dim();
         crate::backend::whole_blocks("points", points.len(), d)?;
         self.locator();
-        Ok(points.par_chunks(d).map(|x| self.evaluate(x)).collect())
+        points.par_chunks(d).map(|x| self.evaluate(x)).collect()
     }
 
     /// The trace on face `f` at the canonical face parameter `s` (`dim - 1` coordinates).

@@ -60,6 +60,13 @@ pub enum MeshError {
     /// A mesh with no cells.
     #[error("the mesh has no cells")]
     Empty,
+    /// A point given to a mesh of another dimension (a point locator, a solution's
+    /// evaluation): `[x, y, z]` on a triangle mesh is a mistake, not a point outside it.
+    #[error("the point {point:?} has {} coordinates, but the mesh is {dim}D", point.len())]
+    PointDimension { point: Vec<f64>, dim: usize },
+    /// A point with a NaN or infinite coordinate.
+    #[error("the point {point:?} has a coordinate that is not finite")]
+    NonFinitePoint { point: Vec<f64> },
     /// A generator or transformation parameter out of range.
     #[error("invalid mesh parameter: {0}")]
     InvalidParameter(String),

@@ -5,7 +5,7 @@
 //! About one bin per cell, shaped after the bounding box, keeps a bin's list short on meshes of
 //! roughly uniform size (the only kind the generators and the example meshes make); a strongly
 //! graded mesh lengthens the lists of its fine bins, which costs time, never correctness.
-use crate::Mesh;
+use crate::{Mesh, MeshError};
 
 /// How far outside a cell (in barycentric coordinates) a point may lie and still be taken as
 /// in it: points on a face or a vertex, computed in floating point, land a few ulps outside
@@ -125,14 +125,27 @@ impl PointLocator {
     }
 
     /// The cell of `mesh` (the mesh this locator was built for) that holds `x`, or `None` for
-    /// a point outside the mesh (or not finite, or of another dimension). A point on a face
-    /// shared by two cells is given to one of them; the solution's trace is single-valued
-    /// there only up to the jump of the discontinuous fields.
-    pub fn locate(&self, mesh: &Mesh, x: &[f64]) -> Option<Located> {
+    /// a point outside the mesh. A point on a face shared by two cells is given to one of
+    /// them; the solution's trace is single-valued there only up to the jump of the
+    /// discontinuous fields.
+    ///
+    /// # Errors
+    /// [`MeshError::PointDimension`] for a point with other than `dim` coordinates,
+    /// [`MeshError::NonFinitePoint`] for a NaN or infinite coordinate.
+    pub fn locate(&self, mesh: &Mesh, x: &[f64]) -> Result<Option<Located>, MeshError> {
         let d = self.dim;
-        if x.len() != d || x.iter().any(|v| !v.is_finite()) {
-            return None;
+        if x.len() != d {
+            return Err(MeshError::PointDimension { point: x.to_vec(), dim: d });
         }
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(MeshError::NonFinitePoint { point: x.to_vec() });
+        }
+        Ok(self.locate_checked(mesh, x))
+    }
+
+    /// [`PointLocator::locate`] of a point of the right dimension, with finite coordinates.
+    fn locate_checked(&self, mesh: &Mesh, x: &[f64]) -> Option<Located> {
+        let d = self.dim;
         let mut bin = [0usize; 3];
         for r in 0..d {
             let outside = self.bin_size[r] * 1e-9;
@@ -217,7 +230,7 @@ mod tests {
                 let centroid: Vec<f64> = (0..d)
                     .map(|r| vs.iter().map(|&v| mesh.vertex(v)[r]).sum::<f64>() / vs.len() as f64)
                     .collect();
-                let found = locator.locate(&mesh, &centroid).expect("centroid not found");
+                let found = locator.locate(&mesh, &centroid).unwrap().expect("centroid not found");
                 assert_eq!(found.cell, c);
                 for r in 0..d {
                     let x: f64 =
@@ -225,13 +238,27 @@ mod tests {
                     assert!((x - centroid[r]).abs() < 1e-14);
                 }
             }
-            assert!(locator.locate(&mesh, &vec![1.5; d]).is_none());
-            assert!(locator.locate(&mesh, &vec![-1e-6; d]).is_none());
-            assert!(locator.locate(&mesh, &vec![f64::NAN; d]).is_none());
-            assert!(locator.locate(&mesh, &[0.5]).is_none());
+            assert_eq!(locator.locate(&mesh, &vec![1.5; d]), Ok(None));
+            assert_eq!(locator.locate(&mesh, &vec![-1e-6; d]), Ok(None));
+            // Bad points are errors, not points outside.
+            assert!(matches!(
+                locator.locate(&mesh, &vec![f64::NAN; d]),
+                Err(MeshError::NonFinitePoint { .. })
+            ));
+            assert!(matches!(
+                locator.locate(&mesh, &[0.5]),
+                Err(MeshError::PointDimension { dim, .. }) if dim == d
+            ));
+            let other = vec![0.5; 5 - d];
+            let err = locator.locate(&mesh, &other).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("the point {other:?} has {} coordinates, but the mesh is {d}D", 5 - d)
+            );
             // Every vertex (on faces of several cells, on the boundary) is found.
             for v in 0..mesh.n_vertices() {
-                let found = locator.locate(&mesh, mesh.vertex(v)).expect("vertex not found");
+                let found =
+                    locator.locate(&mesh, mesh.vertex(v)).unwrap().expect("vertex not found");
                 assert!(mesh.cell_vertices(found.cell).contains(&v));
             }
         }

@@ -12,6 +12,9 @@
 //! it reached. [`Solver::run`] is the whole run as a program reports it ([`Run`]: the report,
 //! the solution, the trace matrix, device and host memory), whether or not it converged.
 //!
+//! [`functionals`]: integrals of u_h or u* over the domain or a region, the flux through
+//! boundary faces, the least and greatest values.
+//!
 //! The outputs: [`vtu`] (the solution for ParaView), [`png`] (a picture of a 2D solution),
 //! [`json`] (the run's report as the `hdg` program prints it) and [`matrix_market`] (the
 //! trace matrix).
@@ -59,7 +62,7 @@
 //! assert!(errors.u < 1e-5 && errors.u_star < 1e-6, "{errors:?}");
 //!
 //! // Evaluate anywhere: the cell is found by a point locator.
-//! let value = solution.evaluate(&[0.3, 0.7]).expect("inside the mesh");
+//! let value = solution.evaluate(&[0.3, 0.7])?.expect("inside the mesh");
 //! assert!((value.u_star - u(&[0.3, 0.7])).abs() < 1e-6);
 //! // Many points at once (in parallel); points outside the mesh give None.
 //! let values = solution.evaluate_many(&[0.1, 0.1, 0.9, 0.5, 2.0, 0.0])?;
@@ -84,6 +87,7 @@
 //! (`hdg-linalg`: the Krylov solvers and preconditioners), [`cpu`] and [`cuda`] (the backends).
 //! A program needs none of them to solve: everything a run takes is a [`Solver`] option.
 mod compare;
+pub mod functionals;
 pub mod json;
 pub mod matrix_market;
 pub mod png;
@@ -97,6 +101,7 @@ pub use hdg_linalg as linalg;
 pub use hdg_mesh as mesh;
 
 pub use compare::{Comparison, SolverRow};
+pub use functionals::{boundary_flux, extrema, integral, integral_over, region_integral};
 pub use hdg_backend_cuda::CudaSettings;
 pub use hdg_core::{
     BoundaryCondition, CellView, Coefficient, CoreError, ErrorNorms, ExactSolution, FaceView,

@@ -47,7 +47,7 @@ fn evaluation_and_trace_reproduce_a_polynomial() {
             for r in 0..d {
                 assert!((value.q[r] + grad[r]).abs() < 1e-8 * (1.0 + grad[r].abs()), "q at {x:?}");
             }
-            assert_eq!(solution.evaluate(x), Some(value));
+            assert_eq!(solution.evaluate(x).unwrap(), Some(value));
         }
         // The trace on every face, boundary faces included, at the face's centroid and at a
         // point off it, in the canonical parametrisation of the module docs.
@@ -72,7 +72,7 @@ fn evaluation_and_trace_reproduce_a_polynomial() {
         }
         assert_eq!(boundary, mesh.n_boundary_faces());
         // Outside the domain: nothing; a point of the wrong dimension: an error.
-        assert_eq!(solution.evaluate(&vec![1.5; d]), None);
+        assert_eq!(solution.evaluate(&vec![1.5; d]).unwrap(), None);
         assert!(solution.evaluate_many(&[0.5; 5]).is_err() || d == 5);
     }
 }
