@@ -42,12 +42,62 @@ impl Stage {
     }
 }
 
-/// Receives stage events: `started(stage)` then `finished(stage, seconds)`.
+/// Receives stage events: `started(stage)` then `finished(stage, seconds)`; and, through
+/// [`Progress::iterations`], the trace solve's iterations.
 pub trait Progress {
     /// A stage begins.
     fn started(&mut self, _stage: Stage) {}
     /// A stage ended after `seconds`.
     fn finished(&mut self, _stage: Stage, _seconds: f64) {}
+    /// An observer of the trace solve's iterations, called with the iteration number and the
+    /// solver's relative residual estimate after each ([`iteration`]); `None` (the default)
+    /// for none. It is asked for when the solve stage starts and dropped when it ends.
+    fn iterations(&mut self) -> Option<IterationObserver> {
+        None
+    }
+}
+
+/// An observer of a solve's iterations ([`Progress::iterations`]). It runs on the thread of
+/// the solver's loop (never on a backend's worker threads), so it needs neither `Send` nor
+/// `Sync`; it is called once per iteration, so it should be cheap (rate-limit any drawing).
+pub type IterationObserver = Box<dyn FnMut(usize, f64)>;
+
+thread_local! {
+    /// The observer of the solve running on this thread. A thread-local rather than an
+    /// argument: the Krylov solvers' signatures stay as they are, and the hook costs one
+    /// thread-local read per iteration.
+    static ITERATIONS: std::cell::RefCell<Option<IterationObserver>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Reports iteration `iteration` of a trace solve, at relative residual `relative_residual`,
+/// to the observer installed for the solve stage on this thread (none outside a pipeline's
+/// solve). The Krylov solvers call it from their outer loops.
+pub fn iteration(iteration: usize, relative_residual: f64) {
+    ITERATIONS.with(|slot| {
+        // A solve nested inside the observer itself is not reported again.
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            if let Some(observe) = slot.as_mut() {
+                observe(iteration, relative_residual);
+            }
+        }
+    });
+}
+
+/// Installs an iteration observer on this thread until dropped, then restores the one before.
+struct Observing(Option<IterationObserver>);
+
+impl Observing {
+    fn install(observer: Option<IterationObserver>) -> Observing {
+        Observing(ITERATIONS.with(|slot| slot.replace(observer)))
+    }
+}
+
+impl Drop for Observing {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        ITERATIONS.with(|slot| *slot.borrow_mut() = previous);
+    }
 }
 
 /// A progress observer that does nothing.
@@ -190,11 +240,13 @@ pub fn solve<T: Real, B: Backend<T>>(
         };
         Ok((prep, condensed, operator, rhs, plan))
     })?;
+    let observing = Observing::install(progress.iterations());
     let (trace, solve_report) = timed(progress, Stage::Solve, &mut t.solve, || {
         let mut x = backend.zeros(disc.trace_dofs())?;
         let report = solver.solve_planned(backend, &disc, plan, &operator, &rhs, &mut x)?;
         Ok((x, report))
     })?;
+    drop(observing);
     let operator = options.keep_operator.then_some((operator, rhs));
     let mut trace = trace;
     let fields = timed(progress, Stage::Recover, &mut t.recover, || {

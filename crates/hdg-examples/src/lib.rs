@@ -88,6 +88,98 @@ pub struct BuiltMesh {
     pub regions: Option<Vec<u32>>,
 }
 
+/// [`generated_sides`] as (tag, name) pairs.
+fn side_names(dim: usize) -> Vec<(u32, String)> {
+    generated_sides(dim).iter().map(|&(name, tag)| (tag, name.to_string())).collect()
+}
+
+/// The names of the sides of generated meshes (`hdg_mesh::generate`'s tags): `left`, `right`,
+/// `bottom`, `top` of the square (x = 0, x = 1, y = 0, y = 1); `x0`, `x1`, `y0`, `y1`, `z0`,
+/// `z1` of the cube. Problem files and the program's `--neumann`/`--robin` both read them here.
+pub fn generated_sides(dim: usize) -> &'static [(&'static str, u32)] {
+    use hdg::generate::{
+        TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
+    };
+    if dim == 2 {
+        &[("left", TAG_LEFT), ("right", TAG_RIGHT), ("bottom", TAG_BOTTOM), ("top", TAG_TOP)]
+    } else {
+        &[
+            ("x0", TAG_X0),
+            ("x1", TAG_X1),
+            ("y0", TAG_Y0),
+            ("y1", TAG_Y1),
+            ("z0", TAG_Z0),
+            ("z1", TAG_Z1),
+        ]
+    }
+}
+
+impl BuiltMesh {
+    /// The boundary tag named `name`: a physical group of a mesh file, or a side of a
+    /// generated mesh ([`generated_sides`]).
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] listing the names the mesh has.
+    pub fn boundary_tag(&self, name: &str) -> Result<u32, CoreError> {
+        if let Some(groups) = &self.file {
+            return Ok(groups.boundary_tag(name)?);
+        }
+        let sides = generated_sides(self.mesh.dim());
+        sides.iter().find(|(side, _)| *side == name).map(|&(_, tag)| tag).ok_or_else(|| {
+            let names: Vec<&str> = sides.iter().map(|(side, _)| *side).collect();
+            CoreError::InvalidParameter {
+                name: "boundary",
+                reason: format!(
+                    "unknown boundary `{name}` of a generated mesh: its sides are {}",
+                    names.join(", ")
+                ),
+            }
+        })
+    }
+
+    /// A boundary tag as a summary names it: `outer (2)`, `left (1)`, `untagged faces`, `7`.
+    pub fn tag_name(&self, tag: u32) -> String {
+        let dim = self.mesh.dim();
+        if tag == hdg::gmsh::UNTAGGED {
+            return "untagged faces".into();
+        }
+        let name = match &self.file {
+            Some(groups) => groups.name(dim - 1, tag).map(str::to_string),
+            None => {
+                generated_sides(dim).iter().find(|(_, t)| *t == tag).map(|(n, _)| n.to_string())
+            }
+        };
+        match name {
+            Some(name) => format!("{name} ({tag})"),
+            None => tag.to_string(),
+        }
+    }
+
+    /// The boundary conditions of `problem` on this mesh, one entry per kind of condition with
+    /// the groups it holds on (`Dirichlet on left (1), top (4)`); `data` says where the data
+    /// come from.
+    pub fn boundary_description(&self, problem: &Problem, data: &str) -> Vec<String> {
+        let mut kinds: Vec<(String, Vec<String>)> = Vec::new();
+        for (tag, _) in self.mesh.boundary_tag_counts() {
+            let kind = match problem.boundary.get(&tag) {
+                Some(hdg::BoundaryCondition::Robin { alpha, .. }) => {
+                    format!("Robin (alpha {alpha})")
+                }
+                Some(condition) => condition.name().to_string(),
+                None => "Dirichlet".to_string(),
+            };
+            match kinds.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, tags)) => tags.push(self.tag_name(tag)),
+                None => kinds.push((kind, vec![self.tag_name(tag)])),
+            }
+        }
+        kinds
+            .into_iter()
+            .map(|(kind, tags)| format!("{kind} on {}{data}", tags.join(", ")))
+            .collect()
+    }
+}
+
 impl MeshSpec {
     /// Builds (or reads) the mesh, optionally perturbed. `diagonal` applies to squares only
     /// (the cube's Kuhn split is fixed).
@@ -101,9 +193,11 @@ impl MeshSpec {
         let (mut file, mut regions) = (None, None);
         let (mesh, names) = match self {
             MeshSpec::Generated { kind: MeshKind::Square, n } => {
-                (generate::unit_square(*n, diagonal)?, None)
+                (generate::unit_square(*n, diagonal)?, Some(side_names(2)))
             }
-            MeshSpec::Generated { kind: MeshKind::Cube, n } => (generate::unit_cube(*n)?, None),
+            MeshSpec::Generated { kind: MeshKind::Cube, n } => {
+                (generate::unit_cube(*n)?, Some(side_names(3)))
+            }
             MeshSpec::File(path) => {
                 let read = hdg::gmsh::read(path)?;
                 if read.flipped_cells > 0 {
@@ -208,8 +302,8 @@ pub fn parse_tau(s: &str) -> Result<Tau, String> {
 pub enum BoundaryKind {
     /// Dirichlet data on the whole boundary.
     Dirichlet,
-    /// Dirichlet on x = 0, Robin (alpha = 1) on x = 1, Neumann elsewhere
-    /// ([`Problem::with_mixed_boundary`]).
+    // Plain text: clap shows it in the help (`Problem::with_mixed_boundary` sets it up).
+    /// Dirichlet on x = 0, Robin (alpha = 1) on x = 1, Neumann elsewhere.
     Mixed,
 }
 
@@ -303,11 +397,157 @@ impl SolutionOutputs {
     }
 }
 
-/// The lines of a run's summary after its title: backend, cells (with `mesh_lines`, the
-/// mesh's and the problem's notes), trace dofs, the trace solve, the L2 errors (q's as `-`
-/// where the exact gradient is unknown) and the stage times.
-pub fn print_report(run: &Run, mesh_lines: &[String]) {
+/// The problem a run solves, in words, for its summary and its JSON report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Description {
+    /// kappa: `1`, `1 + x^2`, `ring = 100, plate = 1` (per region).
+    pub kappa: String,
+    /// c, in the same forms.
+    pub reaction: String,
+    /// f, or how it is made (`from the exact solution`).
+    pub source: String,
+    /// The exact solution (`u = sin(pi x) sin(pi y)`), when known.
+    pub exact: Option<String>,
+    /// The boundary conditions, one entry per kind with the groups it holds on
+    /// ([`BuiltMesh::boundary_description`]).
+    pub boundary: Vec<String>,
+    /// Whether mean(u_h) = 0 fixes the free constant.
+    pub mean_zero: bool,
+}
+
+impl Description {
+    /// The description as JSON: `pde`, `kappa`, `reaction`, `source`, `exact_solution` (null
+    /// when unknown), `boundary_conditions`, `mean_zero`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pde": "-div(kappa grad u) + c u = f",
+            "kappa": self.kappa,
+            "reaction": self.reaction,
+            "source": self.source,
+            "exact_solution": self.exact,
+            "boundary_conditions": self.boundary,
+            "mean_zero": self.mean_zero,
+        })
+    }
+}
+
+/// The exact solution of a manufactured problem in words, in `dim` dimensions at `order` (the
+/// formulas of `hdg_core::manufactured`).
+pub fn manufactured_formula(kind: ProblemKind, dim: usize, order: usize) -> String {
+    let three = dim == 3;
+    match kind {
+        ProblemKind::Sine if three => "u = sin(pi x) sin(pi y) sin(pi z)".into(),
+        ProblemKind::Sine => "u = sin(pi x) sin(pi y)".into(),
+        ProblemKind::Expsin if three => "u = exp(x) sin(2 y) cosh(z)".into(),
+        ProblemKind::Expsin => "u = exp(x) sin(2 y)".into(),
+        ProblemKind::Poly => {
+            let k = order;
+            let power = |e: usize| if e == 1 { String::new() } else { format!("^{e}") };
+            let (a, b) = if three {
+                ("0.2 + 0.5 x + 0.3 y + 0.2 z", "0.6 - 0.5 x + 0.4 y - 0.3 z")
+            } else {
+                ("0.2 + 0.5 x + 0.3 y", "0.6 - 0.5 x + 0.4 y")
+            };
+            let mixed = |p: &str, q: &str| match k {
+                1 => format!("{p}"),
+                _ => format!("{p} {q}{}", power(k - 1)),
+            };
+            let mut u = format!("u = ({a}){} + ({b}){} + {}", power(k), power(k), mixed("x", "y"));
+            if three {
+                u += &format!(" + {}", mixed("y", "z"));
+            }
+            u
+        }
+    }
+}
+
+/// The spelling of tau in a summary: `1`, `kappa-over-h:2`, `per face`.
+pub fn tau_name(tau: &Tau) -> String {
+    match tau {
+        Tau::Constant(v) => format!("{v}"),
+        Tau::KappaOverH { scale } if *scale == 1.0 => "kappa-over-h".into(),
+        Tau::KappaOverH { scale } => format!("kappa-over-h:{scale}"),
+        Tau::PerFace(_) => "per face".into(),
+    }
+}
+
+/// Everything a summary says besides the run's own report: its heading, the mesh, the
+/// problem, and the options that are not in the report.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// The first line (`hdg solve: square:8, order 2`).
+    pub heading: String,
+    /// The mesh as given (`square:8`, a file name).
+    pub mesh: String,
+    /// The mesh's lines ([`BuiltMesh::summary`]) and other notes (files written, how the exact
+    /// gradient is known).
+    pub notes: Vec<String>,
+    /// The problem.
+    pub problem: Description,
+    /// The trace solve's tolerance (relative residual).
+    pub tolerance: f64,
+    /// Its iteration cap.
+    pub max_iterations: usize,
+    /// tau ([`tau_name`]).
+    pub tau: String,
+    /// Print the solver's internals (a preconditioner's setup and levels) and the malloc
+    /// tunables too.
+    pub verbose: bool,
+}
+
+/// The line of a summary about the trace solve's residual: which residual it is, the
+/// tolerance, and whether the report says it was met (`converged`), with a reason where the
+/// number alone would say otherwise.
+pub fn residual_line(
+    solve: &hdg::core::SolveReport,
+    tolerance: f64,
+    max_iterations: usize,
+) -> String {
+    let r = solve.relative_residual;
+    let verdict = match (solve.converged, r <= tolerance) {
+        (true, true) => "met".to_string(),
+        (true, false) => "met by the solver's own residual estimate".to_string(),
+        (false, _) if solve.iterations >= max_iterations => {
+            format!("not met within the cap of {max_iterations} iterations")
+        }
+        (false, _) => "not met".to_string(),
+    };
+    format!(
+        "true relative residual ||b - A x|| / ||b|| = {r:.2e} (tolerance {tolerance:e}: {verdict})"
+    )
+}
+
+/// Prints a run's summary: the heading, the problem (PDE, coefficients, exact solution,
+/// boundary conditions), the mesh and discretization, the trace solve and its residual, the L2
+/// errors (q's as `-` where the exact gradient is unknown), the stage times and the memory;
+/// with [`Summary::verbose`] the solver's notes and the malloc tunables too.
+pub fn print_report(run: &Run, summary: &Summary) {
     let r = &run.report;
+    let p = &summary.problem;
+    println!("{}", summary.heading);
+    println!(
+        "  equation       -div(kappa grad u) + c u = f, kappa = {}, c = {}",
+        p.kappa, p.reaction
+    );
+    println!("  source         f = {}", p.source);
+    match &p.exact {
+        Some(u) => println!("  exact solution {u}"),
+        None => println!("  exact solution unknown (no errors computed)"),
+    }
+    for (i, condition) in p.boundary.iter().enumerate() {
+        println!("  {:<14} {condition}", if i == 0 { "boundary" } else { "" });
+    }
+    if p.mean_zero {
+        println!("                 mean(u_h) = 0 fixes the free constant");
+    }
+    println!("  mesh           {}: {} cells", summary.mesh, r.cells);
+    for line in &summary.notes {
+        println!("                 {line}");
+    }
+    println!(
+        "  discretization order {}, tau = {}, {} trace dofs",
+        r.order, summary.tau, r.trace_dofs
+    );
     println!(
         "  backend        {} ({} threads), {}, {} trace operator",
         r.backend,
@@ -315,20 +555,15 @@ pub fn print_report(run: &Run, mesh_lines: &[String]) {
         r.precision,
         run.operator
     );
-    println!("  cells          {}", r.cells);
-    for line in mesh_lines {
-        println!("                 {line}");
-    }
-    println!("  trace dofs     {}", r.trace_dofs);
+    println!("  trace solve    {}: {} iterations", r.solver, r.solve.iterations);
     println!(
-        "  trace solve    {}: {} iterations, relative residual {:.2e}{}",
-        r.solver,
-        r.solve.iterations,
-        r.solve.relative_residual,
-        if r.solve.converged { "" } else { "  (NOT CONVERGED)" }
+        "                 {}",
+        residual_line(&r.solve, summary.tolerance, summary.max_iterations)
     );
-    for note in &r.solve.notes {
-        println!("                 {note}");
+    if summary.verbose {
+        for note in &r.solve.notes {
+            println!("                 {note}");
+        }
     }
     if let Some(e) = r.errors {
         let q = if e.q.is_nan() { "-".to_string() } else { format!("{:.3e}", e.q) };
@@ -339,10 +574,12 @@ pub fn print_report(run: &Run, mesh_lines: &[String]) {
         "  time [s]       setup {:.3}  condense {:.3}  assemble {:.3}  solve {:.3}  recover {:.3}  postprocess {:.3}  total {:.3}",
         t.setup, t.condense, t.assemble, t.solve, t.recover, t.postprocess, t.total
     );
+    print_memory(run, summary.verbose);
 }
 
-/// The memory lines of a summary: the device's peak (CUDA) and the host's peak RSS.
-pub fn print_memory(run: &Run) {
+/// The memory lines of a summary: the device's peak (CUDA) and the host's peak RSS; with
+/// `verbose`, per trace dof and with the malloc tunables the run had.
+fn print_memory(run: &Run, verbose: bool) {
     const GIB: f64 = (1u64 << 30) as f64;
     let dofs = run.report.trace_dofs.max(1) as f64;
     if let Some(d) = run.device_memory {
@@ -357,15 +594,46 @@ pub fn print_memory(run: &Run) {
         );
     }
     if let Some(rss) = run.host_peak_rss_bytes {
-        let tunables = std::env::var("GLIBC_TUNABLES")
-            .map(|t| format!("; GLIBC_TUNABLES={t}"))
-            .unwrap_or_default();
-        println!(
-            "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof{tunables})",
-            rss as f64 / GIB,
-            rss as f64 / dofs
-        );
+        if verbose {
+            let tunables = std::env::var("GLIBC_TUNABLES")
+                .map(|t| format!("; GLIBC_TUNABLES={t}"))
+                .unwrap_or_default();
+            println!(
+                "  host memory    peak RSS {:.3} GiB ({:.1} bytes per trace dof{tunables})",
+                rss as f64 / GIB,
+                rss as f64 / dofs
+            );
+        } else {
+            println!("  host memory    peak RSS {:.3} GiB", rss as f64 / GIB);
+        }
     }
+}
+
+/// A run's JSON report ([`hdg::json::run`]) with what the summary says besides: `mesh`
+/// {`name`, `cells`, `notes`}, `problem` ([`Description::json`]), `options` {`order`,
+/// `backend`, `precision`, `solver`, `operator`, `tolerance`, `max_iterations`, `tau`}, and
+/// `mesh_notes` (the mesh's lines, as before).
+pub fn summary_json(run: &Run, summary: &Summary) -> serde_json::Value {
+    let r = &run.report;
+    let mut json = hdg::json::run(run);
+    json["mesh"] = serde_json::json!({
+        "name": summary.mesh,
+        "cells": r.cells,
+        "notes": summary.notes,
+    });
+    json["problem"] = summary.problem.json();
+    json["options"] = serde_json::json!({
+        "order": r.order,
+        "backend": r.backend,
+        "precision": r.precision,
+        "solver": r.solver,
+        "operator": run.operator.name(),
+        "tolerance": summary.tolerance,
+        "max_iterations": summary.max_iterations,
+        "tau": summary.tau,
+    });
+    json["mesh_notes"] = serde_json::json!(summary.notes);
+    json
 }
 
 /// Writes the run's trace matrix, if it kept one, as a Matrix Market file.

@@ -1,6 +1,4 @@
 //! `hdg`: solve Poisson problems with the HDG method from the command line.
-use std::io::IsTerminal;
-
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -14,9 +12,10 @@ use hdg::{
 };
 use hdg_examples::problem_file::ProblemFile;
 use hdg_examples::{
-    export_matrix, parse_tau, print_memory, print_report, program_solver, BoundaryKind, MeshKind,
-    MeshSpec, ProblemKind, SolutionOutputs,
+    export_matrix, manufactured_formula, parse_tau, print_report, program_solver, summary_json,
+    tau_name, BoundaryKind, Description, MeshKind, MeshSpec, ProblemKind, SolutionOutputs, Summary,
 };
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Parser)]
 #[command(name = "hdg", version, about = "High-order HDG solver for -div(kappa grad u) + c u = f")]
@@ -52,9 +51,10 @@ struct Common {
     #[arg(long, default_value = "cpu", value_parser = backend_parser())]
     backend: Backend,
     /// Floating-point precision.
-    #[arg(long, default_value = "f64", value_parser = parse_precision)]
+    #[arg(long, default_value = "f64", value_parser = precision_parser())]
     precision: Precision,
-    /// Manufactured problem (exact solution known).
+    /// Manufactured problem (exact solution known; kappa = 1, c = 0, f and the boundary data
+    /// from the exact solution).
     #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
     problem: ProblemKind,
     /// Boundary conditions, with data from the exact solution: dirichlet (everywhere) or, on
@@ -62,33 +62,17 @@ struct Common {
     /// on the other sides).
     #[arg(long, value_enum, default_value_t = BoundaryKind::Dirichlet)]
     bc: BoundaryKind,
-    /// Physical groups of a mesh file with Neumann data (comma separated names).
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    neumann: Vec<String>,
-    /// Physical groups of a mesh file with Robin data, alpha = 1 (comma separated names).
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    robin: Vec<String>,
-    /// kappa per cell region of a mesh file, NAME=VALUE for each of its physical groups of
-    /// cells (comma separated). The problem's source and boundary data stay; its exact
-    /// solution belongs to constant kappa, so no errors are computed.
-    #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
-    kappa: Vec<String>,
     /// Stabilisation: a number (tau on every face), or `kappa-over-h[:SCALE]` for
     /// tau = SCALE kappa / h per cell (the O(1/h) choice: q then converges at order k).
     #[arg(long, default_value = "1", value_parser = parse_tau, value_name = "TAU")]
     tau: hdg::Tau,
-    /// With Neumann data on the whole boundary and c = 0 (otherwise refused: u is fixed only up
-    /// to a constant), fix the constant by mean(u_h) = 0.
-    #[arg(long)]
-    mean_zero: bool,
-    /// Relative residual tolerance of the trace solve [default: 1e-10 in f64, 1e-6 in f32].
-    #[arg(long, value_parser = parse_tolerance)]
+    #[arg(long, value_parser = parse_tolerance, help = tolerance_help())]
     tol: Option<f64>,
     /// Iteration cap of the trace solve.
     #[arg(long, default_value_t = DEFAULT_MAX_ITERATIONS)]
     max_iterations: usize,
-    /// Krylov method.
-    #[arg(long, value_parser = parse_solver, default_value = "pcg-mg")]
+    /// Trace solver (the README's table says what each is).
+    #[arg(long, value_parser = solver_parser(), default_value = "pcg-mg")]
     solver: SolverChoice,
     /// Trace operator: `dbf` (the assembled matrix) or `matrix-free` (element matrices, never
     /// assembled; `--backend cuda` only).
@@ -106,7 +90,33 @@ struct Common {
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     json: bool,
-    /// Write the assembled trace matrix to this Matrix Market file (`solve` only).
+    /// Also print the trace solver's internals (a preconditioner's setup, levels and
+    /// eigenvalue bounds) and the malloc tunables of the run.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+/// Options of `solve` alone: boundary groups and regions by name, the matrix export.
+#[derive(clap::Args, Clone, Default)]
+struct SolveOptions {
+    /// Boundary groups with Neumann data (comma separated): physical groups of a mesh file, or
+    /// the sides of a generated mesh (square: left, right, bottom, top; cube: x0, x1, y0, y1,
+    /// z0, z1).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    neumann: Vec<String>,
+    /// Boundary groups with Robin data, alpha = 1 (comma separated; names as for --neumann).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    robin: Vec<String>,
+    /// kappa per cell region of a mesh file, NAME=VALUE for each of its physical groups of
+    /// cells (comma separated). The problem's source and boundary data stay; its exact
+    /// solution belongs to constant kappa, so no errors are computed.
+    #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
+    kappa: Vec<String>,
+    /// With Neumann data on the whole boundary and c = 0 (otherwise refused: u is fixed only up
+    /// to a constant), fix the constant by mean(u_h) = 0.
+    #[arg(long)]
+    mean_zero: bool,
+    /// Write the assembled trace matrix to this Matrix Market file.
     #[arg(long, value_name = "FILE.mtx")]
     export_matrix: Option<std::path::PathBuf>,
 }
@@ -129,6 +139,8 @@ enum Command {
         plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         common: Common,
+        #[command(flatten)]
+        only: SolveOptions,
     },
     /// Solve on a sequence of meshes that halve h and print errors and observed rates.
     Convergence {
@@ -162,7 +174,7 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_MAX_ITERATIONS)]
         max_iterations: usize,
         /// Solvers to run (comma separated; default: all).
-        #[arg(long, value_delimiter = ',', value_parser = parse_solver)]
+        #[arg(long, value_delimiter = ',', value_parser = solver_parser())]
         only: Vec<SolverChoice>,
         /// Manufactured problem.
         #[arg(long, value_enum, default_value_t = ProblemKind::Sine)]
@@ -172,24 +184,51 @@ enum Command {
         json: bool,
     },
     /// Solve the problem a TOML file describes: mesh, coefficients, boundary conditions per
-    /// physical group, exact solution, solver and outputs (`hdg_examples::problem_file` has
-    /// the format; examples/problems/ has examples).
+    /// physical group, exact solution, solver and outputs (examples/problems/ has examples and
+    /// the format).
     Run {
         /// The problem file.
         #[arg(value_name = "FILE.toml")]
         file: std::path::PathBuf,
+        /// Set a key of the file, KEY=VALUE with KEY a dotted path (`discretization.order=4`,
+        /// `solver.method=cg`) and VALUE a TOML value (a bare word is taken as a string);
+        /// repeatable. Applied before the file is checked.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Shorthand for `--set discretization.order=K`.
+        #[arg(long, short = 'k', value_parser = clap::value_parser!(u64).range(1..=MAX_ORDER as u64))]
+        order: Option<u64>,
+        /// Shorthand for `--set solver.backend=NAME`.
+        #[arg(long, value_parser = backend_parser())]
+        backend: Option<Backend>,
         /// Print one JSON object instead of the human summary.
         #[arg(long)]
         json: bool,
+        /// Also print the trace solver's internals and the malloc tunables of the run.
+        #[arg(long, short = 'v')]
+        verbose: bool,
     },
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    s.parse()
+/// The help of `--tol`, with the library's defaults.
+fn tolerance_help() -> String {
+    format!(
+        "Relative residual tolerance of the trace solve [default: {:e} in f64, {:e} in f32]",
+        default_tolerance(Precision::F64),
+        default_tolerance(Precision::F32)
+    )
 }
 
-fn parse_solver(s: &str) -> Result<SolverChoice, String> {
-    s.parse()
+/// The precisions by name, listed in the help.
+fn precision_parser() -> impl TypedValueParser<Value = Precision> {
+    PossibleValuesParser::new(Precision::ALL.map(Precision::name))
+        .map(|name| name.parse::<Precision>().expect("a listed precision name"))
+}
+
+/// The trace solvers by name ([`SolverChoice::ALL`]), listed in the help.
+fn solver_parser() -> impl TypedValueParser<Value = SolverChoice> {
+    PossibleValuesParser::new(SolverChoice::ALL.map(SolverChoice::name))
+        .map(|name| name.parse::<SolverChoice>().expect("a listed solver name"))
 }
 
 /// The backends by name, listed in the help.
@@ -203,46 +242,97 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     hdg::check_tolerance(t).map(|()| t).map_err(|e| e.to_string())
 }
 
-/// Stage log on standard error: a line per stage once a run has taken more than a second
-/// (short runs stay quiet), and a live spinner on a terminal.
+/// Progress on standard error. On a terminal: a spinner with the elapsed time and the stage
+/// running (during the trace solve its iteration and residual, or that a direct factorisation
+/// runs). Elsewhere (a log file, a test) plain lines only, no escape codes: the bar's draw
+/// target hides itself. Once a run has taken more than a second, a line when each stage starts
+/// and ends (short runs stay quiet), and during a long iterative solve a line every
+/// [`StageLog::LOG_EVERY`].
 struct StageLog {
     start: Instant,
-    spinner: Option<indicatif::ProgressBar>,
-    enabled: bool,
+    /// The spinner; None when progress is off (`--json`).
+    bar: Option<ProgressBar>,
+    /// The trace solver's name, for the solve stage's message.
+    solver: SolverChoice,
 }
 
 impl StageLog {
-    fn new(enabled: bool) -> Self {
-        let spinner = (enabled && std::io::stderr().is_terminal()).then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.enable_steady_tick(Duration::from_millis(120));
+    /// Seconds between the lines of a long iterative solve when the spinner is hidden.
+    const LOG_EVERY: f64 = 10.0;
+
+    fn new(enabled: bool, solver: SolverChoice) -> Self {
+        let bar = enabled.then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            if !bar.is_hidden() {
+                bar.enable_steady_tick(Duration::from_millis(120));
+            }
             bar
         });
-        StageLog { start: Instant::now(), spinner, enabled }
+        StageLog { start: Instant::now(), bar, solver }
+    }
+
+    /// A line above the spinner, or on standard error where the spinner is hidden.
+    fn line(&self, line: String) {
+        match &self.bar {
+            Some(bar) if !bar.is_hidden() => bar.println(line),
+            Some(_) => eprintln!("{line}"),
+            None => {}
+        }
     }
 }
 
 impl Progress for StageLog {
     fn started(&mut self, stage: Stage) {
-        if let Some(bar) = &self.spinner {
-            bar.set_message(format!("{} ...", stage.name()));
+        let Some(bar) = &self.bar else { return };
+        let message = match (stage, self.solver) {
+            (Stage::Solve, SolverChoice::Direct) => "solve: sparse Cholesky factorisation".into(),
+            (Stage::Solve, solver) => format!("solve: {solver}"),
+            _ => format!("{} ...", stage.name()),
+        };
+        bar.set_message(message);
+        let elapsed = self.start.elapsed().as_secs_f64();
+        if elapsed > 1.0 {
+            self.line(format!("[{elapsed:8.2} s] {:<11} started", stage.name()));
         }
     }
+
     fn finished(&mut self, stage: Stage, seconds: f64) {
         let elapsed = self.start.elapsed().as_secs_f64();
-        if self.enabled && (elapsed > 1.0 || seconds > 1.0) {
-            let line = format!("[{elapsed:8.2} s] {:<11} {seconds:.3} s", stage.name());
-            match &self.spinner {
-                Some(bar) => bar.println(line),
-                None => eprintln!("{line}"),
-            }
+        if elapsed > 1.0 || seconds > 1.0 {
+            self.line(format!("[{elapsed:8.2} s] {:<11} done in {seconds:.3} s", stage.name()));
         }
+    }
+
+    fn iterations(&mut self) -> Option<hdg::core::pipeline::IterationObserver> {
+        let bar = self.bar.clone()?;
+        let (solver, start) = (self.solver, self.start);
+        let hidden = bar.is_hidden();
+        // Drawing is rate-limited here: the observer runs once per iteration.
+        let every = if hidden { Self::LOG_EVERY } else { 0.1 };
+        let mut last = Instant::now();
+        Some(Box::new(move |iteration, residual| {
+            if last.elapsed().as_secs_f64() < every {
+                return;
+            }
+            last = Instant::now();
+            let message =
+                format!("solve: {solver}, iteration {iteration}, residual {residual:.2e}");
+            if hidden {
+                eprintln!("[{:8.2} s] {message}", start.elapsed().as_secs_f64());
+            } else {
+                bar.set_message(message);
+            }
+        }))
     }
 }
 
 impl Drop for StageLog {
     fn drop(&mut self) {
-        if let Some(bar) = &self.spinner {
+        if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
     }
@@ -264,13 +354,14 @@ fn tolerance_reachable(common: &Common, reached: f64) -> bool {
     }
 }
 
-/// One solve; also the summary lines of its mesh ([`hdg_examples::BuiltMesh`]).
+/// One solve, and what its summary says about it.
 fn run_one(
     common: &Common,
+    only: &SolveOptions,
     mesh: &MeshSpec,
     outputs: &SolutionOutputs,
     log: &mut StageLog,
-) -> Result<(Run, Vec<String>), CoreError> {
+) -> Result<(Run, Summary), CoreError> {
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -280,29 +371,28 @@ fn run_one(
     let order = common.order as usize;
     mesh.check_size(order, common.backend, common.precision)?;
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
-    let mut problem = boundary_conditions(common, mesh, &built, common.problem.problem(order))?;
+    let mut problem =
+        boundary_conditions(common, only, mesh, &built, common.problem.problem(order))?;
     problem.tau = common.tau.clone();
-    problem.mean_zero = common.mean_zero;
-    // The problem's lines come after the mesh's and the files written.
-    let mut problem_lines = Vec::new();
-    if !common.kappa.is_empty() {
-        problem_lines.push(format!(
-            "kappa per region: {} (the exact solution is that of constant kappa: no errors)",
-            common.kappa.join(", ")
-        ));
-    }
-    if !problem.boundary.is_empty() {
-        let conditions: Vec<String> = problem
-            .boundary
-            .iter()
-            .map(|(tag, condition)| format!("{} on {tag}", condition.name()))
-            .collect();
-        problem_lines
-            .push(format!("boundary conditions: {} (Dirichlet elsewhere)", conditions.join(", ")));
-    }
+    problem.mean_zero = only.mean_zero;
+    let exact = manufactured_formula(common.problem, built.mesh.dim(), order);
+    let description = Description {
+        kappa: if only.kappa.is_empty() {
+            "1".into()
+        } else {
+            format!("per region: {}", only.kappa.join(", "))
+        },
+        reaction: "0".into(),
+        source: format!("-div(grad u) of {exact} (kappa = 1)"),
+        // The exact solution is that of constant kappa.
+        exact: problem.exact.is_some().then_some(exact),
+        boundary: built.boundary_description(&problem, " (data from the exact solution)"),
+        mean_zero: only.mean_zero,
+    };
+    let tolerance = common.tol.unwrap_or(default_tolerance(common.precision));
     let settings = SolverSettings {
         choice: common.solver,
-        tolerance: Some(common.tol.unwrap_or(default_tolerance(common.precision))),
+        tolerance: Some(tolerance),
         max_iterations: common.max_iterations,
     };
     let run = program_solver(built.mesh, problem)?
@@ -312,24 +402,45 @@ fn run_one(
         .solver_settings(settings)
         .operator(common.operator)
         .keep_solution(outputs.any())
-        .keep_operator(common.export_matrix.is_some())
+        .keep_operator(only.export_matrix.is_some())
         .run(log)
         .map_err(hdg::Error::into_core)?;
-    if let Some(path) = &common.export_matrix {
+    if let Some(path) = &only.export_matrix {
         export_matrix(&run, path)?;
     }
-    let mut lines = built.summary;
+    let mut notes = built.summary;
     if let Some(solution) = &run.solution {
-        lines.extend(outputs.write(solution, built.regions.as_deref())?);
+        notes.extend(outputs.write(solution, built.regions.as_deref())?);
     }
-    lines.extend(problem_lines);
-    Ok((run, lines))
+    let diagonals = match mesh {
+        MeshSpec::Generated { kind: MeshKind::Square, .. } => {
+            format!(" ({:?} diagonals)", common.diagonal).to_lowercase()
+        }
+        _ => String::new(),
+    };
+    let perturbed = if common.perturb > 0.0 {
+        format!(", vertices perturbed by {} (seed {})", common.perturb, common.seed)
+    } else {
+        String::new()
+    };
+    let summary = Summary {
+        heading: format!("hdg solve: {mesh}, order {order}"),
+        mesh: format!("{mesh}{diagonals}{perturbed}"),
+        notes,
+        problem: description,
+        tolerance,
+        max_iterations: common.max_iterations,
+        tau: tau_name(&common.tau),
+        verbose: common.verbose,
+    };
+    Ok((run, summary))
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
 /// exact solution (kappa = 1), and the region values of `--kappa`.
 fn boundary_conditions(
     common: &Common,
+    only: &SolveOptions,
     spec: &MeshSpec,
     built: &hdg_examples::BuiltMesh,
     problem: hdg::Problem,
@@ -346,27 +457,24 @@ fn boundary_conditions(
                 .into()))
         }
     };
-    if !(common.neumann.is_empty() && common.robin.is_empty()) {
+    if !(only.neumann.is_empty() && only.robin.is_empty()) {
         let exact =
             problem.exact.clone().ok_or_else(|| bad("no exact solution for the data".into()))?;
-        let Some(file) = &built.file else {
-            return Err(bad("--neumann and --robin name physical groups of a mesh file".into()));
-        };
-        for name in &common.neumann {
+        for name in &only.neumann {
             let condition = hdg::BoundaryCondition::neumann_of(&exact, 1.0);
-            problem = problem.with_boundary(file.boundary_tag(name)?, condition);
+            problem = problem.with_boundary(built.boundary_tag(name)?, condition);
         }
-        for name in &common.robin {
+        for name in &only.robin {
             let condition = hdg::BoundaryCondition::robin_of(&exact, 1.0, 1.0);
-            problem = problem.with_boundary(file.boundary_tag(name)?, condition);
+            problem = problem.with_boundary(built.boundary_tag(name)?, condition);
         }
     }
-    if !common.kappa.is_empty() {
+    if !only.kappa.is_empty() {
         let (Some(groups), Some(regions)) = (&built.file, &built.regions) else {
             return Err(bad("--kappa NAME=VALUE names cell regions of a mesh file".into()));
         };
         let mut values = std::collections::BTreeMap::new();
-        for item in &common.kappa {
+        for item in &only.kappa {
             let (name, value) = item
                 .split_once('=')
                 .ok_or_else(|| bad(format!("--kappa '{item}' is not NAME=VALUE")))?;
@@ -381,19 +489,27 @@ fn boundary_conditions(
     Ok(problem)
 }
 
-fn print_summary(mesh: &MeshSpec, common: &Common, run: &Run, mesh_lines: &[String]) {
-    println!(
-        "hdg solve: {mesh}{}, order {}, problem {:?}",
-        match mesh {
-            MeshSpec::Generated { kind: MeshKind::Square, .. } => {
-                format!(" ({:?} diagonals)", common.diagonal)
-            }
-            _ => String::new(),
-        },
-        run.report.order,
-        common.problem
-    );
-    print_report(run, mesh_lines);
+/// The `--set` overrides of `hdg run`, with `--order` and `--backend` as two more.
+fn overrides(
+    set: &[String],
+    order: Option<u64>,
+    backend: Option<Backend>,
+) -> Result<Vec<(String, String)>, CoreError> {
+    let mut pairs = Vec::new();
+    for item in set {
+        let (key, value) = item.split_once('=').ok_or_else(|| CoreError::InvalidParameter {
+            name: "--set",
+            reason: format!("'{item}' is not KEY=VALUE (say, discretization.order=4)"),
+        })?;
+        pairs.push((key.trim().to_string(), value.trim().to_string()));
+    }
+    if let Some(order) = order {
+        pairs.push(("discretization.order".into(), order.to_string()));
+    }
+    if let Some(backend) = backend {
+        pairs.push(("solver.backend".into(), format!("\"{}\"", backend.name())));
+    }
+    Ok(pairs)
 }
 
 fn rate(coarse: f64, fine: f64) -> f64 {
@@ -408,21 +524,20 @@ fn main() -> ExitCode {
         hdg_examples::malloc_tunables::enable(common.backend);
     }
     let result = match &cli.command {
-        Command::Solve { mesh, output, plot, common } => {
-            let mut log = StageLog::new(!common.json);
+        Command::Solve { mesh, output, plot, common, only } => {
+            let mut log = StageLog::new(!common.json, common.solver);
             let outputs = SolutionOutputs { vtu: output.clone(), png: plot.clone() };
-            run_one(common, mesh, &outputs, &mut log).map(|(run, mesh_lines)| {
+            run_one(common, only, mesh, &outputs, &mut log).map(|(run, summary)| {
                 drop(log);
                 if common.json {
-                    let mut json = hdg::json::run(&run);
-                    json["mesh_notes"] = serde_json::json!(mesh_lines);
-                    println!("{json}");
+                    println!("{}", summary_json(&run, &summary));
                 } else {
-                    print_summary(mesh, common, &run, &mesh_lines);
-                    print_memory(&run);
+                    print_report(&run, &summary);
                 }
                 let reached = run.report.solve.relative_residual;
-                run.report.solve.converged && tolerance_reachable(common, reached)
+                // Said whether or not the solver reports convergence.
+                let reachable = tolerance_reachable(common, reached);
+                run.report.solve.converged && reachable
             })
         }
         Command::Convergence { levels, start, dim, plot, common } => {
@@ -432,13 +547,19 @@ fn main() -> ExitCode {
         Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
         }
-        Command::Run { file, json } => ProblemFile::load(file).and_then(|problem| {
-            hdg_examples::malloc_tunables::enable(problem.backend());
-            let mut log = StageLog::new(!*json);
-            let solved = problem.solve(&mut log);
-            drop(log);
-            solved?.finish(*json)
-        }),
+        Command::Run { file, set, order, backend, json, verbose } => {
+            overrides(set, *order, *backend)
+                .and_then(|pairs| ProblemFile::load_with(file, &pairs))
+                .and_then(|problem| {
+                    hdg_examples::malloc_tunables::enable(problem.backend());
+                    let mut log = StageLog::new(!*json, problem.solver());
+                    let solved = problem.solve(&mut log);
+                    drop(log);
+                    let mut solved = solved?;
+                    solved.summary.verbose = *verbose;
+                    solved.finish(*json)
+                })
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -470,15 +591,16 @@ fn convergence(
     start: usize,
     plot: Option<&std::path::Path>,
 ) -> Result<bool, CoreError> {
-    let bar = (!common.json && std::io::stderr().is_terminal())
-        .then(|| indicatif::ProgressBar::new(levels as u64));
+    let bar = (!common.json)
+        .then(|| ProgressBar::with_draw_target(Some(levels as u64), ProgressDrawTarget::stderr()));
     let mut rows = Vec::new();
     let mut all_converged = true;
     for level in 0..levels {
         let n = start << level;
         let mesh = MeshSpec::Generated { kind, n };
-        let mut log = StageLog::new(false);
-        let report = run_one(common, &mesh, &SolutionOutputs::default(), &mut log)?.0.report;
+        let mut log = StageLog::new(false, common.solver);
+        let outputs = SolutionOutputs::default();
+        let report = run_one(common, &SolveOptions::default(), &mesh, &outputs, &mut log)?.0.report;
         all_converged &= report.solve.converged;
         rows.push((n, report));
         if let Some(b) = &bar {
@@ -488,10 +610,13 @@ fn convergence(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let errors: Vec<_> = rows
-        .iter()
-        .map(|(_, r)| r.errors.expect("manufactured problems have exact solutions"))
-        .collect();
+    let dim = if kind == MeshKind::Cube { 3 } else { 2 };
+    let Some(errors) = rows.iter().map(|(_, r)| r.errors).collect::<Option<Vec<_>>>() else {
+        return Err(CoreError::InvalidParameter {
+            name: "convergence",
+            reason: "a run had no exact solution to measure errors against".into(),
+        });
+    };
     if let Some(path) = plot {
         use hdg_examples::plot::{convergence_svg, Series};
         let h: Vec<f64> = rows.iter().map(|(n, _)| 1.0 / *n as f64).collect();
@@ -499,10 +624,10 @@ fn convergence(
         let (u, q, u_star) = (column(|e| e.u), column(|e| e.q), column(|e| e.u_star));
         let k = common.order as f64;
         let title = format!(
-            "{}, order {}, {:?}",
+            "{}, order {}, {}",
             if kind == MeshKind::Cube { "unit cube" } else { "unit square" },
             common.order,
-            common.problem
+            manufactured_formula(common.problem, dim, common.order as usize)
         );
         let series = [
             Series { name: "u", errors: &u, expected: k + 1.0 },
@@ -536,13 +661,14 @@ fn convergence(
         println!("{}", serde_json::Value::Array(table));
     } else {
         println!(
-            "hdg convergence: {}, order {}, problem {:?}, {:?} diagonals, perturbation {}, {}",
+            "hdg convergence: -div(grad u) = f on the {}, {} (f and the data from it), order {}, \
+             {:?} diagonals, perturbation {}, {}",
             match kind {
                 MeshKind::Square => "unit square, triangles",
                 MeshKind::Cube => "unit cube, tetrahedra",
             },
+            manufactured_formula(common.problem, dim, common.order as usize),
             common.order,
-            common.problem,
             common.diagonal,
             common.perturb,
             common.precision.name()

@@ -187,7 +187,7 @@ fn every_solver_is_selectable_and_unknown_ones_are_rejected() {
     }
     assert_rejected(
         &["solve", "--mesh", "square:4", "--order", "2", "--solver", "amg"],
-        "unknown solver",
+        "invalid value 'amg'",
     );
     assert_rejected(
         &["solve", "--mesh", "square:4", "--order", "2", "--solver", "mixed", "--precision", "f32"],
@@ -368,4 +368,155 @@ fn solve_writes_the_solution_for_paraview_and_a_picture() {
     assert_eq!(code, 2);
     assert!(err.contains("/no/such/dir/u.vtu"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The summary states the problem solved: the PDE, the coefficients, the exact solution as a
+/// formula (not the name of the option's value) and the boundary conditions per side.
+#[test]
+fn the_summary_names_the_pde_and_the_exact_solution() {
+    let (code, out, err) = hdg(&["solve", "--mesh", "square:4", "--order", "1"]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "-div(kappa grad u) + c u = f, kappa = 1, c = 0",
+        "exact solution u = sin(pi x) sin(pi y)",
+        "Dirichlet on bottom (1), right (2), top (3), left (4)",
+    ] {
+        assert!(out.contains(needle), "no `{needle}` in {out}");
+    }
+    assert!(!out.contains("Sine"), "{out}");
+    let (code, out, err) =
+        hdg(&["solve", "--mesh", "cube:1", "--order", "1", "--problem", "expsin"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("exact solution u = exp(x) sin(2 y) cosh(z)"), "{out}");
+}
+
+/// The multigrid's setup lines and the malloc tunables are printed with --verbose only.
+#[test]
+fn verbose_shows_the_solver_internals_and_the_default_does_not() {
+    let base = ["solve", "--mesh", "square:8", "--order", "2"];
+    let (code, quiet, err) = hdg(&base);
+    assert_eq!(code, 0, "{err}");
+    let (code, verbose, err) = hdg(&[&base[..], &["--verbose"]].concat());
+    assert_eq!(code, 0, "{err}");
+    for needle in ["multigrid levels", "GLIBC_TUNABLES"] {
+        assert!(!quiet.contains(needle), "`{needle}` without --verbose: {quiet}");
+    }
+    assert!(verbose.contains("multigrid levels"), "{verbose}");
+    if cfg!(target_os = "linux") && cfg!(target_env = "gnu") {
+        assert!(verbose.contains("GLIBC_TUNABLES="), "{verbose}");
+    }
+}
+
+/// The residual line says which residual it is and whether the tolerance was met, as the
+/// JSON report's `converged` and the exit status say.
+#[test]
+fn the_residual_line_agrees_with_converged() {
+    for (cap, met) in [("100000", true), ("2", false)] {
+        let base = ["solve", "--mesh", "square:8", "--order", "2", "--max-iterations", cap];
+        let (code, out, _) = hdg(&base);
+        let (json_code, json, _) = hdg(&[&base[..], &["--json"]].concat());
+        let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        assert_eq!(v["converged"], met, "{v}");
+        assert_eq!((code, json_code), if met { (0, 0) } else { (3, 3) });
+        let line = out
+            .lines()
+            .find(|l| l.contains("true relative residual ||b - A x|| / ||b|| ="))
+            .unwrap_or_else(|| panic!("no residual line in {out}"));
+        assert_eq!(line.contains(": met"), met, "{line}");
+        assert_eq!(line.contains("not met"), !met, "{line}");
+    }
+}
+
+/// The help lists the allowed solvers (every one the library has) and precisions, keeps
+/// rustdoc's link syntax out, and `convergence` does not offer the options of `solve` alone.
+#[test]
+fn help_lists_the_values_and_only_the_options_a_command_takes() {
+    let help = |args: &[&str]| {
+        let (code, out, err) = hdg(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let solve = help(&["solve", "--help"]);
+    for solver in hdg::SolverChoice::ALL {
+        assert!(solve.contains(solver.name()), "no {solver} in {solve}");
+    }
+    assert!(solve.contains("possible values: f64, f32"), "{solve}");
+    let convergence = help(&["convergence", "--help"]);
+    for text in [help(&["--help"]), solve.clone(), convergence.clone(), help(&["run", "--help"])] {
+        assert!(!text.contains("[`"), "rustdoc link in {text}");
+    }
+    for option in ["--neumann", "--robin", "--kappa", "--mean-zero", "--export-matrix"] {
+        assert!(solve.contains(option), "{option} missing from solve --help");
+        assert!(!convergence.contains(option), "{option} in convergence --help");
+    }
+    assert_rejected(
+        &["convergence", "--order", "1", "--levels", "2", "--kappa", "a=1"],
+        "unexpected argument",
+    );
+}
+
+/// `--neumann` and `--robin` take the sides of generated meshes by the names problem files
+/// use: the faces of the side become unknowns, so the system grows and the answer changes.
+#[test]
+fn neumann_and_robin_take_the_sides_of_generated_meshes() {
+    let solve = |extra: &[&str]| {
+        let base = ["solve", "--mesh", "square:8", "--order", "2", "--json"];
+        let (code, out, err) = hdg(&[&base[..], extra].concat());
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        serde_json::from_str::<serde_json::Value>(out.trim()).unwrap()
+    };
+    let dirichlet = solve(&[]);
+    let neumann = solve(&["--neumann", "left"]);
+    // 8 faces of the left side, 3 trace unknowns each at order 2.
+    let dofs = |v: &serde_json::Value| v["trace_dofs"].as_u64().unwrap();
+    assert_eq!(dofs(&neumann), dofs(&dirichlet) + 24);
+    assert_ne!(neumann["errors"]["q"], dirichlet["errors"]["q"]);
+    let conditions = neumann["problem"]["boundary_conditions"].to_string();
+    assert!(conditions.contains("Neumann on left (4)"), "{conditions}");
+    let robin = solve(&["--robin", "right"]);
+    assert_eq!(dofs(&robin), dofs(&dirichlet) + 24);
+    assert_rejected(
+        &["solve", "--mesh", "square:4", "--order", "1", "--neumann", "x0"],
+        "its sides are left, right, bottom, top",
+    );
+    let (code, _, err) =
+        hdg(&["solve", "--mesh", "cube:2", "--order", "1", "--neumann", "x0", "--robin", "z1"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// `solve --json` records the mesh, the problem and the options it ran with.
+#[test]
+fn solve_json_records_the_mesh_the_problem_and_the_options() {
+    let (code, out, err) = hdg(&[
+        "solve", "--mesh", "square:4", "--order", "2", "--tau", "2", "--tol", "1e-9", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["mesh"]["name"], "square:4 (right diagonals)", "{v}");
+    assert_eq!(v["mesh"]["cells"], 32);
+    assert_eq!(v["problem"]["pde"], "-div(kappa grad u) + c u = f");
+    assert_eq!(v["problem"]["exact_solution"], "u = sin(pi x) sin(pi y)");
+    assert_eq!(v["problem"]["kappa"], "1");
+    assert!(v["problem"]["boundary_conditions"][0].as_str().unwrap().starts_with("Dirichlet"));
+    let o = &v["options"];
+    assert_eq!(o["order"], 2);
+    assert_eq!(o["backend"], "cpu");
+    assert_eq!(o["precision"], "f64");
+    assert_eq!(o["solver"], "pcg-mg");
+    assert_eq!(o["tolerance"], 1e-9);
+    assert_eq!(o["tau"], "2");
+}
+
+/// Output captured by a pipe (not a terminal) carries no progress bar: no escape codes and no
+/// carriage returns, on a run long enough for the stage lines.
+#[test]
+fn output_to_a_pipe_has_no_progress_escape_codes() {
+    let (code, out, err) =
+        hdg(&["solve", "--mesh", "square:128", "--order", "3", "--solver", "cg", "--tol", "1e-9"]);
+    assert_eq!(code, 0, "{err}");
+    // The solve takes seconds: its line is there, in plain text.
+    assert!(err.contains("solve       done in"), "{err}");
+    for text in [&out, &err] {
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "escape codes in {text:?}");
+    }
 }

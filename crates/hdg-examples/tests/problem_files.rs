@@ -205,7 +205,7 @@ fn outputs_are_written_relative_to_the_file() {
     let written = std::fs::read_to_string(dir.join("out/report.json")).unwrap();
     let report: serde_json::Value = serde_json::from_str(&written).unwrap();
     assert_eq!(report["cells"], 8);
-    assert_eq!(report["mesh"], "square:2");
+    assert_eq!(report["mesh"]["name"], "square:2");
 }
 
 /// A bad file: exit status 2, one error line naming the file, the line and the reason.
@@ -319,4 +319,71 @@ fn other_refusals_name_their_line() {
     let (code, _, err) = hdg(&["run", "/nonexistent/problem.toml"]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot read /nonexistent/problem.toml"), "{err}");
+}
+
+/// A small problem file with an exact solution, for the tests of the summary and of `--set`.
+fn small_file(name: &str) -> PathBuf {
+    let path = scratch("small").join(format!("{name}.toml"));
+    let text = "[mesh]\ngenerate = \"square:4\"\n[equation]\nkappa = \"1 + x\"\nsource = \"0\"\n\
+                [boundary]\nleft = { neumann = \"-(1 + x)\" }\ndefault = \"x\"\n\
+                [exact]\nu = \"x\"\n[discretization]\norder = 1\n";
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The summary of `hdg run` states the problem: the PDE, kappa as the file gives it, the
+/// exact solution and the condition of each boundary group; then the residual with its
+/// tolerance.
+#[test]
+fn the_run_summary_states_the_problem() {
+    let path = small_file("summary");
+    let (code, out, err) = hdg(&["run", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "-div(kappa grad u) + c u = f",
+        "kappa = 1 + x",
+        "exact solution u = x",
+        "Neumann on left (4)",
+        "Dirichlet (default data) on bottom (1), right (2), top (3)",
+        "true relative residual ||b - A x|| / ||b||",
+        "(tolerance 1e-",
+    ] {
+        assert!(out.contains(needle), "no `{needle}` in {out}");
+    }
+}
+
+/// `--set KEY=VALUE` changes any key of the file before it is checked (the JSON report shows
+/// the order asked for), `--order` is its shorthand, and a key the format does not have is
+/// refused naming it.
+#[test]
+fn set_overrides_keys_of_the_file_and_unknown_keys_are_refused() {
+    let path = small_file("set");
+    let file = path.to_str().unwrap();
+    let order = |args: &[&str]| {
+        let (code, out, err) = hdg(&[&["run", file, "--json"][..], args].concat());
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["order"], v["options"]["order"], "{v}");
+        v["order"].as_u64().unwrap()
+    };
+    assert_eq!(order(&[]), 1);
+    assert_eq!(order(&["--set", "discretization.order=3"]), 3);
+    assert_eq!(order(&["--order", "2"]), 2);
+    // A bare word is a string: the solver by name.
+    let (code, out, err) = hdg(&["run", file, "--json", "--set", "solver.method=cg"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"solver\":\"cg\""), "{out}");
+
+    let (code, _, err) = hdg(&["run", file, "--set", "discretization.ordr=3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ordr"), "{err}");
+    let (code, _, err) = hdg(&["run", file, "--set", "discretization.order=\"high\""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--set") || err.contains("integer"), "{err}");
+    let (code, _, err) = hdg(&["run", file, "--set", "discretization.order.x=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`discretization.order` is a value"), "{err}");
+    let (code, _, err) = hdg(&["run", file, "--set", "order"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("KEY=VALUE"), "{err}");
 }

@@ -242,6 +242,10 @@ fn cg_loop<T: Real, B: FusedOps<T>>(
         rz = rz_new;
         backend.xpby(&z, beta, &mut p)?;
         report.residual_history.push(residual);
+        if observer.is_none() {
+            // Progress of a trace solve (the inner uses of this loop pass an observer).
+            hdg_core::pipeline::iteration(report.iterations, residual);
+        }
         let step = CgStep {
             iteration: report.iterations,
             alpha: alpha.as_f64(),

@@ -176,6 +176,7 @@ pub(crate) fn chebyshev_iteration<T: Real, B: VectorOps<T>>(
         let residual = backend.dot(&r, &r)?.as_f64().sqrt() / b_norm;
         report.reductions += 1;
         report.residual_history.push(residual);
+        hdg_core::pipeline::iteration(k, residual);
         if !residual.is_finite() || residual > DIVERGENCE_FACTOR * initial {
             let message = format!(
                 "Chebyshev diverged at iteration {k}: relative residual {residual:e} against {initial:e} at the start; the eigenvalue bounds [{:e}, {:e}] are probably wrong (lambda_max under-estimated)",

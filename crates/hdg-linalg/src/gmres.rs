@@ -225,6 +225,7 @@ impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for Gm
                 k = j + 1;
                 estimate = g[j + 1].abs() / b_norm;
                 report.residual_history.push(estimate);
+                hdg_core::pipeline::iteration(report.iterations, estimate);
                 if h_next <= DEPENDENCE_THRESHOLD * scale {
                     // Happy breakdown: the Krylov space is invariant, the solution over it
                     // is exact (up to the singular case above).

@@ -128,6 +128,7 @@ impl<T: Real, B: FusedOps<T>, P: Preconditioner<T, B>> KrylovSolver<T, B> for Pi
                 let recurrence = dots[2].as_f64().max(0.0).sqrt() / b_norm;
                 if !first {
                     report.residual_history.push(recurrence);
+                    hdg_core::pipeline::iteration(report.iterations, recurrence);
                 }
                 if !recurrence.is_finite() || !gamma.as_f64().is_finite() {
                     return Err(CoreError::Solver(format!(

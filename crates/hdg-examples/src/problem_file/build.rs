@@ -51,7 +51,7 @@ impl ProblemFile {
                 ));
             }
             let face = boundary_point(mesh, tag);
-            let name = tag_name(&built, tag);
+            let name = built.tag_name(tag);
             let (kind, data) = match &group.kind {
                 ConditionKind::Dirichlet(data) => ("Dirichlet", data),
                 ConditionKind::Neumann(data) => ("Neumann", data),
@@ -84,7 +84,7 @@ impl ProblemFile {
             ));
         }
         let rest: Vec<String> =
-            tags.iter().filter(|t| !seen.contains_key(t)).map(|&t| tag_name(&built, t)).collect();
+            tags.iter().filter(|t| !seen.contains_key(t)).map(|&t| built.tag_name(t)).collect();
         if let Some(&tag) = tags.iter().find(|t| !seen.contains_key(t)) {
             if let Some((x, _)) = boundary_point(mesh, tag) {
                 self.check_finite("boundary default", &self.dirichlet_default, &x, &[])?;
@@ -92,8 +92,14 @@ impl ProblemFile {
             conditions.push((tag, format!("Dirichlet (default data) on {}", rest.join(", "))));
         }
         conditions.sort_by_key(|(tag, _)| *tag);
-        let conditions: Vec<String> = conditions.into_iter().map(|(_, c)| c).collect();
-        notes.push(format!("boundary conditions: {}", conditions.join("; ")));
+        let description = Description {
+            kappa: self.kappa.describe(),
+            reaction: self.reaction.describe(),
+            source: self.source.describe(),
+            exact: self.exact.as_ref().map(|e| format!("u = {}", e.u.describe())),
+            boundary: conditions.into_iter().map(|(_, c)| c).collect(),
+            mean_zero: self.mean_zero,
+        };
 
         // The exact solution.
         if let Some(exact) = &self.exact {
@@ -168,6 +174,7 @@ impl ProblemFile {
             regions: built.regions,
             outputs: self.outputs.clone(),
             notes,
+            description,
         })
     }
     pub(super) fn build_mesh(&self) -> Result<BuiltMesh, CoreError> {
@@ -342,7 +349,7 @@ impl ProblemFile {
         built: &BuiltMesh,
         tags: &[u32],
     ) -> Result<u32, String> {
-        let listed = || tags.iter().map(|&t| tag_name(built, t)).collect::<Vec<_>>().join(", ");
+        let listed = || tags.iter().map(|&t| built.tag_name(t)).collect::<Vec<_>>().join(", ");
         if let Ok(tag) = key.parse::<u32>() {
             return if tags.contains(&tag) {
                 Ok(tag)
@@ -367,40 +374,8 @@ impl ProblemFile {
     }
 }
 
-/// The names of the sides of generated meshes (`hdg_mesh::generate`'s tags).
-pub(super) fn generated_sides(dim: usize) -> &'static [(&'static str, u32)] {
-    use hdg::generate::{
-        TAG_BOTTOM, TAG_LEFT, TAG_RIGHT, TAG_TOP, TAG_X0, TAG_X1, TAG_Y0, TAG_Y1, TAG_Z0, TAG_Z1,
-    };
-    if dim == 2 {
-        &[("left", TAG_LEFT), ("right", TAG_RIGHT), ("bottom", TAG_BOTTOM), ("top", TAG_TOP)]
-    } else {
-        &[
-            ("x0", TAG_X0),
-            ("x1", TAG_X1),
-            ("y0", TAG_Y0),
-            ("y1", TAG_Y1),
-            ("z0", TAG_Z0),
-            ("z1", TAG_Z1),
-        ]
-    }
-}
-
-/// A boundary tag as the summary names it: `outer (2)`, `left (4)`, `untagged` or `7`.
-pub(super) fn tag_name(built: &BuiltMesh, tag: u32) -> String {
-    let dim = built.mesh.dim();
-    if tag == hdg::gmsh::UNTAGGED {
-        return "untagged faces".into();
-    }
-    let name = match &built.file {
-        Some(groups) => groups.name(dim - 1, tag).map(str::to_string),
-        None => generated_sides(dim).iter().find(|(_, t)| *t == tag).map(|(n, _)| n.to_string()),
-    };
-    match name {
-        Some(name) => format!("{name} ({tag})"),
-        None => tag.to_string(),
-    }
-}
+/// The sides of generated meshes, defined once for problem files and the program's options.
+pub(super) use crate::generated_sides;
 
 /// The centroid of cell `c`.
 pub(super) fn cell_centroid(mesh: &Mesh, c: usize) -> Vec<f64> {

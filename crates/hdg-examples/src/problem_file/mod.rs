@@ -108,7 +108,10 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
-use crate::{parse_tau, print_memory, print_report, program_solver, BuiltMesh, MeshSpec};
+use crate::{
+    parse_tau, print_report, program_solver, summary_json, tau_name, BuiltMesh, Description,
+    MeshSpec, Summary,
+};
 
 mod build;
 mod expression;
@@ -179,6 +182,14 @@ impl Field {
         }
     }
 
+    /// The value as the file gives it: the number or the expression's text.
+    fn describe(&self) -> String {
+        match &self.kind {
+            FieldKind::Constant(v) => format!("{v}"),
+            FieldKind::Expression(e) => e.text.clone(),
+        }
+    }
+
     fn expression(&self) -> Option<&Expression> {
         match &self.kind {
             FieldKind::Expression(e) => Some(e),
@@ -191,6 +202,20 @@ impl Field {
 enum CoefficientSpec {
     Field(Field),
     PerRegion { values: Vec<(String, f64, Range<usize>)>, span: Range<usize> },
+}
+
+impl CoefficientSpec {
+    /// The coefficient as the file gives it (`ring = 100, plate = 1` per region).
+    fn describe(&self) -> String {
+        match self {
+            CoefficientSpec::Field(f) => f.describe(),
+            CoefficientSpec::PerRegion { values, .. } => {
+                let values: Vec<String> =
+                    values.iter().map(|(name, v, _)| format!("{name} = {v}")).collect();
+                values.join(", ")
+            }
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -274,21 +299,22 @@ pub struct Setup {
     pub regions: Option<Vec<u32>>,
     /// What to write.
     pub outputs: Outputs,
-    /// Summary lines about the problem: the condition of each boundary group, how the exact
-    /// gradient is known.
+    /// Summary lines about the problem: how the exact gradient is known.
     pub notes: Vec<String>,
+    /// The problem in words: coefficients, source, exact solution, the condition of each
+    /// boundary group.
+    pub description: Description,
 }
 
 /// A solved problem file, to report.
 pub struct Solved {
     path: PathBuf,
     title: Option<String>,
-    mesh: String,
     precision: Precision,
-    tolerance: f64,
     outputs: Outputs,
-    lines: Vec<String>,
     regions: Option<Vec<u32>>,
+    /// What the summary says besides the run's report.
+    pub summary: Summary,
     /// The run: its report, solution and memory figures.
     pub run: Run,
 }
@@ -329,6 +355,11 @@ impl ProblemFile {
     /// The precision the file asks for.
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// The trace solver the file asks for.
+    pub fn solver(&self) -> SolverChoice {
+        self.solver
     }
 
     /// The polynomial order.
@@ -372,17 +403,26 @@ impl ProblemFile {
     pub fn solve(&self, progress: &mut dyn Progress) -> Result<Solved, CoreError> {
         let setup = self.build()?;
         let run = setup.solver.run(progress).map_err(hdg::Error::into_core)?;
-        let mut lines = setup.mesh_lines;
-        lines.extend(setup.notes);
+        let mut notes = setup.mesh_lines;
+        notes.extend(setup.notes);
+        let title = self.title.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
+        let summary = Summary {
+            heading: format!("hdg run: {}{title}", self.path.display()),
+            mesh: self.mesh_name(),
+            notes,
+            problem: setup.description,
+            tolerance: self.tolerance,
+            max_iterations: self.max_iterations,
+            tau: tau_name(&self.tau),
+            verbose: false,
+        };
         Ok(Solved {
             path: self.path.clone(),
             title: self.title.clone(),
-            mesh: self.mesh_name(),
             precision: self.precision,
-            tolerance: self.tolerance,
             outputs: setup.outputs,
-            lines,
             regions: setup.regions,
+            summary,
             run,
         })
     }

@@ -12,6 +12,57 @@ impl ProblemFile {
         ProblemFile::parse(&text, path)
     }
 
+    /// Reads the problem file at `path`, sets the keys of `overrides` (a dotted key path and
+    /// a TOML value each, as `hdg run --set` gives them) and checks the result
+    /// ([`ProblemFile::parse_with`]).
+    ///
+    /// # Errors
+    /// Those of [`ProblemFile::load`] and [`ProblemFile::parse_with`].
+    pub fn load_with(
+        path: &Path,
+        overrides: &[(String, String)],
+    ) -> Result<ProblemFile, CoreError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CoreError::Io(format!("cannot read {}: {e}", path.display())))?;
+        ProblemFile::parse_with(&text, path, overrides)
+    }
+
+    /// [`ProblemFile::parse`] of `text` with the keys of `overrides` set first: each a dotted
+    /// key path (`discretization.order`) and a value parsed as TOML (`4`, `"cg"`, `[1, 2]`; a
+    /// bare word that is no TOML value is taken as a string). The document is then checked as
+    /// a file would be, so an unknown key or a value of the wrong type is refused naming it;
+    /// line numbers are those of the document as rewritten (the file's, re-ordered by TOML).
+    ///
+    /// # Errors
+    /// Those of [`ProblemFile::parse`], and [`CoreError::InvalidParameter`] for a key path
+    /// that goes through a value that is not a table.
+    pub fn parse_with(
+        text: &str,
+        path: &Path,
+        overrides: &[(String, String)],
+    ) -> Result<ProblemFile, CoreError> {
+        if overrides.is_empty() {
+            return ProblemFile::parse(text, path);
+        }
+        let mut document: toml::Table = toml::from_str(text).map_err(|e| {
+            let (line, column) = line_and_column(text, e.span().map_or(0, |s| s.start));
+            problem_error(path, format!("line {line}, column {column}: {}", e.message().trim()))
+        })?;
+        for (key, value) in overrides {
+            set_key(&mut document, key, value)
+                .map_err(|m| problem_error(path, format!("--set {key}={value}: {m}")))?;
+        }
+        let rewritten = toml::to_string(&document)
+            .map_err(|e| problem_error(path, format!("after --set: {e}")))?;
+        ProblemFile::parse(&rewritten, path).map_err(|e| match e {
+            CoreError::InvalidParameter { name, reason } => CoreError::InvalidParameter {
+                name,
+                reason: format!("{reason} (after --set; lines of the rewritten file)"),
+            },
+            other => other,
+        })
+    }
+
     /// Parses problem file text; `path` names it in messages, and relative paths in it are
     /// taken from its folder.
     ///
@@ -264,4 +315,28 @@ impl ProblemFile {
             outputs,
         })
     }
+}
+
+/// Sets `key` (a dotted path: `solver.method`) of `document` to `value` parsed as a TOML value
+/// (a string where it parses as none), making the tables on the way; says why not.
+fn set_key(document: &mut toml::Table, key: &str, value: &str) -> Result<(), String> {
+    let parsed = match toml::from_str::<toml::Table>(&format!("value = {value}")) {
+        Ok(mut table) => table.remove("value").unwrap_or_else(|| value.into()),
+        Err(_) => toml::Value::String(value.to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(format!("`{key}` is not a dotted key path (say, discretization.order)"));
+    }
+    let (last, tables) = parts.split_last().ok_or_else(|| "empty key".to_string())?;
+    let mut table = document;
+    for (i, part) in tables.iter().enumerate() {
+        let entry =
+            table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("`{}` is a value, not a table", parts[..=i].join(".")))?;
+    }
+    table.insert(last.to_string(), parsed);
+    Ok(())
 }

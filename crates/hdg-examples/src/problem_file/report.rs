@@ -29,15 +29,7 @@ impl Solved {
                 eprintln!("hdg: {line}");
             }
         } else {
-            let title = self.title.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
-            println!(
-                "hdg run: {}{title}, mesh {}, order {}",
-                self.path.display(),
-                self.mesh,
-                r.order
-            );
-            print_report(&self.run, &self.lines);
-            print_memory(&self.run);
+            print_report(&self.run, &self.summary);
             if let Some(path) = &self.outputs.json {
                 println!("  output         {} (JSON report)", path.display());
             }
@@ -46,26 +38,24 @@ impl Solved {
             }
         }
         let floor = hdg::default_tolerance(Precision::F32);
-        if self.precision == Precision::F32 && self.tolerance < floor {
+        if self.precision == Precision::F32 && self.summary.tolerance < floor {
             eprintln!(
                 "hdg: warning: tolerance {:e} is below what f32 reaches (about {floor:e}); the \
                  solve stopped at relative residual {:.3e} (use precision = \"f64\")",
-                self.tolerance, r.solve.relative_residual
+                self.summary.tolerance, r.solve.relative_residual
             );
             return Ok(false);
         }
         Ok(r.solve.converged)
     }
 
-    /// The JSON report: that of `hdg solve --json` ([`hdg::json::run`]) with `mesh_notes`
-    /// (the summary's lines about the mesh and the problem), `problem_file`, `title` and
-    /// `mesh`.
+    /// The JSON report: that of `hdg solve --json` ([`crate::summary_json`]: with `mesh`,
+    /// `problem`, `options` and `mesh_notes`, the summary's lines about the mesh), with
+    /// `problem_file` and `title`.
     pub fn json(&self) -> serde_json::Value {
-        let mut json = hdg::json::run(&self.run);
-        json["mesh_notes"] = serde_json::json!(self.lines);
+        let mut json = summary_json(&self.run, &self.summary);
         json["problem_file"] = self.path.display().to_string().into();
         json["title"] = serde_json::json!(self.title);
-        json["mesh"] = self.mesh.clone().into();
         json
     }
 }
