@@ -410,8 +410,12 @@ mod tests {
         // centre pixel (u_h at order 3 on this mesh is within 1e-3 of u).
         assert!(picture.range.0.abs() < 1e-2 && (picture.range.1 - 1.0).abs() < 1e-3);
         let t = |u: f64| (u - picture.range.0) / (picture.range.1 - picture.range.0);
-        assert_eq!(plot(50, 50), viridis(t(solution.evaluate(&[0.5, 0.5]).unwrap().unwrap().u)));
-        let corner = solution.evaluate(&[0.5 / 101.0, 1.0 - 0.5 / 101.0]).unwrap().unwrap().u;
+        assert_eq!(
+            plot(50, 50),
+            viridis(t(solution.evaluate_many(&[0.5, 0.5]).unwrap()[0].unwrap().u))
+        );
+        let corner =
+            solution.evaluate_many(&[0.5 / 101.0, 1.0 - 0.5 / 101.0]).unwrap()[0].unwrap().u;
         assert_eq!(plot(0, 0), viridis(t(corner)));
         let (x, y, w, h) = picture.colour_bar;
         assert_eq!(at(x + w / 2, y), viridis(1.0));
@@ -435,7 +439,7 @@ mod tests {
                     [-1.0 + (col as f64 + 0.5) * 2.0 / 64.0, 1.0 - (row as f64 + 0.5) * 2.0 / 64.0];
                 let i = (((picture.plot.1 + row) * width + picture.plot.0 + col) * 3) as usize;
                 let white = rgb[i..i + 3] == [255; 3];
-                match solution.evaluate(&x).unwrap() {
+                match solution.evaluate_many(&x).unwrap()[0] {
                     Some(_) => acc.0 += !white as usize,
                     None => acc.1 += white as usize,
                 }

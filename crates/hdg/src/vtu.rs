@@ -109,8 +109,17 @@ impl Default for Options {
 /// # Errors
 /// [`Error::Core`] ([`CoreError::InvalidParameter`]) if [`Options::regions`] does not have
 /// one entry per cell, or if the problem's exact solution fails in the per-cell errors;
-/// [`Error::Output`] if the file cannot be created or written.
+/// [`Error::Output`] if the file name does not end in `.vtu` (the file is VTK XML, which
+/// readers pick by that extension) or the file cannot be created or written.
 pub fn write(solution: &Solution, path: &Path, options: &Options) -> Result<(), Error> {
+    let vtu =
+        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("vtu"));
+    if !vtu {
+        return Err(Error::Output {
+            path: path.to_path_buf(),
+            reason: "the solution is written as VTK XML (.vtu); use a .vtu file name".into(),
+        });
+    }
     let grid = build(solution, options)?;
     let output = |e: io::Error| Error::Output { path: path.to_path_buf(), reason: e.to_string() };
     let mut writer = BufWriter::new(File::create(path).map_err(output)?);
