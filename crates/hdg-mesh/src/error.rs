@@ -24,9 +24,9 @@ fn list(shown: &[NonConformity], total: usize) -> String {
 /// What can be wrong with a mesh or with the parameters of a mesh generator.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MeshError {
-    /// Cells with zero or negative measure (area in 2D, volume in 3D): the first with its
+    /// Degenerate cells (measure near zero; area in 2D, volume in 3D): the first with its
     /// measure and vertices, how many in all, and the next few of them.
-    #[error("cell {cell} has non-positive measure {measure:e} (vertices {vertices:?}){}; cells must be non-degenerate and positively oriented", more_measures(*total, more_cells))]
+    #[error("cell {cell} has non-positive measure {measure:e} (vertices {vertices:?}){}; cells must not be degenerate", more_measures(*total, more_cells))]
     NonPositiveMeasure {
         cell: usize,
         measure: f64,

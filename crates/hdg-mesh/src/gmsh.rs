@@ -31,7 +31,6 @@ use std::path::Path;
 
 use mshio::{ElementType, MshFile};
 
-use crate::mesh::simplex_measure;
 use crate::{CellType, Mesh, MeshError};
 
 /// The boundary tag of faces that are in no physical group.
@@ -349,7 +348,7 @@ fn build(
             .collect()
     };
 
-    // Cells, in the file's order; flipped where negatively oriented.
+    // Cells, in the file's order (`Mesh::new` flips those negatively oriented).
     let vpc = cell_type.vertices_per_cell();
     let mut cells: Vec<usize> = Vec::new();
     let mut cell_regions = Vec::new();
@@ -384,17 +383,6 @@ fn build(
     }
     for v in &mut cells {
         *v = new_index[*v];
-    }
-    let mut flipped_cells = 0;
-    let mut corner = [0.0; 12];
-    for cell in cells.chunks_exact_mut(vpc) {
-        for (i, &v) in cell.iter().enumerate() {
-            corner[i * dim..(i + 1) * dim].copy_from_slice(&vertices[v * dim..(v + 1) * dim]);
-        }
-        if simplex_measure(cell_type, &corner[..vpc * dim]) < 0.0 {
-            cell.swap(vpc - 2, vpc - 1);
-            flipped_cells += 1;
-        }
     }
 
     // Boundary elements: sorted vertices -> physical tag.
@@ -451,6 +439,8 @@ fn build(
             .map(|(dim, tag)| PhysicalGroup { dim, tag, name: names.get(&(dim, tag)).cloned() })
             .collect(),
     };
+    // Negatively oriented cells were flipped by `Mesh::with_boundary_tags`, as for any mesh.
+    let flipped_cells = mesh.flipped_cells();
     Ok(GmshMesh { mesh, cell_regions, groups, flipped_cells, notes })
 }
 

@@ -14,7 +14,8 @@ const DEGENERACY_TOLERANCE: f64 = 1e-14;
 ///
 /// Faces have a canonical orientation: their vertices sorted by global number. Faces are numbered
 /// in order of first appearance when scanning the cells in order and, within a cell, its local
-/// faces in order. Every cell is positively oriented (positive signed measure).
+/// faces in order. Every cell is positively oriented (positive signed measure): cells given
+/// the other way round are flipped when the mesh is built ([`Mesh::flipped_cells`]).
 ///
 /// Local conventions (which local vertices make up local face `f`, in which order) are those of
 /// [`CellType::face_vertices`].
@@ -41,6 +42,8 @@ pub struct Mesh {
     n_boundary_faces: usize,
     /// Longest edge.
     h_max: f64,
+    /// How many cells were given negatively oriented and were flipped.
+    flipped_cells: usize,
 }
 
 /// Signed measure of a simplex given its vertex coordinates (`dim + 1` points of `dim` coordinates,
@@ -107,7 +110,10 @@ impl Mesh {
     /// Builds the faces of a simplicial mesh and validates it.
     ///
     /// `vertices` holds `dim` coordinates per vertex (vertex-major), `cells` holds
-    /// `vertices_per_cell` global vertex numbers per cell. Every cell must be positively oriented.
+    /// `vertices_per_cell` global vertex numbers per cell. A negatively oriented cell (a
+    /// clockwise triangle, a mirrored tetrahedron) is flipped by swapping its last two
+    /// vertices, as mesh files often need; [`Mesh::flipped_cells`] says how many were (a
+    /// caller that wants only positively oriented input refuses a mesh where it is not 0).
     /// `boundary_tag` is called with the centroid of every boundary face and returns its tag; tags
     /// must be at least 1 (0 is clamped to 1).
     ///
@@ -116,8 +122,8 @@ impl Mesh {
     /// - [`MeshError::Empty`]: no cells;
     /// - [`MeshError::NonFiniteCoordinate`]: a NaN or infinite coordinate;
     /// - [`MeshError::VertexOutOfRange`], [`MeshError::RepeatedVertex`]: bad cell connectivity;
-    /// - [`MeshError::NonPositiveMeasure`]: a cell whose measure is at most
-    ///   `1e-14 * h^dim`, `h` its longest edge (degenerate or negatively oriented);
+    /// - [`MeshError::NonPositiveMeasure`]: a cell whose measure has magnitude at most
+    ///   `1e-14 * h^dim`, `h` its longest edge (degenerate);
     /// - [`MeshError::NonManifoldFace`]: a face shared by three or more cells;
     /// - [`MeshError::NonConforming`]: cells that do not meet face to face (a hanging node, or
     ///   a duplicated vertex opening an internal crack; [`crate::conformity`]), every offending
@@ -171,7 +177,7 @@ impl Mesh {
     fn build(
         cell_type: CellType,
         vertices: Vec<f64>,
-        cells: Vec<usize>,
+        mut cells: Vec<usize>,
     ) -> Result<Mesh, MeshError> {
         let dim = cell_type.dim();
         let vpc = cell_type.vertices_per_cell();
@@ -202,13 +208,13 @@ impl Mesh {
             return Err(MeshError::NonFiniteCoordinate { vertex: i / dim });
         }
 
-        // Cell checks, in cell order. Bad measures are all counted (a clockwise mesh has them
-        // everywhere) and the first few named; bad connectivity stops at the first.
+        // Cell checks, in cell order. Negatively oriented cells are flipped; degenerate ones
+        // are all counted and the first few named; bad connectivity stops at the first.
         let mut h_max: f64 = 0.0;
         let mut coords = [0.0f64; 12];
         let mut first_bad: Option<(usize, f64, Vec<usize>)> = None;
-        let (mut n_bad, mut more_cells) = (0usize, Vec::new());
-        for (c, cv) in cells.chunks_exact(vpc).enumerate() {
+        let (mut n_bad, mut more_cells, mut flipped_cells) = (0usize, Vec::new(), 0usize);
+        for (c, cv) in cells.chunks_exact_mut(vpc).enumerate() {
             for (i, &v) in cv.iter().enumerate() {
                 if v >= n_v {
                     return Err(MeshError::VertexOutOfRange {
@@ -234,8 +240,15 @@ impl Mesh {
             }
             let h = h2.sqrt();
             h_max = h_max.max(h);
-            let measure = simplex_measure(cell_type, &coords[..vpc * dim]);
-            if measure.is_nan() || measure <= DEGENERACY_TOLERANCE * h.powi(dim as i32) {
+            let mut measure = simplex_measure(cell_type, &coords[..vpc * dim]);
+            let tolerance = DEGENERACY_TOLERANCE * h.powi(dim as i32);
+            if measure < -tolerance {
+                // Swapping two vertices reverses the orientation.
+                cv.swap(vpc - 2, vpc - 1);
+                flipped_cells += 1;
+                measure = -measure;
+            }
+            if measure.is_nan() || measure <= tolerance {
                 n_bad += 1;
                 if first_bad.is_none() {
                     first_bad = Some((c, measure, cv.to_vec()));
@@ -361,6 +374,7 @@ impl Mesh {
             boundary_tags,
             n_boundary_faces,
             h_max,
+            flipped_cells,
         };
         crate::conformity::check(&mesh)?;
         Ok(mesh)
@@ -494,6 +508,13 @@ impl Mesh {
         self.h_max
     }
 
+    /// How many cells were given negatively oriented (a clockwise triangle, a mirrored
+    /// tetrahedron) and were flipped when the mesh was built ([`Mesh::new`]); a renumbered
+    /// mesh keeps its original's count.
+    pub fn flipped_cells(&self) -> usize {
+        self.flipped_cells
+    }
+
     /// Copies the boundary tags of `old` into `self`, where local face `l` of new cell `c` is local
     /// face `l` of old cell `cell_map(c)`.
     fn copy_tags_from(&mut self, old: &Mesh, cell_map: impl Fn(usize) -> usize) {
@@ -521,6 +542,7 @@ impl Mesh {
         }
         let mut mesh = Self::build(self.cell_type, self.vertices.clone(), cells)?;
         mesh.copy_tags_from(self, |c| perm[c]);
+        mesh.flipped_cells = self.flipped_cells;
         Ok(mesh)
     }
 
@@ -542,6 +564,7 @@ impl Mesh {
         let cells = self.cells.iter().map(|&v| perm[v]).collect();
         let mut mesh = Self::build(self.cell_type, vertices, cells)?;
         mesh.copy_tags_from(self, |c| c);
+        mesh.flipped_cells = self.flipped_cells;
         Ok(mesh)
     }
 
@@ -584,6 +607,7 @@ impl Mesh {
             boundary_tags: self.boundary_tags.clone(),
             n_boundary_faces: self.n_boundary_faces,
             h_max: self.h_max,
+            flipped_cells: self.flipped_cells,
         }
     }
 }

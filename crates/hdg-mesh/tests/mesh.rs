@@ -76,12 +76,9 @@ fn degenerate_cell_is_rejected_with_its_index() {
 
 #[test]
 fn every_bad_cell_is_counted_and_the_first_ten_named() {
-    // 12 clockwise triangles (each square of a strip cut the wrong way round).
-    let mut v = Vec::new();
-    for i in 0..=12 {
-        v.extend_from_slice(&[i as f64, 0.0, i as f64, 1.0]);
-    }
-    let cells: Vec<usize> = (0..12).flat_map(|i| [2 * i, 2 * i + 1, 2 * i + 2]).collect();
+    // 12 degenerate triangles: three consecutive points of a line each.
+    let v: Vec<f64> = (0..14).flat_map(|i| [i as f64, 0.0]).collect();
+    let cells: Vec<usize> = (0..12).flat_map(|i| [i, i + 1, i + 2]).collect();
     let err = tri(v, cells).unwrap_err();
     let message = err.to_string();
     match err {
@@ -103,17 +100,22 @@ fn nearly_degenerate_cell_is_rejected() {
     assert!(tri(v, vec![0, 1, 2]).is_ok());
 }
 
+/// A clockwise cell is flipped (its last two vertices swapped) and counted, as a mesh file's
+/// are; the mesh is the one given counter-clockwise.
 #[test]
-fn clockwise_cell_is_rejected_with_its_index() {
+fn clockwise_cell_is_flipped_and_counted() {
     let (v, _) = two_triangles();
-    let err = tri(v, vec![0, 1, 2, 0, 3, 2]).unwrap_err();
-    match err {
-        MeshError::NonPositiveMeasure { cell, measure, .. } => {
-            assert_eq!(cell, 1);
-            assert_relative_eq!(measure, -0.5, epsilon = 1e-15);
-        }
-        e => panic!("unexpected error {e:?}"),
-    }
+    let mesh = tri(v.clone(), vec![0, 1, 2, 0, 3, 2]).unwrap();
+    assert_eq!(mesh.flipped_cells(), 1);
+    assert_eq!(mesh.cell_vertices(1), &[0, 2, 3]);
+    assert_relative_eq!(mesh.cell_measure(1), 0.5, epsilon = 1e-15);
+    let counter_clockwise = tri(v, vec![0, 1, 2, 0, 2, 3]).unwrap();
+    assert_eq!(counter_clockwise.flipped_cells(), 0);
+    assert_eq!(mesh.cells(), counter_clockwise.cells());
+    assert_eq!(mesh.n_faces(), counter_clockwise.n_faces());
+    check_consistency(&mesh);
+    // Renumbering keeps the count of the mesh as given.
+    assert_eq!(mesh.renumber_cells(&[1, 0]).unwrap().flipped_cells(), 1);
 }
 
 #[test]
@@ -322,12 +324,12 @@ fn tetrahedra_two_sharing_a_face() {
     assert_relative_eq!(mesh.face_measure(0), 3f64.sqrt() / 2.0, epsilon = 1e-15);
     check_consistency(&mesh);
 
-    // The mirrored (negatively oriented) tet is rejected.
+    // The mirrored (negatively oriented) tet is flipped and counted.
     let vertices = vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
-    assert!(matches!(
-        Mesh::new(CellType::Tetrahedron, vertices, vec![0, 2, 1, 3], |_| 1),
-        Err(MeshError::NonPositiveMeasure { cell: 0, .. })
-    ));
+    let mirrored = Mesh::new(CellType::Tetrahedron, vertices, vec![0, 2, 1, 3], |_| 1).unwrap();
+    assert_eq!(mirrored.flipped_cells(), 1);
+    assert_eq!(mirrored.cell_vertices(0), &[0, 2, 3, 1]);
+    assert_relative_eq!(mirrored.cell_measure(0), 1.0 / 6.0, epsilon = 1e-15);
 }
 
 #[test]
