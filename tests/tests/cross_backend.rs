@@ -288,7 +288,7 @@ struct SolverCase {
 
 impl SolverCase {
     fn suite(&self) -> Suite {
-        Suite { choice: self.choice, tolerance: self.tolerance, max_iterations: 50_000 }
+        Suite::new(self.choice, self.tolerance, 50_000)
     }
 }
 
@@ -785,7 +785,7 @@ fn cpu_and_cuda_agree_on_mesh_files_with_every_condition() {
             ("l-shape-1", "reentrant", None, 2),
             ("cube-with-hole-0", "outer", Some("hole"), 2),
         ];
-        let solver = Suite { choice: SolverChoice::Direct, tolerance: 1e-13, max_iterations: 1000 };
+        let solver = Suite::new(SolverChoice::Direct, 1e-13, 1000);
         let mut worst = Worst::default();
         for (name, neumann, robin, k) in cases {
             let read = tests::example_mesh(name);
@@ -911,7 +911,7 @@ fn memory_watch_sees_allocations_and_a_solve() {
     // A whole solve: a positive peak, and a per-dof figure in a sane range.
     let mesh = generate::unit_square(96, Diagonal::Right).unwrap();
     let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    let suite = Suite { choice: SolverChoice::PcgJacobi, tolerance: 1e-10, max_iterations: 50_000 };
+    let suite = Suite::new(SolverChoice::PcgJacobi, 1e-10, 50_000);
     let watch = g.watch_memory(Duration::from_micros(500)).expect("memory watch starts");
     let out = pipeline::solve::<f64, CudaBackend>(
         &g,

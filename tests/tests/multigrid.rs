@@ -8,14 +8,16 @@ use hdg_core::{
 use hdg_linalg::{MultigridPrecision, SolverChoice, Suite};
 use hdg_mesh::{generate, Diagonal, Mesh};
 
-/// The trace solve of `pcg-mg` to `tolerance` in precision T on `mesh` at order `k`.
+/// The trace solve of `pcg-mg` to `tolerance` in precision T on `mesh` at order `k`, under the
+/// default tolerance's rule (a true residual stalled above the tolerance is accepted).
 fn mg_solve<T: Real + MultigridPrecision<CpuBackend>>(
     mesh: &Mesh,
     problem: &Problem,
     k: usize,
     tolerance: f64,
 ) -> SolveReport {
-    let suite = Suite { choice: SolverChoice::PcgMg, tolerance, max_iterations: 500 };
+    let suite =
+        Suite { accept_attainable: true, ..Suite::new(SolverChoice::PcgMg, tolerance, 500) };
     solve::<T, CpuBackend>(
         &CpuBackend,
         mesh,
@@ -30,11 +32,19 @@ fn mg_solve<T: Real + MultigridPrecision<CpuBackend>>(
     .solve
 }
 
-/// Iterations of `pcg-mg` to 1e-10 (f64) on `mesh` at order `k`.
+/// Iterations of `pcg-mg` until its residual recurrence reaches 1e-10 (f64) on `mesh` at order
+/// `k`: the multigrid's rate. Restarts from x that find the attainable accuracy above 1e-10
+/// (a kappa jump of 1e4 puts it near 1e-9) are the stopping rule's, not counted here.
 fn iterations(mesh: &Mesh, problem: &Problem, k: usize) -> usize {
     let report = mg_solve::<f64>(mesh, problem, k, 1e-10);
     assert!(report.converged, "k = {k}: {report:?}");
-    report.iterations
+    first_reaching(&report, 1e-10)
+}
+
+/// The iterations of a solve's first pass until its recurrence reached `tolerance`.
+fn first_reaching(report: &SolveReport, tolerance: f64) -> usize {
+    let first = report.residual_history.iter().position(|&r| r <= tolerance);
+    first.map_or(report.iterations, |i| i + 1)
 }
 
 /// Every count at most 40 and within 20% of the series' mean.
@@ -136,11 +146,13 @@ fn single_precision_solves_converge_alike() {
     for k in [1, 3] {
         let single = mg_solve::<f32>(&mesh, &sine(), k, 1e-6);
         let double = mg_solve::<f64>(&mesh, &sine(), k, 1e-6);
-        println!("k = {k}: f32 {} iterations, f64 {}", single.iterations, double.iterations);
-        // Converged by the recurrence; the true residual of an f32 solve stalls near
-        // u32 ||A|| ||x|| / ||b|| (about 4e-4 here: README, Precision).
+        let (single_rate, double_rate) =
+            (first_reaching(&single, 1e-6), first_reaching(&double, 1e-6));
+        println!("k = {k}: f32 {single_rate} iterations, f64 {double_rate}");
+        // The true residual of an f32 solve stalls near u32 ||A|| ||x|| / ||b|| (about 4e-4
+        // here: README, Precision): the attainable accuracy, which the default rule accepts.
         assert!(single.converged && single.relative_residual < 1e-3, "{single:?}");
-        assert!(single.iterations <= double.iterations + 2, "{single:?}");
+        assert!(single_rate <= double_rate + 2, "{single:?}");
     }
 }
 
@@ -156,8 +168,7 @@ fn pure_neumann_with_mean_zero_keeps_iterations_flat() {
         let mut errors = Vec::new();
         for n in [16, 32, 64, 128] {
             let mesh = generate::unit_square(n, Diagonal::Right).unwrap();
-            let suite =
-                Suite { choice: SolverChoice::PcgMg, tolerance: 1e-10, max_iterations: 500 };
+            let suite = Suite::new(SolverChoice::PcgMg, 1e-10, 500);
             let out = solve::<f64, CpuBackend>(
                 &CpuBackend,
                 &mesh,

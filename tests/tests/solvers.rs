@@ -12,7 +12,7 @@ fn every_solver_matches_the_direct_solve() {
     for k in 1..=4 {
         let problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.5);
         let run = |choice: SolverChoice| {
-            let suite = Suite { choice, tolerance: 1e-10, max_iterations: 50_000 };
+            let suite = Suite::new(choice, 1e-10, 50_000);
             let mixed = MixedPrecisionRefinement { tolerance: 1e-10, ..Default::default() };
             let solver: &dyn TraceSolver<f64, CpuBackend> =
                 if choice == SolverChoice::Mixed { &mixed } else { &suite };

@@ -446,7 +446,7 @@ fn solver_suite_runs_on_device_vectors() {
         SolverChoice::CgChebyshev,
         SolverChoice::Gmres,
     ] {
-        let suite = Suite { choice, tolerance: 1e-10, max_iterations: 20_000 };
+        let suite = Suite::new(choice, 1e-10, 20_000);
         let mut x_cpu = vec![0.0; n];
         let cpu =
             KrylovSolver::<f64, CpuBackend>::solve(&suite, &CpuBackend, &host, &rhs, &mut x_cpu)
@@ -884,8 +884,7 @@ fn pipeline_matches<T: DeviceReal>(
     tol: f64,
     label: &str,
 ) -> (ErrorNorms, ErrorNorms) {
-    let suite =
-        Suite { choice: SolverChoice::PcgJacobi, tolerance: solver_tol, max_iterations: 50_000 };
+    let suite = Suite::new(SolverChoice::PcgJacobi, solver_tol, 50_000);
     let c = pipeline::solve::<T, CpuBackend>(
         &CpuBackend,
         mesh,
@@ -1112,7 +1111,7 @@ fn solved_on_device<T: DeviceReal>(
 ) -> (DeviceFields<T>, DevicePostprocessed<T>) {
     let cond = g.condense(disc, prep).unwrap();
     let (op, rhs) = g.assemble(disc, prep, &cond).unwrap();
-    let suite = Suite { choice: SolverChoice::Direct, tolerance: 1e-12, max_iterations: 1000 };
+    let suite = Suite::new(SolverChoice::Direct, 1e-12, 1000);
     let mut x = g.zeros(disc.trace_dofs()).unwrap();
     Krylov::<T, CudaBackend>(&suite).solve(g, disc, &op, &rhs, &mut x).unwrap();
     let fields = g.recover(disc, prep, &cond, &x).unwrap();

@@ -296,7 +296,7 @@ fn multigrid_refuses_the_matrix_free_operator() {
     let disc = Discretization::<f64>::new(&case.mesh, &case.problem, case.k).unwrap();
     let prep = LocalSolver::<f64>::prepare(&g, &disc).unwrap();
     let cond = LocalSolver::<f64>::condense(&g, &disc, &prep).unwrap();
-    let pcg_mg = Suite { choice: SolverChoice::PcgMg, tolerance: 1e-8, max_iterations: 500 };
+    let pcg_mg = Suite::new(SolverChoice::PcgMg, 1e-8, 500);
     for kind in TraceOperatorKind::ALL {
         let backend = with(&g, kind);
         let (op, rhs) = Assembler::<f64>::assemble(&backend, &disc, &prep, &cond).unwrap();
@@ -498,7 +498,7 @@ fn pipelines_agree<S: TraceSolver<f64, CudaBackend>>(
 fn matrix_free_pipeline_matches_dbf_f64() {
     let g = gpu();
     for choice in [SolverChoice::PcgBlockJacobi, SolverChoice::PcgJacobi] {
-        let suite = Suite { choice, tolerance: 1e-12, max_iterations: 50_000 };
+        let suite = Suite::new(choice, 1e-12, 50_000);
         // Orders 1..=6 on triangles (the range), 1..=3 on tetrahedra.
         for case in all_cases().into_iter().filter(|c| c.k <= 6) {
             pipelines_agree(&g, &case, &Krylov::<f64, CudaBackend>(&suite), 1e-11, 1e-11);

@@ -30,7 +30,9 @@ pub use spectrum::{
 };
 pub mod multigrid;
 pub use multigrid::{Cycle, Multigrid, MultigridSettings};
+mod stopping;
 mod suite;
+pub use stopping::StoppingRule;
 pub use suite::{MultigridPrecision, SolverChoice, Suite};
 mod dispatch;
 pub use dispatch::{

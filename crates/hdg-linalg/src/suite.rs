@@ -14,6 +14,7 @@ use crate::{
     lanczos_estimate, BlockJacobi, CgSettings, CgThenChebyshev, Chebyshev, ChebyshevPreconditioner,
     ChebyshevSolver, ConjugateGradient, DirectCholesky, Gmres, Jacobi, Multigrid,
     MultigridSettings, PipelinedCg, PreconditionedCg, Preconditioning, ProjectOut, SinglePrecision,
+    StoppingRule,
 };
 
 /// The solvers of the suite.
@@ -91,10 +92,27 @@ const CHEBYSHEV_DEGREE: usize = 4;
 pub struct Suite {
     /// Which solver.
     pub choice: SolverChoice,
-    /// Relative residual tolerance.
+    /// The true relative residual to meet.
     pub tolerance: f64,
     /// Iteration cap.
     pub max_iterations: usize,
+    /// Whether a true residual that stalls above the tolerance (the precision's attainable
+    /// accuracy) counts as converged, as it does under the default tolerance
+    /// ([`StoppingRule`]).
+    pub accept_attainable: bool,
+}
+
+impl Suite {
+    /// `choice` stopping at the true relative residual `tolerance` (which must be met) or
+    /// after `max_iterations`.
+    pub fn new(choice: SolverChoice, tolerance: f64, max_iterations: usize) -> Self {
+        Suite { choice, tolerance, max_iterations, accept_attainable: false }
+    }
+
+    /// The stopping rule every iterative solve of the suite ends with.
+    pub fn stopping_rule(&self) -> StoppingRule {
+        StoppingRule { tolerance: self.tolerance, accept_attainable: self.accept_attainable }
+    }
 }
 
 fn cg_settings(s: &Suite) -> CgSettings {
@@ -140,6 +158,22 @@ impl<T: Real, B: FusedOps<T> + BlockOps<T>> KrylovSolver<T, B> for Suite {
     }
 
     fn solve(
+        &self,
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        rhs: &B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<SolveReport> {
+        if self.choice == SolverChoice::Direct {
+            return DirectCholesky::solve(backend, operator, rhs, x);
+        }
+        self.stopping_rule().apply(|| self.iterate(backend, operator, rhs, x))
+    }
+}
+
+impl Suite {
+    /// One run of the iterative solver `choice` from x (its setup included).
+    fn iterate<T: Real, B: FusedOps<T> + BlockOps<T>>(
         &self,
         backend: &B,
         operator: &dyn TraceOperator<T, Vector = B::Vector>,
@@ -276,8 +310,8 @@ fn pcg_with<T: Real, B: FusedOps<T>>(
     rhs: &B::Vector,
     x: &mut B::Vector,
 ) -> Result<SolveReport> {
-    let mut report = PreconditionedCg { settings: cg_settings(suite), preconditioner }
-        .solve(backend, operator, rhs, x)?;
+    let pcg = PreconditionedCg { settings: cg_settings(suite), preconditioner };
+    let mut report = suite.stopping_rule().apply(|| pcg.solve(backend, operator, rhs, x))?;
     let mut notes = setup_notes.to_vec();
     notes.append(&mut report.notes);
     report.notes = notes;

@@ -160,7 +160,7 @@ fn a_solve_with_its_plan_made_ahead_is_the_same_solve() {
     let (mesh, problem) = hdg_inputs(12);
     let disc = Discretization::<f64>::new(&mesh, &problem, 2).unwrap();
     let (op, rhs) = assemble(&disc);
-    let suite = Suite { choice: SolverChoice::PcgMg, tolerance: 1e-10, max_iterations: 500 };
+    let suite = Suite::new(SolverChoice::PcgMg, 1e-10, 500);
     let solve = |plan| {
         let mut x = CpuBackend.zeros(disc.trace_dofs()).unwrap();
         let report = suite.solve_planned(&CpuBackend, &disc, plan, &op, &rhs, &mut x).unwrap();
