@@ -335,3 +335,32 @@ impl std::fmt::Display for PipelineReport {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// Iterations reach the observer installed on this thread while it is installed, and no
+    /// other; the one before comes back when it is dropped.
+    #[test]
+    fn iterations_reach_the_installed_observer_only() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let observer = |tag: usize| -> Option<IterationObserver> {
+            let seen = seen.clone();
+            Some(Box::new(move |i, _| seen.borrow_mut().push((tag, i))))
+        };
+        iteration(1, 0.5);
+        let outer = Observing::install(observer(0));
+        iteration(2, 0.1);
+        {
+            let _inner = Observing::install(observer(1));
+            iteration(3, 0.01);
+        }
+        iteration(4, 0.001);
+        drop(outer);
+        iteration(5, 0.0001);
+        assert_eq!(*seen.borrow(), [(0, 2), (1, 3), (0, 4)]);
+    }
+}

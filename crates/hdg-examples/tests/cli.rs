@@ -520,3 +520,36 @@ fn output_to_a_pipe_has_no_progress_escape_codes() {
         assert!(!text.contains('\x1b') && !text.contains('\r'), "escape codes in {text:?}");
     }
 }
+
+/// The trace solve's iterations reach the observer a `Progress` gives for the solve stage
+/// (what the program's spinner shows), one call per iteration.
+#[test]
+fn the_trace_solve_reports_its_iterations_to_progress() {
+    use std::sync::{Arc, Mutex};
+    struct Counting(Arc<Mutex<Vec<(usize, f64)>>>);
+    impl hdg::Progress for Counting {
+        fn iterations(&mut self) -> Option<hdg::core::pipeline::IterationObserver> {
+            let seen = self.0.clone();
+            Some(Box::new(move |i, r| seen.lock().unwrap().push((i, r))))
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mesh = hdg::generate::unit_square(8, hdg::mesh::Diagonal::Right).unwrap();
+    let problem = hdg::Problem::manufactured(hdg::Manufactured::Sine, 1.0, 0.0);
+    let settings = hdg::SolverSettings {
+        choice: hdg::SolverChoice::PcgJacobi,
+        tolerance: Some(1e-8),
+        ..Default::default()
+    };
+    let run = hdg::Solver::new(mesh, problem)
+        .order(2)
+        .solver_settings(settings)
+        .run(&mut Counting(seen.clone()))
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    let iterations = run.report.solve.iterations;
+    assert!(iterations > 5, "{iterations}");
+    assert_eq!(seen.len(), iterations);
+    assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (1..=iterations).collect::<Vec<_>>());
+    assert!(seen.last().unwrap().1 <= 1e-8, "{:?}", seen.last());
+}

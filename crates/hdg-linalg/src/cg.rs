@@ -212,6 +212,10 @@ fn cg_loop<T: Real, B: FusedOps<T>>(
         let rr = backend.cg_update(alpha, &p, &ap, x, &mut r)?;
         report.iterations += 1;
         residual = rr.as_f64().sqrt() / b_norm;
+        if observer.is_none() {
+            // Progress of a trace solve (the inner uses of this loop pass an observer).
+            hdg_core::pipeline::iteration(report.iterations, residual);
+        }
         if observer.is_none() && residual <= settings.tolerance {
             report.reductions += 1; // r.r, fused in the update
             report.residual_history.push(residual);
@@ -242,10 +246,6 @@ fn cg_loop<T: Real, B: FusedOps<T>>(
         rz = rz_new;
         backend.xpby(&z, beta, &mut p)?;
         report.residual_history.push(residual);
-        if observer.is_none() {
-            // Progress of a trace solve (the inner uses of this loop pass an observer).
-            hdg_core::pipeline::iteration(report.iterations, residual);
-        }
         let step = CgStep {
             iteration: report.iterations,
             alpha: alpha.as_f64(),
