@@ -110,7 +110,7 @@ pub fn short_number(v: f64) -> String {
 /// Labels for `n` evenly spaced values from `min` to `max` (both included), all with the
 /// decimals the spacing needs (0, 0.25, 0.5, 0.75, 1); one label when the range is empty.
 fn even_labels(min: f64, max: f64, n: usize) -> Vec<(f64, String)> {
-    if !(max > min) || n < 2 {
+    if max <= min || n < 2 {
         return vec![(min, short_number(min))];
     }
     let step = (max - min) / (n - 1) as f64;
