@@ -449,7 +449,7 @@ pub fn manufactured_formula(kind: ProblemKind, dim: usize, order: usize) -> Stri
                 ("0.2 + 0.5 x + 0.3 y", "0.6 - 0.5 x + 0.4 y")
             };
             let mixed = |p: &str, q: &str| match k {
-                1 => format!("{p}"),
+                1 => p.to_string(),
                 _ => format!("{p} {q}{}", power(k - 1)),
             };
             let mut u = format!("u = ({a}){} + ({b}){} + {}", power(k), power(k), mixed("x", "y"));
