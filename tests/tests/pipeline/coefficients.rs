@@ -198,7 +198,7 @@ fn bad_coefficients_at_points_are_refused_naming_field_and_cell() {
     assert!(message.contains("and 3 more cells"), "{message}");
 
     p.kappa = Coefficient::field(|x| x[0] - 0.5);
-    assert!(refused(&p).contains("is not finite and > 0"));
+    assert!(refused(&p).contains("(kappa must be finite and > 0)"));
     p.kappa = Coefficient::tensor(|_, k| k.copy_from_slice(&[1.0, 2.0, 2.0, 1.0]));
     assert!(refused(&p).contains("symmetric positive definite"));
     p.kappa = Coefficient::tensor(|_, k| k.copy_from_slice(&[1.0, 0.5, 0.0, 1.0]));
