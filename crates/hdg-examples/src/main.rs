@@ -392,7 +392,8 @@ fn run_one(
     let tolerance = common.tol.unwrap_or(default_tolerance(common.precision));
     let settings = SolverSettings {
         choice: common.solver,
-        tolerance: Some(tolerance),
+        // None: the default rule, which also accepts the precision's attainable accuracy.
+        tolerance: common.tol,
         max_iterations: common.max_iterations,
     };
     let run = program_solver(built.mesh, problem)?

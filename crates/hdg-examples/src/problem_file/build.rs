@@ -158,7 +158,7 @@ impl ProblemFile {
 
         let settings = SolverSettings {
             choice: self.solver,
-            tolerance: Some(self.tolerance),
+            tolerance: self.tolerance,
             max_iterations: self.max_iterations,
         };
         let solver = program_solver(built.mesh, builder.build())?

@@ -279,7 +279,8 @@ pub struct ProblemFile {
     order: usize,
     tau: Tau,
     solver: SolverChoice,
-    tolerance: f64,
+    /// The tolerance the file gives; None: the default rule ([`hdg::default_tolerance`]).
+    tolerance: Option<f64>,
     max_iterations: usize,
     backend: Backend,
     precision: Precision,
@@ -411,7 +412,7 @@ impl ProblemFile {
             mesh: self.mesh_name(),
             notes,
             problem: setup.description,
-            tolerance: self.tolerance,
+            tolerance: self.tolerance.unwrap_or_else(|| hdg::default_tolerance(self.precision)),
             max_iterations: self.max_iterations,
             tau: tau_name(&self.tau),
             verbose: false,

@@ -265,9 +265,9 @@ impl ProblemFile {
         let tolerance = match &s.tolerance {
             Some(t) => {
                 hdg::check_tolerance(*t.get_ref()).map_err(|e| at(t.span(), e.to_string()))?;
-                *t.get_ref()
+                Some(*t.get_ref())
             }
-            None => defaults.tolerance_in(precision),
+            None => None,
         };
         let max_iterations = match &s.max_iterations {
             Some(m) if *m.get_ref() == 0 => {
