@@ -242,12 +242,12 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     hdg::check_tolerance(t).map(|()| t).map_err(|e| e.to_string())
 }
 
-/// Progress on standard error. On a terminal: a spinner with the elapsed time and the stage
-/// running (during the trace solve its iteration and residual, or that a direct factorisation
-/// runs). Elsewhere (a log file, a test) plain lines only, no escape codes: the bar's draw
-/// target hides itself. Once a run has taken more than a second, a line when each stage starts
-/// and ends (short runs stay quiet), and during a long iterative solve a line every
-/// [`StageLog::LOG_EVERY`].
+/// Progress on standard error. On a terminal: a spinner with the stage running and its time
+/// (during the trace solve its iteration and residual, or that a direct factorisation runs).
+/// Elsewhere (a log file, a test) plain lines only, no escape codes: the bar's draw target
+/// hides itself. Once a run has taken more than a second, a line when each stage starts and
+/// ends (short runs stay quiet), and during a long iterative solve a line every
+/// [`StageLog::LOG_EVERY`] seconds.
 struct StageLog {
     start: Instant,
     /// The spinner; None when progress is off (`--json`).
@@ -293,6 +293,8 @@ impl Progress for StageLog {
             (Stage::Solve, solver) => format!("solve: {solver}"),
             _ => format!("{} ...", stage.name()),
         };
+        // The spinner's clock shows the stage's own time (a factorisation's, say).
+        bar.reset_elapsed();
         bar.set_message(message);
         let elapsed = self.start.elapsed().as_secs_f64();
         if elapsed > 1.0 {

@@ -8,6 +8,10 @@
 //! reports them), expressions that do not parse or use names they may not, physical groups the
 //! mesh does not have, regions without a coefficient value, a missing mesh file.
 //!
+//! `hdg run FILE --set KEY=VALUE` sets any key before the file is checked (a dotted key path,
+//! a TOML value: `--set discretization.order=4`, `--set solver.method=cg`; repeatable), so
+//! the same checks and messages apply ([`ProblemFile::load_with`]).
+//!
 //! # A complete example
 //!
 //! Every section but `[mesh]` and `[discretization]` may be left out, and so may every key
