@@ -496,8 +496,9 @@ pub struct Summary {
 }
 
 /// The line of a summary about the trace solve's residual: which residual it is, the
-/// tolerance, and whether the report says it was met (`converged`), with a reason where the
-/// number alone would say otherwise.
+/// tolerance, and whether the report says the solve converged (`converged`): met, accepted
+/// (the default rule's attainable accuracy), or not met, with why where the number alone would
+/// say otherwise.
 pub fn residual_line(
     solve: &hdg::core::SolveReport,
     tolerance: f64,
@@ -506,7 +507,10 @@ pub fn residual_line(
     let r = solve.relative_residual;
     let verdict = match (solve.converged, r <= tolerance) {
         (true, true) => "met".to_string(),
-        (true, false) => "met by the solver's own residual estimate".to_string(),
+        // Only the default tolerance converges above itself (hdg_linalg::StoppingRule).
+        (true, false) => "accepted: the residual stalled above it at the precision's attainable \
+                          accuracy (the default tolerance's rule)"
+            .to_string(),
         (false, _) if solve.iterations >= max_iterations => {
             format!("not met within the cap of {max_iterations} iterations")
         }
