@@ -356,6 +356,20 @@ impl SolutionOutputs {
         self.vtu.is_some() || self.png.is_some()
     }
 
+    /// Refuses file names of another format before anything is solved.
+    ///
+    /// # Errors
+    /// The writers' refusals ([`hdg::vtu::check_path`], [`hdg::png::check_path`]).
+    pub fn check(&self) -> Result<(), CoreError> {
+        if let Some(path) = &self.vtu {
+            hdg::vtu::check_path(path).map_err(hdg::Error::into_core)?;
+        }
+        if let Some(path) = &self.png {
+            hdg::png::check_path(path)?;
+        }
+        Ok(())
+    }
+
     /// Writes the files asked for; one line per file saying what it holds. `regions` (a
     /// region tag per cell, from a mesh file) go into the VTU file.
     ///

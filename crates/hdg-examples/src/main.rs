@@ -364,6 +364,11 @@ fn run_one(
     outputs: &SolutionOutputs,
     log: &mut StageLog,
 ) -> Result<(Run, Summary), CoreError> {
+    // A file name of another format is refused before the solve, not after it.
+    outputs.check()?;
+    if let Some(path) = &only.export_matrix {
+        hdg::matrix_market::check_path(path)?;
+    }
     if !(0.0..=0.4).contains(&common.perturb) {
         return Err(CoreError::InvalidParameter {
             name: "perturb",
@@ -594,6 +599,9 @@ fn convergence(
     start: usize,
     plot: Option<&std::path::Path>,
 ) -> Result<bool, CoreError> {
+    if let Some(path) = plot {
+        hdg_examples::plot::check_svg_path(path)?;
+    }
     let bar = (!common.json)
         .then(|| ProgressBar::with_draw_target(Some(levels as u64), ProgressDrawTarget::stderr()));
     let mut rows = Vec::new();

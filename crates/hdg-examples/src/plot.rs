@@ -75,6 +75,25 @@ fn error_label(e: f64) -> String {
     }
 }
 
+/// Refuses a file name that does not end in `.svg` (any case), before any work is done.
+///
+/// # Errors
+/// [`CoreError::InvalidParameter`] naming the file.
+pub fn check_svg_path(path: &Path) -> Result<(), CoreError> {
+    let svg =
+        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if svg {
+        return Ok(());
+    }
+    Err(CoreError::InvalidParameter {
+        name: "plot file",
+        reason: format!(
+            "{}: the convergence plot is drawn as SVG; use a .svg file name",
+            path.display()
+        ),
+    })
+}
+
 /// Writes the log-log plot of each series against h to `path` (SVG): a tick at every mesh's h
 /// (labelled 1/N), each series labelled "NAME: rate R (finest pair), fit F, expected E" and a
 /// caption below saying what the two rates are; returns the rates stated.
@@ -88,17 +107,7 @@ pub fn convergence_svg(
     h: &[f64],
     series: &[Series<'_>],
 ) -> Result<Vec<Rates>, CoreError> {
-    let svg =
-        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    if !svg {
-        return Err(CoreError::InvalidParameter {
-            name: "plot file",
-            reason: format!(
-                "{}: the convergence plot is drawn as SVG; use a .svg file name",
-                path.display()
-            ),
-        });
-    }
+    check_svg_path(path)?;
     let io = |e: &dyn std::fmt::Display| CoreError::Io(format!("{}: {e}", path.display()));
     let positive = |v: &&f64| v.is_finite() && **v > 0.0;
     let all = series.iter().flat_map(|s| s.errors.iter()).filter(positive);

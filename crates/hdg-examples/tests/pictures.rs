@@ -87,22 +87,27 @@ fn assert_refused(args: &[&str], needles: &[&str]) {
 }
 
 /// A picture named .svg, a solution named .vtk, a matrix named .txt and a convergence plot
-/// named .png are refused naming the file and the extension to use, and nothing is written;
-/// the right names still work.
+/// named .png are refused naming the file and the extension to use, before anything is solved
+/// (on a problem far too large for the host, whose refusal would otherwise come first), and
+/// nothing is written; the right names still work.
 #[test]
 fn outputs_with_another_formats_extension_are_refused() {
     let dir = scratch("extensions");
     let at = |name: &str| dir.join(name).to_str().unwrap().to_string();
-    let solve = ["solve", "--mesh", "square:2", "--order", "1"];
-    assert_refused(&[&solve[..], &["--plot", &at("u.svg")]].concat(), &["u.svg", ".png"]);
-    assert_refused(&[&solve[..], &["--output", &at("u.vtk")]].concat(), &["u.vtk", ".vtu"]);
-    assert_refused(&[&solve[..], &["--export-matrix", &at("a.txt")]].concat(), &["a.txt", ".mtx"]);
-    let convergence = ["convergence", "--order", "1", "--levels", "2", "--start", "2"];
+    let too_large = ["solve", "--mesh", "square:100000", "--order", "8"];
+    assert_refused(&[&too_large[..], &["--plot", &at("u.svg")]].concat(), &["u.svg", ".png"]);
+    assert_refused(&[&too_large[..], &["--output", &at("u.vtk")]].concat(), &["u.vtk", ".vtu"]);
+    assert_refused(
+        &[&too_large[..], &["--export-matrix", &at("a.txt")]].concat(),
+        &["a.txt", ".mtx"],
+    );
+    let convergence = ["convergence", "--order", "8", "--levels", "2", "--start", "100000"];
     assert_refused(&[&convergence[..], &["--plot", &at("r.png")]].concat(), &["r.png", ".svg"]);
     for name in ["u.svg", "u.vtk", "a.txt", "r.png"] {
         assert!(!dir.join(name).exists(), "{name} was written");
     }
 
+    let solve = ["solve", "--mesh", "square:2", "--order", "1"];
     let names = [at("u.png"), at("u.vtu"), at("a.mtx")];
     let args = ["--plot", &names[0], "--output", &names[1], "--export-matrix", &names[2]];
     let (code, _, err) = hdg(&[&solve[..], &args[..]].concat());
@@ -121,7 +126,7 @@ fn problem_file_outputs_with_another_formats_extension_are_refused() {
     {
         let path = dir.join("p.toml");
         let text = format!(
-            "[mesh]\ngenerate = \"square:2\"\n[discretization]\norder = 1\n[output]\n{output}\n"
+            "[mesh]\ngenerate = \"square:100000\"\n[discretization]\norder = 8\n[output]\n{output}\n"
         );
         std::fs::write(&path, text).unwrap();
         assert_refused(&["run", path.to_str().unwrap()], &needles);

@@ -15,15 +15,25 @@ pub fn to_sprs(csr: HostCsr) -> sprs::CsMat<f64> {
 /// [`CoreError::InvalidParameter`] for a file name that does not end in `.mtx` (or `.mm`);
 /// [`CoreError::Io`] when the file cannot be written.
 pub fn write(csr: &HostCsr, path: &Path) -> Result<(), CoreError> {
-    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    if !matches!(extension.as_deref(), Some("mtx" | "mm")) {
-        return Err(CoreError::InvalidParameter {
-            name: "matrix file",
-            reason: format!(
-                "{}: the matrix is written in Matrix Market form; use a .mtx file name",
-                path.display()
-            ),
-        });
-    }
+    check_path(path)?;
     sprs::io::write_matrix_market(path, &to_sprs(csr.clone())).map_err(CoreError::from)
+}
+
+/// Refuses a file name that does not end in `.mtx` or `.mm` (any case), before any work is
+/// done.
+///
+/// # Errors
+/// [`CoreError::InvalidParameter`] naming the file.
+pub fn check_path(path: &Path) -> Result<(), CoreError> {
+    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if matches!(extension.as_deref(), Some("mtx" | "mm")) {
+        return Ok(());
+    }
+    Err(CoreError::InvalidParameter {
+        name: "matrix file",
+        reason: format!(
+            "{}: the matrix is written in Matrix Market form; use a .mtx file name",
+            path.display()
+        ),
+    })
 }

@@ -112,19 +112,29 @@ impl Default for Options {
 /// [`Error::Output`] if the file name does not end in `.vtu` (the file is VTK XML, which
 /// readers pick by that extension) or the file cannot be created or written.
 pub fn write(solution: &Solution, path: &Path, options: &Options) -> Result<(), Error> {
-    let vtu =
-        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("vtu"));
-    if !vtu {
-        return Err(Error::Output {
-            path: path.to_path_buf(),
-            reason: "the solution is written as VTK XML (.vtu); use a .vtu file name".into(),
-        });
-    }
+    check_path(path)?;
     let grid = build(solution, options)?;
     let output = |e: io::Error| Error::Output { path: path.to_path_buf(), reason: e.to_string() };
     let mut writer = BufWriter::new(File::create(path).map_err(output)?);
     grid.write_xml(&mut writer).map_err(output)?;
     writer.flush().map_err(output)
+}
+
+/// Refuses a file name that does not end in `.vtu` (any case), before any work is done: the
+/// file is VTK XML, which readers pick by that extension.
+///
+/// # Errors
+/// [`Error::Output`] naming the file.
+pub fn check_path(path: &Path) -> Result<(), Error> {
+    let vtu =
+        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("vtu"));
+    if vtu {
+        return Ok(());
+    }
+    Err(Error::Output {
+        path: path.to_path_buf(),
+        reason: "the solution is written as VTK XML (.vtu); use a .vtu file name".into(),
+    })
 }
 
 /// A point of the reference lattice of degree `N`: integer coordinates `p` with `p_s >= 0` and

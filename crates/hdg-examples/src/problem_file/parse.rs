@@ -288,6 +288,8 @@ impl ProblemFile {
             vtu: resolve(&raw.output.vtu),
             png: resolve(&raw.output.png),
         };
+        // A file name of another format is refused now, before the mesh is built.
+        crate::SolutionOutputs { vtu: outputs.vtu.clone(), png: outputs.png.clone() }.check()?;
 
         Ok(ProblemFile {
             path: path.to_path_buf(),
