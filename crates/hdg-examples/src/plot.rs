@@ -80,9 +80,7 @@ fn error_label(e: f64) -> String {
 /// # Errors
 /// [`CoreError::InvalidParameter`] naming the file.
 pub fn check_svg_path(path: &Path) -> Result<(), CoreError> {
-    let svg =
-        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    if svg {
+    if hdg::has_extension(path, &["svg"]) {
         return Ok(());
     }
     Err(CoreError::InvalidParameter {

@@ -211,6 +211,13 @@ impl Error {
     }
 }
 
+/// Whether `path`'s extension is one of `extensions` (lower case, without the dot), in any
+/// case: how every writer of the library and the program checks a file name against its format.
+pub fn has_extension(path: &std::path::Path, extensions: &[&str]) -> bool {
+    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    extension.is_some_and(|e| extensions.contains(&e.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::Backend;

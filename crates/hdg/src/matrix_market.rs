@@ -25,8 +25,7 @@ pub fn write(csr: &HostCsr, path: &Path) -> Result<(), CoreError> {
 /// # Errors
 /// [`CoreError::InvalidParameter`] naming the file.
 pub fn check_path(path: &Path) -> Result<(), CoreError> {
-    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    if matches!(extension.as_deref(), Some("mtx" | "mm")) {
+    if crate::has_extension(path, &["mtx", "mm"]) {
         return Ok(());
     }
     Err(CoreError::InvalidParameter {

@@ -146,9 +146,7 @@ fn even_labels(min: f64, max: f64, n: usize) -> Vec<(f64, String)> {
 /// # Errors
 /// [`CoreError::InvalidParameter`] naming the file.
 pub fn check_path(path: &Path) -> Result<(), CoreError> {
-    let png =
-        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    if png {
+    if crate::has_extension(path, &["png"]) {
         Ok(())
     } else {
         Err(CoreError::InvalidParameter {

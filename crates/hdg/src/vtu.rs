@@ -126,9 +126,7 @@ pub fn write(solution: &Solution, path: &Path, options: &Options) -> Result<(), 
 /// # Errors
 /// [`Error::Output`] naming the file.
 pub fn check_path(path: &Path) -> Result<(), Error> {
-    let vtu =
-        path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("vtu"));
-    if vtu {
+    if crate::has_extension(path, &["vtu"]) {
         return Ok(());
     }
     Err(Error::Output {
