@@ -288,7 +288,9 @@ struct SolverCase {
 
 impl SolverCase {
     fn suite(&self) -> Suite {
-        Suite::new(self.choice, self.tolerance, 50_000)
+        // The default tolerance's rule: the backends are compared at what the precision
+        // attains (an f32 solve's true residual stalls above 1e-6 on some cases).
+        Suite { accept_attainable: true, ..Suite::new(self.choice, self.tolerance, 50_000) }
     }
 }
 

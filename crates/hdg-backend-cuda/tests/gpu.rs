@@ -884,7 +884,12 @@ fn pipeline_matches<T: DeviceReal>(
     tol: f64,
     label: &str,
 ) -> (ErrorNorms, ErrorNorms) {
-    let suite = Suite::new(SolverChoice::PcgJacobi, solver_tol, 50_000);
+    // The default tolerance's rule: the backends are compared at what the precision attains
+    // (an f32 solve's true residual stalls above 1e-6 on some of these cases).
+    let suite = Suite {
+        accept_attainable: true,
+        ..Suite::new(SolverChoice::PcgJacobi, solver_tol, 50_000)
+    };
     let c = pipeline::solve::<T, CpuBackend>(
         &CpuBackend,
         mesh,
