@@ -70,4 +70,7 @@ pub enum MeshError {
     /// A generator or transformation parameter out of range.
     #[error("invalid mesh parameter: {0}")]
     InvalidParameter(String),
+    /// The graph partitioner (METIS) failed on valid input: out of memory, or an internal error.
+    #[error("mesh partitioning failed: {0}")]
+    Partitioner(String),
 }

@@ -6,7 +6,10 @@
 //! - [`rectangle`], [`unit_square`]: structured triangulations; [`box_mesh`], [`unit_cube`]:
 //!   structured tetrahedral meshes (Kuhn split); [`perturb`]: random interior vertex moves that
 //!   keep every cell valid;
-//! - [`PointLocator`]: the cell that holds a point.
+//! - [`PointLocator`]: the cell that holds a point;
+//! - [`Partition`]: the cells of each MPI rank (contiguous blocks, or METIS with feature
+//!   `metis`); [`MeshPart`]: one rank's cells, and the ghost cells of its faces, as a
+//!   self-contained mesh with maps to the global numbering.
 mod cell;
 pub mod conformity;
 mod error;
@@ -14,6 +17,8 @@ pub mod generate;
 pub mod gmsh;
 pub mod locate;
 mod mesh;
+pub mod part;
+pub mod partition;
 pub use cell::CellType;
 pub use error::MeshError;
 pub use generate::{
@@ -22,3 +27,5 @@ pub use generate::{
 };
 pub use locate::{Located, PointLocator};
 pub use mesh::{Mesh, NO_CELL};
+pub use part::{MeshPart, INTERFACE_TAG};
+pub use partition::Partition;

@@ -515,6 +515,13 @@ impl Mesh {
         self.flipped_cells
     }
 
+    /// Sets the tag of boundary face `f` (at least 1): how a mesh part tags its faces from the
+    /// whole mesh's, face by face, without matching vertex lists.
+    pub(crate) fn set_boundary_tag(&mut self, f: usize, tag: u32) {
+        debug_assert!(self.is_boundary_face(f) && tag >= 1);
+        self.boundary_tags[f] = tag;
+    }
+
     /// Copies the boundary tags of `old` into `self`, where local face `l` of new cell `c` is local
     /// face `l` of old cell `cell_map(c)`.
     fn copy_tags_from(&mut self, old: &Mesh, cell_map: impl Fn(usize) -> usize) {
