@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::reference::face_parameter_barycentric;
 use crate::{BoundaryCondition, CoreError, Problem, Real, ReferenceElement, Result, TraceTopology};
-use hdg_mesh::Mesh;
+use hdg_mesh::{Mesh, INTERFACE_TAG};
 
 /// The Neumann and Robin faces' share of the trace system.
 #[derive(Clone, Debug, Default)]
@@ -53,15 +53,41 @@ impl<T: Real> BoundaryTerms<T> {
     }
 }
 
+/// Whether face `f` is on the domain's boundary: a boundary face of `mesh` that is not the
+/// interface of a part with another part (a mesh part's [`INTERFACE_TAG`] faces are interior
+/// to the whole mesh: unknowns with no boundary condition).
+pub fn on_domain_boundary(mesh: &Mesh, f: usize) -> bool {
+    mesh.is_boundary_face(f) && mesh.boundary_tag(f) != INTERFACE_TAG
+}
+
 /// Which faces are Dirichlet: the boundary faces whose tag has no other condition.
 pub fn dirichlet_faces(mesh: &Mesh, problem: &Problem) -> Vec<bool> {
     (0..mesh.n_faces())
         .into_par_iter()
         .map(|f| {
-            mesh.is_boundary_face(f)
+            on_domain_boundary(mesh, f)
                 && matches!(problem.condition(mesh.boundary_tag(f)), BoundaryCondition::Dirichlet)
         })
         .collect()
+}
+
+/// Whether something fixes the constant that a pure Neumann problem leaves free, as far as the
+/// mesh and the problem tell without evaluating coefficients: a Dirichlet or Robin face, or c
+/// given as a number (or one per cell) that is positive somewhere.
+pub fn constant_fixed(mesh: &Mesh, problem: &Problem) -> bool {
+    let reaction = match &problem.reaction {
+        crate::Coefficient::Constant(c) => *c > 0.0,
+        crate::Coefficient::PerCell(v) => v.iter().any(|&c| c > 0.0),
+        _ => false,
+    };
+    reaction
+        || (0..mesh.n_faces()).into_par_iter().any(|f| {
+            on_domain_boundary(mesh, f)
+                && !matches!(
+                    problem.condition(mesh.boundary_tag(f)),
+                    BoundaryCondition::Neumann { .. }
+                )
+        })
 }
 
 /// Whether the solution is fixed only up to a constant: no Dirichlet face, no Robin face and
@@ -79,7 +105,7 @@ pub fn constant_left_free(
 ) -> Result<bool> {
     let any_dirichlet = (0..mesh.n_faces()).any(|f| topology.is_dirichlet(f));
     let any_robin = (0..mesh.n_faces()).any(|f| {
-        mesh.is_boundary_face(f)
+        on_domain_boundary(mesh, f)
             && matches!(problem.condition(mesh.boundary_tag(f)), BoundaryCondition::Robin { .. })
     });
     if any_dirichlet || any_robin || any_reaction {
@@ -209,7 +235,7 @@ pub fn boundary_terms<T: Real>(
     let n_f = element.n_face();
     let faces: Vec<usize> = (0..mesh.n_faces())
         .into_par_iter()
-        .filter(|&f| mesh.is_boundary_face(f) && !topology.is_dirichlet(f))
+        .filter(|&f| on_domain_boundary(mesh, f) && !topology.is_dirichlet(f))
         .collect();
     if faces.is_empty() {
         return Ok(BoundaryTerms::default());

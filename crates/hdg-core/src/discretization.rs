@@ -56,10 +56,27 @@ pub struct Discretization<'a, T: Real> {
 impl<'a, T: Real> Discretization<'a, T> {
     /// Validates the inputs and builds the setup.
     pub fn new(mesh: &'a Mesh, problem: &'a Problem, order: usize) -> Result<Self> {
+        Self::build(mesh, problem, order, Whole::Mesh)
+    }
+
+    /// The setup of one rank's part of a distributed run: `mesh` is the part (its
+    /// [`hdg_mesh::INTERFACE_TAG`] faces are unknowns without a boundary condition) and
+    /// `problem` the problem restricted to its cells ([`Problem::restricted_to`]). What only
+    /// the whole mesh can tell was checked on it before: the boundary tags a condition names
+    /// (a part may lack some) and whether the constant is left free (a part may have no
+    /// Dirichlet face); a part never has the constants as its null space.
+    pub fn for_part(mesh: &'a Mesh, problem: &'a Problem, order: usize) -> Result<Self> {
+        Self::build(mesh, problem, order, Whole::Part)
+    }
+
+    fn build(mesh: &'a Mesh, problem: &'a Problem, order: usize, whole: Whole) -> Result<Self> {
         if !(MIN_ORDER..=MAX_ORDER).contains(&order) {
             return Err(CoreError::InvalidOrder { order, min: MIN_ORDER, max: MAX_ORDER });
         }
-        problem.validate_on(mesh)?;
+        match whole {
+            Whole::Mesh => problem.validate_on(mesh)?,
+            Whole::Part => problem.validate(mesh.n_cells())?,
+        }
         let element = reference_element(mesh.cell_type(), order)?;
         let post_element = reference_element(mesh.cell_type(), order + 1)?;
         let load_degree = match problem.source.degree() {
@@ -73,8 +90,12 @@ impl<'a, T: Real> Discretization<'a, T> {
             crate::coefficients::evaluate(mesh, problem, &tables)
         })??;
         let any_reaction = coefficients.reaction.iter().any(|&c| c > 0.0);
-        let constant_null_space =
-            crate::boundary::constant_left_free(mesh, problem, &topology, any_reaction)?;
+        let constant_null_space = match whole {
+            Whole::Mesh => {
+                crate::boundary::constant_left_free(mesh, problem, &topology, any_reaction)?
+            }
+            Whole::Part => false,
+        };
         let fpc = mesh.cell_type().faces_per_cell();
         let n_cells = mesh.n_cells();
         let tau = stabilization(mesh, &problem.tau, &coefficients.kappa);
@@ -134,6 +155,13 @@ impl<'a, T: Real> Discretization<'a, T> {
         }
         integral / measure
     }
+}
+
+/// Whether a discretization is of the whole mesh or of a rank's part of it.
+#[derive(Clone, Copy)]
+enum Whole {
+    Mesh,
+    Part,
 }
 
 /// tau per (cell, local face) from the problem's rule (validated by `Problem::validate`).

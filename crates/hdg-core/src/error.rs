@@ -44,6 +44,11 @@ pub enum CoreError {
     /// An I/O failure (export files).
     #[error("i/o error: {0}")]
     Io(String),
+    /// A rank of a distributed run failed: every rank returns the error of the lowest failing
+    /// rank, its message as text (cell and face numbers in it are those of that rank's part,
+    /// `hdg_mesh::MeshPart`, where the failure was in the part's stages).
+    #[error("rank {rank}: {message}")]
+    Distributed { rank: usize, message: String },
 }
 
 impl From<std::io::Error> for CoreError {

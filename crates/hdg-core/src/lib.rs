@@ -28,6 +28,8 @@ pub mod csr;
 pub mod dbf;
 pub mod diagnostics;
 pub mod discretization;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod error;
 pub mod error_norms;
 pub mod geometry;
@@ -49,7 +51,7 @@ pub mod user_code;
 pub use auxiliary::VertexSpace;
 pub use backend::{
     check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
-    ErrorNorms, FusedOps, HostCondensed, HostFields, LocalSolver, MixedPrecisionOps,
+    ErrorNorms, FusedOps, HaloOps, HostCondensed, HostFields, LocalSolver, MixedPrecisionOps,
     MultigridOperator, MultigridOps, Postprocessor, RecurrenceStep, SmoothingCopy, TraceOperator,
     TraceOperatorKind, VectorOps,
 };

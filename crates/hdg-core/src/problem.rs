@@ -568,6 +568,54 @@ impl Problem {
         }
     }
 
+    /// The problem on the cells `cells` of its mesh (a mesh part's cells, in the part's order):
+    /// values given per cell (kappa, c, tau per face) are taken for those cells; everything
+    /// else is shared.
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParameter`] if a cell is not one of the values' (validate first).
+    pub fn restricted_to(&self, cells: &[usize], faces_per_cell: usize) -> Result<Problem> {
+        let out_of_range = |what: &'static str, len: usize| {
+            let bad = cells.iter().find(|&&c| (c + 1) * faces_per_cell.max(1) > len);
+            match bad {
+                Some(c) => Err(CoreError::InvalidParameter {
+                    name: what,
+                    reason: format!("cell {c} has no value (values for {len} entries)"),
+                }),
+                None => Ok(()),
+            }
+        };
+        let restrict = |coefficient: &Coefficient, what: &'static str| -> Result<Coefficient> {
+            Ok(match coefficient {
+                Coefficient::PerCell(v) => {
+                    out_of_range(what, v.len() * faces_per_cell.max(1))?;
+                    Coefficient::PerCell(cells.iter().map(|&c| v[c]).collect())
+                }
+                other => other.clone(),
+            })
+        };
+        let tau = match &self.tau {
+            Tau::PerFace(v) => {
+                out_of_range("tau", v.len())?;
+                Tau::PerFace(
+                    cells
+                        .iter()
+                        .flat_map(|&c| {
+                            v[c * faces_per_cell..(c + 1) * faces_per_cell].iter().copied()
+                        })
+                        .collect(),
+                )
+            }
+            other => other.clone(),
+        };
+        Ok(Problem {
+            kappa: restrict(&self.kappa, "kappa")?,
+            reaction: restrict(&self.reaction, "reaction coefficient c")?,
+            tau,
+            ..self.clone()
+        })
+    }
+
     /// A manufactured problem: `f` and `g_D` computed from a known `u`, for constant kappa and c.
     pub fn manufactured(solution: Manufactured, kappa: f64, reaction: f64) -> Problem {
         let exact = ExactSolution::Manufactured(solution);

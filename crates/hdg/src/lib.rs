@@ -87,6 +87,8 @@
 //! (`hdg-linalg`: the Krylov solvers and preconditioners), [`cpu`] and [`cuda`] (the backends).
 //! A program needs none of them to solve: everything a run takes is a [`Solver`] option.
 mod compare;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod functionals;
 pub mod json;
 pub mod matrix_market;

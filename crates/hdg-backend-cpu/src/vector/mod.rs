@@ -1,8 +1,10 @@
 //! Vector operations on host vectors, parallel over large vectors: level 1 here, the solvers'
-//! fusions (one pass, one reduction) in [`fused`], the precision conversions in [`mixed`] and
+//! fusions (one pass, one reduction) in [`fused`], the precision conversions in [`mixed`], the
+//! halo exchanges' gathers and scatters in [`halo`] and
 //! batched block Jacobi in [`blocks`]; the same files as the CUDA backend's `vector/`.
 mod blocks;
 mod fused;
+mod halo;
 mod mixed;
 
 use hdg_core::{check_lengths, Real, Result, VectorOps};

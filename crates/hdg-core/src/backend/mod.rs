@@ -6,6 +6,7 @@
 //! | element stages | [`LocalSolver`], [`Assembler`], [`Postprocessor`], [`Backend`] | the pipeline (`crate::pipeline::solve`) |
 //! | trace operator | [`TraceOperator`] | every Krylov solver |
 //! | blocks | [`BlockOps`] | block Jacobi, the multigrid's smoother |
+//! | halo | [`HaloOps`] | the distributed pipeline's exchanges between processes |
 //! | two precisions | [`MixedPrecisionOps`], [`DemoteOperator`] | mixed-precision refinement, the f32 V-cycle in f64 |
 //! | multigrid | [`MultigridOps`], [`MultigridOperator`] | the auxiliary-space multigrid |
 //!
@@ -25,7 +26,8 @@ pub use multigrid::{Coarsening, MultigridOperator, MultigridOps, SmoothingCopy};
 pub use operator::{DemoteOperator, TraceOperator, TraceOperatorKind};
 pub use stages::{Assembler, ErrorNorms, HostCondensed, HostFields, LocalSolver, Postprocessor};
 pub use vector::{
-    check_lengths, whole_blocks, BlockOps, FusedOps, MixedPrecisionOps, RecurrenceStep, VectorOps,
+    check_lengths, whole_blocks, BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep,
+    VectorOps,
 };
 
 use crate::real::Real;

@@ -71,6 +71,22 @@ pub trait FusedOps<T: Real>: VectorOps<T> {
     }
 }
 
+/// Selected entries of a vector to and from the host: what a halo exchange between processes
+/// needs (the distributed pipeline, `crate::distributed`). The indices are uploaded once and
+/// used at every exchange.
+pub trait HaloOps<T: Real>: VectorOps<T> {
+    /// A list of vector indices resident on the backend.
+    type Indices: Send + Sync;
+    /// Uploads `indices` (entries of a vector, in the order of the exchange's buffers).
+    fn upload_indices(&self, indices: &[u32]) -> Result<Self::Indices>;
+    /// `out[i] = v[indices[i]]`.
+    fn gather(&self, v: &Self::Vector, indices: &Self::Indices, out: &mut [T]) -> Result<()>;
+    /// `v[indices[i]] = values[i]`.
+    fn scatter(&self, values: &[T], indices: &Self::Indices, v: &mut Self::Vector) -> Result<()>;
+    /// `v[indices[i]] = 0`.
+    fn clear(&self, indices: &Self::Indices, v: &mut Self::Vector) -> Result<()>;
+}
+
 /// Batched small dense SPD blocks, for block Jacobi: `blocks` holds n_blocks dense b x b
 /// blocks, row-major, b = `block_size`.
 pub trait BlockOps<T: Real>: VectorOps<T> {

@@ -1,0 +1,58 @@
+//! Every rank returns the same outcome: a step that fails on one rank (a closure's bad value on
+//! its cells, a refused input) fails on all, with that rank's message, instead of leaving the
+//! others waiting in the next collective operation.
+use mpi::collective::SystemOperation;
+use mpi::topology::Communicator as _;
+use mpi::traits::*;
+
+use super::Communicator;
+use crate::error::{CoreError, Result};
+
+/// The outcome of a step on every rank: `local` where every rank succeeded, else the error of
+/// the lowest failing rank, its message broadcast to all: [`CoreError::Distributed`] on every
+/// rank (on one rank, the error itself). One allreduce when all succeed.
+pub fn agree<R>(comm: &Communicator, local: Result<R>) -> Result<R> {
+    let size = comm.size();
+    if size == 1 {
+        return local;
+    }
+    let mine = if local.is_err() { comm.rank() } else { size };
+    let mut first = size;
+    comm.all_reduce_into(&mine, &mut first, SystemOperation::min());
+    if first == size {
+        return local;
+    }
+    let root = comm.process_at_rank(first);
+    let mut message = match &local {
+        Err(e) if comm.rank() == first => e.to_string().into_bytes(),
+        _ => Vec::new(),
+    };
+    let mut len = message.len() as u64;
+    root.broadcast_into(&mut len);
+    message.resize(len as usize, 0);
+    root.broadcast_into(&mut message[..]);
+    let message = String::from_utf8_lossy(&message).into_owned();
+    Err(CoreError::Distributed { rank: first as usize, message })
+}
+
+/// The sum over ranks of each entry.
+pub fn sum(comm: &Communicator, local: &[f64]) -> Vec<f64> {
+    let mut global = vec![0.0; local.len()];
+    comm.all_reduce_into(local, &mut global[..], SystemOperation::sum());
+    global
+}
+
+/// The sum over ranks of a count.
+pub fn sum_count(comm: &Communicator, local: usize) -> usize {
+    let mut global = 0u64;
+    comm.all_reduce_into(&(local as u64), &mut global, SystemOperation::sum());
+    global as usize
+}
+
+/// The least and greatest value over ranks.
+pub fn min_max(comm: &Communicator, local: (f64, f64)) -> (f64, f64) {
+    let (mut lo, mut hi) = (0.0, 0.0);
+    comm.all_reduce_into(&local.0, &mut lo, SystemOperation::min());
+    comm.all_reduce_into(&local.1, &mut hi, SystemOperation::max());
+    (lo, hi)
+}

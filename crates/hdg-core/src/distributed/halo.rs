@@ -1,0 +1,200 @@
+//! The halo of a rank's trace vector: the ghost rows (free faces of the rank's part that
+//! another rank owns) and, for each neighbouring rank, which owned rows it needs and which
+//! ghost rows it fills. Built once from each local row's global face and owner (one
+//! all-to-all of counts and one of face numbers); each exchange then sends the owned values
+//! a neighbour needs and receives the ghost values, neighbour by neighbour, with non-blocking
+//! MPI operations.
+use std::collections::HashMap;
+
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::Communicator as _;
+use mpi::traits::*;
+use mpi::Count;
+
+use super::Communicator;
+use crate::backend::HaloOps;
+use crate::error::{CoreError, Result};
+use crate::real::Real;
+
+/// The exchanges with one neighbouring rank.
+struct Neighbour<I> {
+    rank: i32,
+    /// Vector entries this rank sends (owned rows the neighbour holds as ghosts).
+    send: I,
+    send_len: usize,
+    /// Vector entries this rank receives (its ghost rows the neighbour owns).
+    receive: I,
+    receive_len: usize,
+}
+
+/// A rank's halo ([module docs](self)) for vectors of `n_f` entries per row.
+pub struct Halo<I> {
+    neighbours: Vec<Neighbour<I>>,
+    /// Every ghost entry (to clear a vector's ghost rows).
+    ghosts: I,
+    ghost_rows: usize,
+    /// Values sent per exchange by this rank.
+    sent_values: usize,
+}
+
+/// The entries of rows `rows` of a vector with `n_f` entries per row.
+fn entries(rows: &[u32], n_f: usize) -> Vec<u32> {
+    rows.iter().flat_map(|&r| (0..n_f as u32).map(move |m| r * n_f as u32 + m)).collect()
+}
+
+fn displacements(counts: &[Count]) -> Vec<Count> {
+    counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect()
+}
+
+impl<I> Halo<I> {
+    /// The halo of the rows whose global faces are `row_faces` and owners `row_owners` (a
+    /// rank's free rows: owned ones and ghosts), vectors of `n_f` entries per row.
+    ///
+    /// # Errors
+    /// A ghost row that its owner does not have as an owned row (inconsistent parts), or the
+    /// backend's upload.
+    pub fn new<T: Real, B: HaloOps<T, Indices = I>>(
+        comm: &Communicator,
+        backend: &B,
+        row_faces: &[u64],
+        row_owners: &[u32],
+        n_f: usize,
+    ) -> Result<Halo<I>> {
+        let (size, me) = (comm.size() as usize, comm.rank() as u32);
+        // Ghost rows grouped by owner, each group in increasing global face order: the order
+        // of the values in a message, which both sides derive from the face numbers.
+        let mut wanted: Vec<Vec<(u64, u32)>> = vec![Vec::new(); size];
+        let mut owned: HashMap<u64, u32> = HashMap::new();
+        for (row, (&face, &owner)) in row_faces.iter().zip(row_owners).enumerate() {
+            if owner == me {
+                owned.insert(face, row as u32);
+            } else {
+                wanted[owner as usize].push((face, row as u32));
+            }
+        }
+        wanted.iter_mut().for_each(|w| w.sort_unstable());
+        let request_counts: Vec<Count> = wanted.iter().map(|w| w.len() as Count).collect();
+        let mut reply_counts: Vec<Count> = vec![0; size];
+        comm.all_to_all_into(&request_counts[..], &mut reply_counts[..]);
+        let requests: Vec<u64> = wanted.iter().flatten().map(|&(face, _)| face).collect();
+        let mut asked = vec![0u64; reply_counts.iter().sum::<Count>() as usize];
+        {
+            let send =
+                Partition::new(&requests[..], &request_counts[..], displacements(&request_counts));
+            let mut receive =
+                PartitionMut::new(&mut asked[..], &reply_counts[..], displacements(&reply_counts));
+            comm.all_to_all_varcount_into(&send, &mut receive);
+        }
+        let mut neighbours = Vec::new();
+        let mut offset = 0;
+        let mut problem = None;
+        for rank in 0..size {
+            let n_asked = reply_counts[rank] as usize;
+            let send_rows: Vec<u32> = asked[offset..offset + n_asked]
+                .iter()
+                .map(|face| match owned.get(face) {
+                    Some(&row) => row,
+                    None => {
+                        problem.get_or_insert(format!(
+                            "rank {rank} asks for face {face}, which rank {me} does not own"
+                        ));
+                        0
+                    }
+                })
+                .collect();
+            offset += n_asked;
+            let receive_rows: Vec<u32> = wanted[rank].iter().map(|&(_, row)| row).collect();
+            if send_rows.is_empty() && receive_rows.is_empty() {
+                continue;
+            }
+            let (send, receive) = (entries(&send_rows, n_f), entries(&receive_rows, n_f));
+            neighbours.push(Neighbour {
+                rank: rank as i32,
+                send_len: send.len(),
+                receive_len: receive.len(),
+                send: backend.upload_indices(&send)?,
+                receive: backend.upload_indices(&receive)?,
+            });
+        }
+        if let Some(reason) = problem {
+            return Err(CoreError::InvalidParameter { name: "mesh partition", reason });
+        }
+        let ghost_rows: Vec<u32> = wanted.iter().flatten().map(|&(_, row)| row).collect();
+        let sent_values = neighbours.iter().map(|n| n.send_len).sum();
+        Ok(Halo {
+            ghosts: backend.upload_indices(&entries(&ghost_rows, n_f))?,
+            ghost_rows: ghost_rows.len(),
+            neighbours,
+            sent_values,
+        })
+    }
+
+    /// Ghost rows.
+    pub fn ghost_rows(&self) -> usize {
+        self.ghost_rows
+    }
+
+    /// Neighbouring ranks (those this rank sends to or receives from).
+    pub fn neighbours(&self) -> usize {
+        self.neighbours.len()
+    }
+
+    /// Values this rank sends per exchange.
+    pub fn sent_values(&self) -> usize {
+        self.sent_values
+    }
+
+    /// Sets every ghost entry of `v` to zero.
+    pub fn clear_ghosts<T: Real, B: HaloOps<T, Indices = I>>(
+        &self,
+        backend: &B,
+        v: &mut B::Vector,
+    ) -> Result<()> {
+        backend.clear(&self.ghosts, v)
+    }
+
+    /// Fills the ghost entries of `v` with their owners' values. Values travel as f64 (exact
+    /// for f32 and f64).
+    pub fn exchange<T: Real, B: HaloOps<T, Indices = I>>(
+        &self,
+        comm: &Communicator,
+        backend: &B,
+        v: &mut B::Vector,
+    ) -> Result<()> {
+        let mut outgoing = Vec::with_capacity(self.neighbours.len());
+        for n in &self.neighbours {
+            let mut values = vec![T::zero(); n.send_len];
+            backend.gather(v, &n.send, &mut values)?;
+            outgoing.push(values.iter().map(|x| x.as_f64()).collect::<Vec<f64>>());
+        }
+        let mut incoming: Vec<Vec<f64>> =
+            self.neighbours.iter().map(|n| vec![0.0; n.receive_len]).collect();
+        mpi::request::scope(|scope| {
+            let receives: Vec<_> = self
+                .neighbours
+                .iter()
+                .zip(incoming.iter_mut())
+                .map(|(n, buf)| {
+                    comm.process_at_rank(n.rank).immediate_receive_into(scope, &mut buf[..])
+                })
+                .collect();
+            let sends: Vec<_> = self
+                .neighbours
+                .iter()
+                .zip(&outgoing)
+                .map(|(n, buf)| comm.process_at_rank(n.rank).immediate_send(scope, &buf[..]))
+                .collect();
+            receives.into_iter().for_each(|r| {
+                r.wait();
+            });
+            sends.into_iter().for_each(|s| {
+                s.wait();
+            });
+        });
+        for (n, values) in self.neighbours.iter().zip(&incoming) {
+            let values: Vec<T> = values.iter().map(|&x| T::from_f64_lossy(x)).collect();
+            backend.scatter(&values, &n.receive, v)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! The pipeline over MPI ranks (feature `distributed`), after MFEM's `ParMesh` and
+//! `HypreParMatrix`: a distributed object is the serial one plus its partition.
+//!
+//! - **Partition.** The cells are split into one part per rank ([`hdg_mesh::Partition`], METIS
+//!   on the cell graph); every face has one owner, the rank of its lower-numbered cell. A rank's
+//!   part ([`hdg_mesh::MeshPart`]) holds its cells and the ghost cells across the faces it owns,
+//!   as a mesh of its own whose interface faces carry [`hdg_mesh::INTERFACE_TAG`].
+//! - **Stages.** Setup, condensation and assembly run on the part through the same backend
+//!   traits as on one process ([`crate::Discretization::for_part`]): the rows of the faces a
+//!   rank owns are complete (both cells are in the part), with columns into ghost faces.
+//! - **Solve.** The Krylov solvers of `hdg-linalg` run unchanged over [`DistributedOps`] (every
+//!   reduction one allreduce; a fused reduction of several dot products still one) and
+//!   [`DistributedOperator`] (a product exchanges the halo, [`Halo`], then applies the rank's
+//!   rows). Ghost rows of the solvers' vectors hold zeros, so local dot products count each
+//!   row on its owner, and (block) Jacobi sees identity blocks there.
+//! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
+//!   run on the part; error norms are summed over owned cells and reduced.
+//! - **Failures.** Each step ends in [`agree`]: a failure on one rank is every rank's error.
+//!
+//! MPI is used from the thread that initialised it only ([`mpi::initialize`]: a single-thread
+//! MPI); the backends' worker threads never communicate.
+pub mod agree;
+mod halo;
+mod operator;
+mod ops;
+mod pipeline;
+
+pub use agree::agree;
+pub use halo::Halo;
+pub use mpi;
+pub use operator::DistributedOperator;
+pub use ops::DistributedOps;
+pub use pipeline::{solve, DistributedReport, DistributedRun, RankReport};
+
+/// The communicator of a distributed run (rsmpi's; `mpi::initialize()?.world()` for all ranks).
+pub type Communicator = mpi::topology::SimpleCommunicator;

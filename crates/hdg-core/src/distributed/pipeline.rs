@@ -1,0 +1,392 @@
+//! The pipeline on one rank of a distributed run, written over the same backend traits as
+//! [`crate::pipeline::solve`]: the rank's part of the mesh (its cells and the ghost cells
+//! across its faces) is set up, condensed and assembled by the rank's backend as a mesh of its
+//! own; the trace solve runs over all ranks, on the rows of the faces each owns
+//! ([`DistributedOperator`], [`DistributedOps`]); recovery and postprocessing are the part's
+//! again, once the ghost faces hold their owners' trace. Error norms sum the owned cells of
+//! every rank.
+use std::sync::Arc;
+use std::time::Instant;
+
+use hdg_mesh::{Mesh, MeshPart, Partition};
+use mpi::topology::Communicator as _;
+use mpi::traits::*;
+
+use super::{agree, Communicator, DistributedOperator, DistributedOps, Halo};
+use crate::backend::{Backend, ErrorNorms, HaloOps, VectorOps};
+use crate::discretization::Discretization;
+use crate::error::{CoreError, Result};
+use crate::pipeline::{PipelineReport, Progress, Stage, StageTimings};
+use crate::problem::Problem;
+use crate::real::Real;
+use crate::solution::Solution;
+use crate::solver::KrylovSolver;
+
+/// One rank's share of a distributed run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: usize,
+    /// Cells it owns.
+    pub owned_cells: usize,
+    /// Cells of other ranks it holds (across its owned faces).
+    pub ghost_cells: usize,
+    /// Trace rows (free faces) it owns.
+    pub owned_faces: usize,
+    /// Trace rows it holds as copies of other ranks' (the halo).
+    pub ghost_faces: usize,
+    /// Ranks it exchanges with.
+    pub neighbours: usize,
+    /// Values it sends per halo exchange.
+    pub halo_values: usize,
+    /// Its stage times.
+    pub timings: StageTimings,
+}
+
+const RANK_FIELDS: usize = 14;
+
+impl RankReport {
+    fn to_array(self) -> [f64; RANK_FIELDS] {
+        let t = self.timings;
+        [
+            self.rank as f64,
+            self.owned_cells as f64,
+            self.ghost_cells as f64,
+            self.owned_faces as f64,
+            self.ghost_faces as f64,
+            self.neighbours as f64,
+            self.halo_values as f64,
+            t.setup,
+            t.condense,
+            t.assemble,
+            t.solve,
+            t.recover,
+            t.postprocess,
+            t.total,
+        ]
+    }
+
+    fn from_array(a: &[f64]) -> RankReport {
+        RankReport {
+            rank: a[0] as usize,
+            owned_cells: a[1] as usize,
+            ghost_cells: a[2] as usize,
+            owned_faces: a[3] as usize,
+            ghost_faces: a[4] as usize,
+            neighbours: a[5] as usize,
+            halo_values: a[6] as usize,
+            timings: StageTimings {
+                setup: a[7],
+                condense: a[8],
+                assemble: a[9],
+                solve: a[10],
+                recover: a[11],
+                postprocess: a[12],
+                total: a[13],
+            },
+        }
+    }
+}
+
+/// What a distributed run reports, the same on every rank: the run as a whole (global sizes,
+/// the solve, global errors; the stage times are the slowest rank's), and each rank's share.
+#[derive(Clone, Debug)]
+pub struct DistributedReport {
+    /// The run as a whole.
+    pub report: PipelineReport,
+    /// Every rank's share, by rank.
+    pub ranks: Vec<RankReport>,
+    /// Interior faces between cells of different ranks.
+    pub edge_cut: usize,
+}
+
+/// A distributed run on one rank: the report, and the rank's part with its solution.
+#[derive(Debug)]
+pub struct DistributedRun {
+    /// The report (the same on every rank).
+    pub report: DistributedReport,
+    /// This rank's part of the mesh.
+    pub part: MeshPart,
+    /// The solution on the part's cells (owned cells first, then ghost cells, whose fields
+    /// are not this rank's to give: use the owned ones), None on a rank without cells.
+    pub solution: Option<Solution>,
+}
+
+/// The state of a rank with cells, between the stages.
+struct Local<'a, T: Real, B: Backend<T>> {
+    disc: Discretization<'a, T>,
+    prep: B::Prepared,
+    condensed: B::Condensed,
+    operator: B::Operator,
+    rhs: <B as VectorOps<T>>::Vector,
+}
+
+fn timed<R>(
+    comm: &Communicator,
+    progress: &mut dyn Progress,
+    stage: Stage,
+    slot: &mut f64,
+    work: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    progress.started(stage);
+    let start = Instant::now();
+    let result = agree::agree(comm, work())?;
+    *slot = start.elapsed().as_secs_f64();
+    progress.finished(stage, *slot);
+    Ok(result)
+}
+
+/// Solves `problem` on `mesh` (the whole mesh, the same on every rank) distributed over the
+/// ranks of `comm` by `partition`, each rank running its part on `backend`, with the Krylov
+/// method `solver`. Every rank calls it with the same arguments (its backend aside); every
+/// rank returns the same report, or the same error: a failure on one rank (a refused input,
+/// a closure's bad value on its cells) is every rank's.
+///
+/// # Errors
+/// A partition into another number of parts than `comm` has ranks; the serial pipeline's.
+pub fn solve<T, B, S>(
+    comm: &Communicator,
+    backend: &B,
+    mesh: &Mesh,
+    partition: &Partition,
+    problem: &Problem,
+    order: usize,
+    solver: &S,
+    progress: &mut dyn Progress,
+) -> Result<DistributedRun>
+where
+    T: Real,
+    B: Backend<T> + HaloOps<T>,
+    S: for<'x> KrylovSolver<T, DistributedOps<'x, B>> + ?Sized,
+{
+    let start = Instant::now();
+    let (size, rank) = (comm.size() as usize, comm.rank() as usize);
+    let mut t = StageTimings::default();
+    progress.started(Stage::Setup);
+    let checked = (|| -> Result<()> {
+        if partition.n_parts() != size {
+            return Err(CoreError::InvalidParameter {
+                name: "mesh partition",
+                reason: format!(
+                    "a partition into {} parts for {size} ranks (one part per rank)",
+                    partition.n_parts()
+                ),
+            });
+        }
+        // What only the whole mesh tells: the tags of the conditions, a free constant.
+        problem.validate_on(mesh)?;
+        if !crate::boundary::constant_fixed(mesh, problem) {
+            return Err(CoreError::InvalidParameter {
+                name: "boundary conditions",
+                reason: "no Dirichlet or Robin face and no c > 0 given as a number: a pure \
+                         Neumann problem is not distributed yet (run it on one process)"
+                    .into(),
+            });
+        }
+        Ok(())
+    })();
+    agree::agree(comm, checked)?;
+    let part = agree::agree(comm, MeshPart::new(mesh, partition, rank).map_err(CoreError::from))?;
+    let fpc = mesh.cell_type().faces_per_cell();
+    let local_problem = agree::agree(comm, problem.restricted_to(&part.global_cells, fpc))?;
+
+    // Setup, condensation and assembly on the part.
+    let setup = part.mesh.as_ref().map(|local_mesh| -> Result<_> {
+        let disc = Discretization::<T>::for_part(local_mesh, &local_problem, order)?;
+        let prep = backend.prepare(&disc)?;
+        Ok((disc, prep))
+    });
+    let setup = agree::agree(comm, setup.transpose())?;
+    let n_f = crate::reference::reference_element(mesh.cell_type(), order)?.n_face();
+    let rows = |disc: &Discretization<'_, T>| -> (Vec<u64>, Vec<u32>) {
+        disc.topology
+            .free_faces
+            .iter()
+            .map(|&f| (part.global_faces[f as usize] as u64, part.face_owner[f as usize]))
+            .unzip()
+    };
+    let (row_faces, row_owners) = setup.as_ref().map(|(d, _)| rows(d)).unwrap_or_default();
+    let halo = agree::agree(comm, Halo::new::<T, B>(comm, backend, &row_faces, &row_owners, n_f))?;
+    t.setup = start.elapsed().as_secs_f64();
+    progress.finished(Stage::Setup, t.setup);
+
+    let condensed = timed(comm, progress, Stage::Condense, &mut t.condense, || {
+        setup
+            .map(|(disc, prep)| backend.condense(&disc, &prep).map(|c| (disc, prep, c)))
+            .transpose()
+    })?;
+    let local = timed(comm, progress, Stage::Assemble, &mut t.assemble, || {
+        condensed
+            .map(|(disc, prep, mut condensed)| -> Result<Local<'_, T, B>> {
+                let (operator, mut rhs) = backend.assemble(&disc, &prep, &condensed)?;
+                backend.release_assembly_inputs(&mut condensed, &operator);
+                // Ghost rows are assembled from the part's cells alone: their owners hold them.
+                halo.clear_ghosts::<T, B>(backend, &mut rhs)?;
+                Ok(Local { disc, prep, condensed, operator, rhs })
+            })
+            .transpose()
+    })?;
+
+    // The trace solve, over every rank.
+    progress.started(Stage::Solve);
+    let solve_start = Instant::now();
+    let ops = DistributedOps::new(backend, comm);
+    let dim = row_faces.len() * n_f;
+    let mut trace = backend.zeros(dim)?;
+    let report = match &local {
+        Some(l) => {
+            let operator = DistributedOperator::new(&l.operator, backend, comm, &halo)?;
+            solver.solve(&ops, &operator, &l.rhs, &mut trace)
+        }
+        None => {
+            let empty = EmptyOperator::<T, B>::new(backend, comm, &halo, n_f);
+            let rhs = backend.zeros(0)?;
+            solver.solve(&ops, &empty, &rhs, &mut trace)
+        }
+    };
+    let solve_report = agree::agree(comm, report)?;
+    halo.exchange::<T, B>(comm, backend, &mut trace)?;
+    t.solve = solve_start.elapsed().as_secs_f64();
+    progress.finished(Stage::Solve, t.solve);
+
+    // Recovery, postprocessing and the errors on the part.
+    let fields = timed(comm, progress, Stage::Recover, &mut t.recover, || {
+        local.as_ref().map(|l| backend.recover(&l.disc, &l.prep, &l.condensed, &trace)).transpose()
+    })?;
+    let full_trace = match &local {
+        Some(l) => Some(crate::diagnostics::full_trace(&l.disc, &backend.to_host(&trace)?)),
+        None => None,
+    };
+    let owned = part.owned_cells;
+    let post = timed(comm, progress, Stage::Postprocess, &mut t.postprocess, || {
+        let (Some(l), Some(fields)) = (&local, &fields) else { return Ok(None) };
+        let post = backend.postprocess(&l.disc, &l.prep, fields)?;
+        let host_fields = backend.fields_to_host(fields)?;
+        let u_star = backend.postprocessed_to_host(&post)?;
+        let squares = match &problem.exact {
+            Some(exact) => crate::user_code::run_user("the exact solution", || {
+                let (cell_vertices, geometry) = crate::geometry::mesh_geometry::<T>(
+                    l.disc.mesh,
+                    l.disc.tables.face_parameter_measure,
+                );
+                let cells = crate::error_norms::cell_errors(
+                    &l.disc,
+                    &geometry,
+                    &cell_vertices,
+                    &host_fields,
+                    &u_star,
+                    exact,
+                );
+                cells[..owned].iter().fold([0.0; 3], |a, e| [a[0] + e[0], a[1] + e[1], a[2] + e[2]])
+            })?,
+            None => [0.0; 3],
+        };
+        Ok(Some((host_fields, u_star, squares)))
+    })?;
+    let squares = post.as_ref().map(|p| p.2).unwrap_or([0.0; 3]);
+    let sums = agree::sum(comm, &squares);
+    let errors = problem.exact.as_ref().map(|_| ErrorNorms {
+        u: sums[0].sqrt(),
+        q: sums[1].sqrt(),
+        u_star: sums[2].sqrt(),
+    });
+    t.total = start.elapsed().as_secs_f64();
+
+    // The report: global sizes, every rank's share, the slowest rank's times.
+    let owned_faces = row_owners.iter().filter(|&&o| o as usize == rank).count();
+    let mine = RankReport {
+        rank,
+        owned_cells: owned,
+        ghost_cells: part.global_cells.len() - owned,
+        owned_faces,
+        ghost_faces: halo.ghost_rows(),
+        neighbours: halo.neighbours(),
+        halo_values: halo.sent_values(),
+        timings: t,
+    };
+    let mut all = vec![0.0; RANK_FIELDS * size];
+    comm.all_gather_into(&mine.to_array()[..], &mut all[..]);
+    let ranks: Vec<RankReport> = all.chunks(RANK_FIELDS).map(RankReport::from_array).collect();
+    let slowest =
+        |f: fn(&StageTimings) -> f64| ranks.iter().map(|r| f(&r.timings)).fold(0.0, f64::max);
+    let timings = StageTimings {
+        setup: slowest(|t| t.setup),
+        condense: slowest(|t| t.condense),
+        assemble: slowest(|t| t.assemble),
+        solve: slowest(|t| t.solve),
+        recover: slowest(|t| t.recover),
+        postprocess: slowest(|t| t.postprocess),
+        total: slowest(|t| t.total),
+    };
+    let report = PipelineReport {
+        cells: mesh.n_cells(),
+        trace_dofs: ranks.iter().map(|r| r.owned_faces).sum::<usize>() * n_f,
+        order,
+        backend: backend.name().to_string(),
+        precision: T::NAME,
+        solver: solver.name(),
+        solve: solve_report,
+        errors,
+        timings,
+    };
+    let solution = match (part.mesh.clone(), post, full_trace) {
+        (Some(local_mesh), Some((fields, u_star, _)), Some(trace)) => Some(Solution::from_parts(
+            Arc::new(local_mesh),
+            local_problem,
+            order,
+            &fields,
+            &u_star,
+            &trace,
+            report.clone(),
+        )?),
+        _ => None,
+    };
+    let edge_cut = partition.edge_cut(mesh);
+    Ok(DistributedRun { report: DistributedReport { report, ranks, edge_cut }, part, solution })
+}
+
+/// The trace operator of a rank without cells: no rows, but its part in every exchange.
+struct EmptyOperator<'a, T: Real, B: HaloOps<T>> {
+    backend: &'a B,
+    comm: &'a Communicator,
+    halo: &'a Halo<B::Indices>,
+    n_f: usize,
+}
+
+// SAFETY: as for `DistributedOperator`: the communicator is used only from the solver's thread.
+unsafe impl<T: Real, B: HaloOps<T>> Sync for EmptyOperator<'_, T, B> {}
+
+impl<'a, T: Real, B: HaloOps<T>> EmptyOperator<'a, T, B> {
+    fn new(backend: &'a B, comm: &'a Communicator, halo: &'a Halo<B::Indices>, n_f: usize) -> Self {
+        EmptyOperator { backend, comm, halo, n_f }
+    }
+}
+
+impl<T: Real, B: HaloOps<T>> crate::backend::TraceOperator<T> for EmptyOperator<'_, T, B> {
+    type Vector = B::Vector;
+    fn dim(&self) -> usize {
+        0
+    }
+    fn apply(&self, x: &B::Vector, _y: &mut B::Vector) -> Result<()> {
+        let mut x = self.backend.zeros(self.backend.len(x))?;
+        self.halo.exchange::<T, B>(self.comm, self.backend, &mut x)
+    }
+    fn diagonal(&self) -> Result<B::Vector> {
+        self.backend.zeros(0)
+    }
+    fn block_size(&self) -> usize {
+        self.n_f
+    }
+    fn diagonal_blocks(&self) -> Result<B::Vector> {
+        self.backend.zeros(0)
+    }
+    fn gershgorin_bounds(&self, _scaled: bool) -> Result<(f64, f64)> {
+        Ok(agree::min_max(self.comm, (f64::INFINITY, f64::NEG_INFINITY)))
+    }
+    fn to_host_csr(&self) -> Result<crate::csr::HostCsr> {
+        Err(CoreError::InvalidParameter {
+            name: "solver",
+            reason: "a rank without cells has no matrix".into(),
+        })
+    }
+}
