@@ -18,6 +18,8 @@
 //! How the work is split and exchanged: `hdg::core::distributed`. The mesh is partitioned by
 //! METIS ([`Partitioner::Metis`], computed on rank 0 and broadcast, so that every rank has
 //! the same partition), or as the caller says.
+pub mod output;
+
 use hdg_core::distributed::mpi::topology::Communicator as _;
 use hdg_core::distributed::mpi::traits::*;
 use hdg_core::{CoreError, Precision, Progress};
