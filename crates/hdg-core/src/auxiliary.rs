@@ -101,6 +101,18 @@ impl VertexSpace {
         kappa: &[f64],
         split_ratio: f64,
     ) -> Result<Self> {
+        Self::from_free_faces(mesh, &topology.free_faces, element, kappa, split_ratio)
+    }
+
+    /// [`VertexSpace::from_parts`] from the free faces alone (`free_faces`, increasing: the
+    /// rows of [`TraceTopology::free_faces`]), without the trace system's block structure.
+    pub fn from_free_faces(
+        mesh: &Mesh,
+        free_faces: &[u32],
+        element: &dyn ReferenceElement,
+        kappa: &[f64],
+        split_ratio: f64,
+    ) -> Result<Self> {
         if element.cell_type() != mesh.cell_type() {
             return Err(CoreError::CellTypeMismatch(format!(
                 "vertex space: mesh of {:?}, reference element of {:?}",
@@ -123,7 +135,9 @@ impl VertexSpace {
         let face_transfer = reference_transfer(element, d)?;
         let dirichlet_vertex: Vec<AtomicBool> =
             (0..mesh.n_vertices()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
-        (0..mesh.n_faces()).into_par_iter().filter(|&f| topology.is_dirichlet(f)).for_each(|f| {
+        let mut free = vec![false; mesh.n_faces()];
+        free_faces.iter().for_each(|&f| free[f as usize] = true);
+        (0..mesh.n_faces()).into_par_iter().filter(|&f| !free[f]).for_each(|f| {
             for &v in mesh.face_vertices(f) {
                 dirichlet_vertex[v].store(true, Relaxed);
             }
@@ -135,9 +149,9 @@ impl VertexSpace {
             .fold(|| (f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)))
             .reduce(|| (f64::INFINITY, 0.0f64), |a, b| (a.0.min(b.0), a.1.max(b.1)));
         let (vertex_unknowns, row_vertices) = if max <= split_ratio * min {
-            plain_numbering(mesh, topology, &dirichlet_vertex)
+            plain_numbering(mesh, free_faces, &dirichlet_vertex)
         } else {
-            split_numbering(mesh, topology, kappa, split_ratio, &dirichlet_vertex)
+            split_numbering(mesh, free_faces, kappa, split_ratio, &dirichlet_vertex)
         };
         let n = vertex_unknowns[mesh.n_vertices()];
 
@@ -155,6 +169,31 @@ impl VertexSpace {
             vertex_row_start,
             vertex_rows,
         })
+    }
+
+    /// The same coarse unknowns seen from the rows `rows` of this space (in that order): one
+    /// rank's rows of a distributed run, whose transfer E restricts to the whole space's
+    /// unknowns and prolongs from them.
+    pub fn restricted_to_rows(&self, rows: &[usize]) -> VertexSpace {
+        let d = self.vertices_per_face;
+        let row_vertices: Vec<u32> = rows
+            .iter()
+            .flat_map(|&r| self.row_vertices[r * d..(r + 1) * d].iter().copied())
+            .collect();
+        let (vertex_row_start, vertex_rows) =
+            invert(row_vertices.len(), self.n_free_vertices, |e| {
+                Some(row_vertices[e]).filter(|&v| v != NONE).map(|v| v as usize)
+            });
+        VertexSpace {
+            n_f: self.n_f,
+            vertices_per_face: d,
+            vertex_unknowns: self.vertex_unknowns.clone(),
+            n_free_vertices: self.n_free_vertices,
+            row_vertices,
+            face_transfer: self.face_transfer.clone(),
+            vertex_row_start,
+            vertex_rows,
+        }
     }
 
     /// Free face rows.
@@ -201,13 +240,13 @@ fn prefix_sums(counts: impl Iterator<Item = usize>) -> Vec<usize> {
 /// and the unknown of each free face row's vertices ([`VertexSpace`]'s fields).
 fn plain_numbering(
     mesh: &Mesh,
-    topology: &TraceTopology,
+    free_faces: &[u32],
     dirichlet_vertex: &[bool],
 ) -> (Vec<usize>, Vec<u32>) {
     let d = mesh.dim();
     let used: Vec<AtomicBool> =
         (0..mesh.n_vertices()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
-    topology.free_faces.par_iter().for_each(|&face| {
+    free_faces.par_iter().for_each(|&face| {
         for &v in mesh.face_vertices(face as usize) {
             if !dirichlet_vertex[v] {
                 used[v].store(true, Relaxed);
@@ -215,8 +254,8 @@ fn plain_numbering(
         }
     });
     let vertex_unknowns = prefix_sums(used.iter().map(|u| u.load(Relaxed) as usize));
-    let mut row_vertices = filled(NONE, topology.free_faces.len() * d);
-    row_vertices.par_chunks_mut(d).zip(&topology.free_faces).for_each(|(row, &face)| {
+    let mut row_vertices = filled(NONE, free_faces.len() * d);
+    row_vertices.par_chunks_mut(d).zip(free_faces).for_each(|(row, &face)| {
         for (unknown, &v) in row.iter_mut().zip(mesh.face_vertices(face as usize)) {
             if !dirichlet_vertex[v] {
                 *unknown = vertex_unknowns[v] as u32;
@@ -230,7 +269,7 @@ fn plain_numbering(
 /// coefficient region around each vertex. Returns what [`plain_numbering`] does.
 fn split_numbering(
     mesh: &Mesh,
-    topology: &TraceTopology,
+    free_faces: &[u32],
     kappa: &[f64],
     split_ratio: f64,
     dirichlet_vertex: &[bool],
@@ -239,8 +278,7 @@ fn split_numbering(
     let regions = VertexRegions::new(mesh, kappa, split_ratio);
 
     // Which (vertex, region) pairs a free face uses: the region of its cell of larger kappa.
-    let row_regions: Vec<u32> = topology
-        .free_faces
+    let row_regions: Vec<u32> = free_faces
         .par_iter()
         .flat_map_iter(|&face| {
             let cells = mesh.face_cells(face as usize);
@@ -252,8 +290,7 @@ fn split_numbering(
             mesh.face_vertices(face as usize).iter().map(move |&v| regions.slot(v, cell))
         })
         .collect();
-    let entry_vertex =
-        |entry: usize| mesh.face_vertices(topology.free_faces[entry / d] as usize)[entry % d];
+    let entry_vertex = |entry: usize| mesh.face_vertices(free_faces[entry / d] as usize)[entry % d];
     let used: Vec<AtomicBool> =
         (0..regions.cells.len()).into_par_iter().map(|_| AtomicBool::new(false)).collect();
     row_regions.par_iter().enumerate().for_each(|(entry, &slot)| {

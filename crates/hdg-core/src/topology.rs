@@ -143,6 +143,24 @@ impl TraceTopology {
         }
     }
 
+    /// The structure of no faces (a rank of a distributed run without cells), for cells of
+    /// `faces_per_cell` faces.
+    pub fn empty(faces_per_cell: usize) -> Self {
+        TraceTopology {
+            n_faces: 0,
+            faces_per_cell,
+            slots: 1 + 2 * (faces_per_cell - 1),
+            free_index: Vec::new(),
+            free_faces: Vec::new(),
+            row_cells: Vec::new(),
+            row_local_face: Vec::new(),
+            neighbours: Vec::new(),
+            slot_faces: Vec::new(),
+            slot_cell: Vec::new(),
+            slot_local: Vec::new(),
+        }
+    }
+
     /// Number of block rows (free faces).
     pub fn n_rows(&self) -> usize {
         self.free_faces.len()

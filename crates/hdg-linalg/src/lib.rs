@@ -35,6 +35,8 @@ mod suite;
 pub use stopping::StoppingRule;
 pub use suite::{MultigridPrecision, SolverChoice, Suite};
 mod dispatch;
+#[cfg(feature = "distributed")]
+mod distributed;
 pub use dispatch::{
     default_tolerance, SolverBackend, SolverPrecision, SolverSettings, DEFAULT_MAX_ITERATIONS,
 };

@@ -301,7 +301,7 @@ fn planned_space<T: Real>(
 }
 
 /// PCG with `preconditioner`, its setup notes first in the report.
-fn pcg_with<T: Real, B: FusedOps<T>>(
+pub(crate) fn pcg_with<T: Real, B: FusedOps<T>>(
     suite: &Suite,
     backend: &B,
     operator: &dyn TraceOperator<T, Vector = B::Vector>,

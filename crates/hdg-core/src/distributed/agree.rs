@@ -2,8 +2,10 @@
 //! its cells, a refused input) fails on all, with that rank's message, instead of leaving the
 //! others waiting in the next collective operation.
 use mpi::collective::SystemOperation;
+use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
+use mpi::Count;
 
 use super::Communicator;
 use crate::error::{CoreError, Result};
@@ -33,6 +35,21 @@ pub fn agree<R>(comm: &Communicator, local: Result<R>) -> Result<R> {
     root.broadcast_into(&mut message[..]);
     let message = String::from_utf8_lossy(&message).into_owned();
     Err(CoreError::Distributed { rank: first as usize, message })
+}
+
+/// Every rank's `local`, concatenated in rank order, on every rank.
+pub fn gather_all<V: Equivalence + Copy + Default>(comm: &Communicator, local: &[V]) -> Vec<V> {
+    let size = comm.size() as usize;
+    let mut counts: Vec<Count> = vec![0; size];
+    comm.all_gather_into(&(local.len() as Count), &mut counts[..]);
+    let displacements: Vec<Count> =
+        counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
+    let mut all = vec![V::default(); counts.iter().sum::<Count>() as usize];
+    comm.all_gather_varcount_into(
+        local,
+        &mut PartitionMut::new(&mut all[..], &counts[..], &displacements[..]),
+    );
+    all
 }
 
 /// The sum over ranks of each entry.

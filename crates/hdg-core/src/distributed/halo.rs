@@ -33,6 +33,8 @@ pub struct Halo<I> {
     /// Every ghost entry (to clear a vector's ghost rows).
     ghosts: I,
     ghost_rows: usize,
+    /// Entries of the vectors it is the halo of.
+    len: usize,
     /// Values sent per exchange by this rank.
     sent_values: usize,
 }
@@ -124,9 +126,20 @@ impl<I> Halo<I> {
         Ok(Halo {
             ghosts: backend.upload_indices(&entries(&ghost_rows, n_f))?,
             ghost_rows: ghost_rows.len(),
+            len: row_faces.len() * n_f,
             neighbours,
             sent_values,
         })
+    }
+
+    /// Entries of the vectors it is the halo of (the rank's rows times n_f).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the vectors are empty (a rank without rows).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Ghost rows.

@@ -13,6 +13,8 @@
 //!   [`DistributedOperator`] (a product exchanges the halo, [`Halo`], then applies the rank's
 //!   rows). Ghost rows of the solvers' vectors hold zeros, so local dot products count each
 //!   row on its owner, and (block) Jacobi sees identity blocks there.
+//! - **Multigrid.** The trace level is distributed like the solvers' vectors; the vertex
+//!   levels are replicated on every rank (`multigrid.rs` says why and what it costs).
 //! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
 //!   run on the part; error norms are summed over owned cells and reduced.
 //! - **Failures.** Each step ends in [`agree`]: a failure on one rank is every rank's error.
@@ -21,16 +23,20 @@
 //! MPI); the backends' worker threads never communicate.
 pub mod agree;
 mod halo;
+mod multigrid;
 mod operator;
 mod ops;
 mod pipeline;
+mod solver;
 
 pub use agree::agree;
 pub use halo::Halo;
 pub use mpi;
+pub use multigrid::sum_over_ranks;
 pub use operator::DistributedOperator;
 pub use ops::DistributedOps;
 pub use pipeline::{solve, DistributedReport, DistributedRun, RankReport};
+pub use solver::{part_vertex_space, DistributedSetup, DistributedSolver};
 
 /// The communicator of a distributed run (rsmpi's; `mpi::initialize()?.world()` for all ranks).
 pub type Communicator = mpi::topology::SimpleCommunicator;

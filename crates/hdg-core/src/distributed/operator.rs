@@ -2,25 +2,44 @@
 //! its part's cells (owned cells and the ghost cells across its owned faces), with columns
 //! into the ghost faces. A product fills the ghost entries of a copy of x from their owners
 //! (the halo exchange), applies the local matrix and clears the ghost rows of y, so that the
-//! solvers' vectors keep zeros there.
+//! solvers' vectors keep zeros there. A rank without cells has no matrix and no rows, but
+//! takes its part in every collective operation.
 use std::sync::Mutex;
 
-use super::{agree, Communicator, Halo};
-use crate::backend::{HaloOps, TraceOperator};
+use super::{agree, Communicator, DistributedOps, Halo};
+use crate::backend::{DemoteOperator, HaloOps, MixedPrecisionOps, TraceOperator, VectorOps};
 use crate::csr::HostCsr;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
 
+/// The rank's own rows: borrowed from the assembly, owned (a rounded copy), or none (a rank
+/// without cells).
+pub(super) enum LocalRows<'a, A> {
+    Borrowed(&'a A),
+    Owned(A),
+    None,
+}
+
+impl<A> LocalRows<'_, A> {
+    pub(super) fn get(&self) -> Option<&A> {
+        match self {
+            LocalRows::Borrowed(a) => Some(a),
+            LocalRows::Owned(a) => Some(a),
+            LocalRows::None => None,
+        }
+    }
+}
+
 /// One rank's part of the distributed trace operator ([module docs](self)).
 pub struct DistributedOperator<'a, T: Real, B: HaloOps<T>, A> {
-    local: &'a A,
-    backend: &'a B,
-    comm: &'a Communicator,
-    halo: &'a Halo<B::Indices>,
+    pub(super) local: LocalRows<'a, A>,
+    pub(super) backend: &'a B,
+    pub(super) comm: &'a Communicator,
+    pub(super) halo: &'a Halo<B::Indices>,
     /// x with its ghost entries filled, for the local product.
     filled: Mutex<B::Vector>,
     /// Whether each row is owned (host copy, for setup-time work).
-    owned: Vec<bool>,
+    pub(super) owned: Vec<bool>,
     block_size: usize,
     dim: usize,
 }
@@ -35,22 +54,37 @@ where
     B: HaloOps<T>,
     A: TraceOperator<T, Vector = B::Vector>,
 {
-    /// The rank's rows of `local` (the matrix assembled on its part), with `halo`.
+    /// The rank's rows of `local` (the matrix assembled on its part; None on a rank without
+    /// cells), with `halo`; `block_size` is n_f.
     pub fn new(
-        local: &'a A,
+        local: Option<&'a A>,
         backend: &'a B,
         comm: &'a Communicator,
         halo: &'a Halo<B::Indices>,
+        block_size: usize,
     ) -> Result<Self> {
-        let dim = local.dim();
-        let block_size = local.block_size();
+        let local = match local {
+            Some(a) => LocalRows::Borrowed(a),
+            None => LocalRows::None,
+        };
+        Self::with_rows(local, backend, comm, halo, block_size)
+    }
+
+    pub(super) fn with_rows(
+        local: LocalRows<'a, A>,
+        backend: &'a B,
+        comm: &'a Communicator,
+        halo: &'a Halo<B::Indices>,
+        block_size: usize,
+    ) -> Result<Self> {
+        let dim = local.get().map_or(0, |a| a.dim());
         let mut marker = backend.copy_from_host(&vec![T::one(); dim])?;
         halo.clear_ghosts::<T, B>(backend, &mut marker)?;
         let marker = backend.to_host(&marker)?;
         let owned = marker.iter().step_by(block_size.max(1)).map(|&m| m != T::zero()).collect();
         Ok(DistributedOperator {
-            owned,
             filled: Mutex::new(backend.zeros(dim)?),
+            owned,
             block_size,
             local,
             backend,
@@ -94,12 +128,17 @@ where
         })?;
         self.backend.copy(x, &mut filled)?;
         self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
-        self.local.apply(&filled, y)?;
+        if let Some(local) = self.local.get() {
+            local.apply(&filled, y)?;
+        }
         self.halo.clear_ghosts::<T, B>(self.backend, y)
     }
 
     fn diagonal(&self) -> Result<B::Vector> {
-        self.ghosts_to_identity(self.local.diagonal()?, 1)
+        match self.local.get() {
+            Some(local) => self.ghosts_to_identity(local.diagonal()?, 1),
+            None => self.backend.zeros(0),
+        }
     }
 
     fn block_size(&self) -> usize {
@@ -107,28 +146,29 @@ where
     }
 
     fn diagonal_blocks(&self) -> Result<B::Vector> {
-        self.ghosts_to_identity(self.local.diagonal_blocks()?, self.block_size)
+        match self.local.get() {
+            Some(local) => self.ghosts_to_identity(local.diagonal_blocks()?, self.block_size),
+            None => self.backend.zeros(0),
+        }
     }
 
     /// The bounds over the owned rows of every rank.
     fn gershgorin_bounds(&self, scaled: bool) -> Result<(f64, f64)> {
-        let csr = self.local.to_host_csr()?;
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for row in (0..self.dim).filter(|&r| self.owned[r / self.block_size]) {
-            let range = csr.indptr[row]..csr.indptr[row + 1];
-            let mut diagonal = 0.0;
-            let mut radius = 0.0;
-            for k in range {
-                let v = csr.values[k];
-                if csr.indices[k] == row {
-                    diagonal = v;
-                } else {
-                    radius += v.abs();
+        if let Some(local) = self.local.get() {
+            let csr = local.to_host_csr()?;
+            for row in (0..self.dim).filter(|&r| self.owned[r / self.block_size]) {
+                let (mut diagonal, mut radius) = (0.0, 0.0);
+                for k in csr.indptr[row]..csr.indptr[row + 1] {
+                    match csr.indices[k] == row {
+                        true => diagonal = csr.values[k],
+                        false => radius += csr.values[k].abs(),
+                    }
                 }
+                let (d, r) = if scaled { (1.0, radius / diagonal) } else { (diagonal, radius) };
+                lo = lo.min(d - r);
+                hi = hi.max(d + r);
             }
-            let (d, r) = if scaled { (1.0, radius / diagonal) } else { (diagonal, radius) };
-            lo = lo.min(d - r);
-            hi = hi.max(d + r);
         }
         Ok(agree::min_max(self.comm, (lo, hi)))
     }
@@ -140,5 +180,23 @@ where
                      solve needs the whole matrix: run on one process)"
                 .into(),
         })
+    }
+}
+
+impl<'a, B, A, I> DemoteOperator<DistributedOps<'a, B, I>> for DistributedOperator<'a, f64, B, A>
+where
+    B: HaloOps<f64, Indices = I> + HaloOps<f32, Indices = I> + MixedPrecisionOps,
+    A: DemoteOperator<B> + TraceOperator<f64, Vector = <B as VectorOps<f64>>::Vector>,
+    I: Send + Sync,
+{
+    type Low = DistributedOperator<'a, f32, B, A::Low>;
+
+    /// The rank's rows rounded to f32, with the same halo.
+    fn demote(&self) -> Result<Self::Low> {
+        let local = match self.local.get() {
+            Some(a) => LocalRows::Owned(a.demote()?),
+            None => LocalRows::None,
+        };
+        DistributedOperator::with_rows(local, self.backend, self.comm, self.halo, self.block_size)
     }
 }

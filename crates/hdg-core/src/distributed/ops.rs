@@ -1,39 +1,50 @@
-//! A rank's backend as the Krylov solvers see it in a distributed solve: every vector
-//! operation is the local backend's on the rank's rows, and every reduction is the local one
-//! followed by one allreduce (a fused reduction of several dot products stays one allreduce).
-//! Ghost rows of the solvers' vectors hold zeros ([`super::DistributedOperator`] keeps them
-//! so), so a local dot product counts each row once: on its owner.
-use super::{agree, Communicator};
-use crate::backend::{BlockOps, FusedOps, RecurrenceStep, VectorOps};
+//! A rank's backend as the solvers see it in a distributed solve: every vector operation is
+//! the local backend's on the rank's rows, and a reduction over the rank's trace vectors is
+//! the local one followed by one allreduce (a fused reduction of several dot products stays
+//! one allreduce). Ghost rows of the solvers' trace vectors hold zeros
+//! ([`super::DistributedOperator`] keeps them so), so a local dot product counts each row once,
+//! on its owner. Vectors of another length are the multigrid's vertex levels, which every rank
+//! holds whole (replicated): their reductions stay local.
+use super::{agree, Communicator, Halo};
+use crate::backend::{BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, VectorOps};
 use crate::error::Result;
 use crate::real::Real;
 
-/// The local backend `B` of one rank with global reductions over `comm`.
-pub struct DistributedOps<'a, B> {
+/// The local backend `B` of one rank with global reductions over `comm` ([module docs](self)).
+pub struct DistributedOps<'a, B, I> {
     /// The rank's own backend.
     pub local: &'a B,
     /// The ranks sharing the solve.
     pub comm: &'a Communicator,
+    /// The rank's halo: which entries of a trace vector are ghosts.
+    pub halo: &'a Halo<I>,
 }
 
-impl<'a, B> DistributedOps<'a, B> {
-    /// `local` reducing over `comm`.
-    pub fn new(local: &'a B, comm: &'a Communicator) -> Self {
-        DistributedOps { local, comm }
+impl<'a, B, I> DistributedOps<'a, B, I> {
+    /// `local` reducing over `comm`, trace vectors with the ghosts of `halo`.
+    pub fn new(local: &'a B, comm: &'a Communicator, halo: &'a Halo<I>) -> Self {
+        DistributedOps { local, comm, halo }
     }
 
-    fn global<T: Real>(&self, local: &[T]) -> Vec<T> {
+    /// Sums over ranks.
+    pub(super) fn global<T: Real>(&self, local: &[T]) -> Vec<T> {
         let local: Vec<f64> = local.iter().map(|x| x.as_f64()).collect();
         agree::sum(self.comm, &local).into_iter().map(T::from_f64_lossy).collect()
+    }
+
+    /// Whether `len` is the length of this rank's trace vectors (distributed), rather than of
+    /// a replicated vertex level.
+    fn distributed(&self, len: usize) -> bool {
+        len == self.halo.len()
     }
 }
 
 // SAFETY: `Sync` is asked of every backend because a backend's own kernels may run on worker
-// threads; the communicator (an MPI handle, not `Sync`) is used only by the reductions, which
-// the Krylov solver calls on its own thread, the thread that initialised MPI.
-unsafe impl<B: Sync> Sync for DistributedOps<'_, B> {}
+// threads; the communicator (an MPI handle, not `Sync`) is used only by the reductions and
+// exchanges, which the solver calls on its own thread, the thread that initialised MPI.
+unsafe impl<B: Sync, I: Sync> Sync for DistributedOps<'_, B, I> {}
 
-impl<T: Real, B: VectorOps<T>> VectorOps<T> for DistributedOps<'_, B> {
+impl<T: Real, B: HaloOps<T>> VectorOps<T> for DistributedOps<'_, B, B::Indices> {
     type Vector = B::Vector;
     fn zeros(&self, len: usize) -> Result<Self::Vector> {
         self.local.zeros(len)
@@ -64,7 +75,10 @@ impl<T: Real, B: VectorOps<T>> VectorOps<T> for DistributedOps<'_, B> {
     }
     fn dot(&self, x: &Self::Vector, y: &Self::Vector) -> Result<T> {
         let local = self.local.dot(x, y)?;
-        Ok(self.global(&[local])[0])
+        match self.distributed(self.local.len(x)) {
+            true => Ok(self.global(&[local])[0]),
+            false => Ok(local),
+        }
     }
     fn pointwise_mul(
         &self,
@@ -79,10 +93,13 @@ impl<T: Real, B: VectorOps<T>> VectorOps<T> for DistributedOps<'_, B> {
     }
 }
 
-impl<T: Real, B: FusedOps<T>> FusedOps<T> for DistributedOps<'_, B> {
+impl<T: Real, B: HaloOps<T> + FusedOps<T>> FusedOps<T> for DistributedOps<'_, B, B::Indices> {
     fn dot_many(&self, pairs: &[(&Self::Vector, &Self::Vector)]) -> Result<Vec<T>> {
         let local = self.local.dot_many(pairs)?;
-        Ok(self.global(&local))
+        match pairs.first().map(|(x, _)| self.distributed(self.local.len(x))) {
+            Some(true) => Ok(self.global(&local)),
+            _ => Ok(local),
+        }
     }
     fn cg_update(
         &self,
@@ -93,11 +110,14 @@ impl<T: Real, B: FusedOps<T>> FusedOps<T> for DistributedOps<'_, B> {
         r: &mut Self::Vector,
     ) -> Result<T> {
         let local = self.local.cg_update(alpha, p, ap, x, r)?;
-        Ok(self.global(&[local])[0])
+        match self.distributed(self.local.len(p)) {
+            true => Ok(self.global(&[local])[0]),
+            false => Ok(local),
+        }
     }
 }
 
-impl<T: Real, B: BlockOps<T>> BlockOps<T> for DistributedOps<'_, B> {
+impl<T: Real, B: HaloOps<T> + BlockOps<T>> BlockOps<T> for DistributedOps<'_, B, B::Indices> {
     fn factor_blocks(&self, blocks: &mut Self::Vector, block_size: usize) -> Result<()> {
         self.local.factor_blocks(blocks, block_size)
     }
@@ -123,3 +143,22 @@ impl<T: Real, B: BlockOps<T>> BlockOps<T> for DistributedOps<'_, B> {
         self.local.solve_blocks_step(factors, block_size, r, w, step, p, x)
     }
 }
+
+impl<B, I> MixedPrecisionOps for DistributedOps<'_, B, I>
+where
+    B: HaloOps<f64, Indices = I> + HaloOps<f32, Indices = I> + MixedPrecisionOps,
+    I: Send + Sync,
+{
+    fn demote(&self, x: &Vec64<B>, y: &mut Vec32<B>) -> Result<()> {
+        self.local.demote(x, y)
+    }
+    fn promote_add(&self, x: &Vec32<B>, y: &mut Vec64<B>) -> Result<()> {
+        self.local.promote_add(x, y)
+    }
+    fn promote(&self, x: &Vec32<B>, y: &mut Vec64<B>) -> Result<()> {
+        self.local.promote(x, y)
+    }
+}
+
+type Vec64<B> = <B as VectorOps<f64>>::Vector;
+type Vec32<B> = <B as VectorOps<f32>>::Vector;

@@ -12,6 +12,7 @@ use hdg_mesh::{Mesh, MeshPart, Partition};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 
+use super::solver::{part_vertex_space, DistributedSetup, DistributedSolver};
 use super::{agree, Communicator, DistributedOperator, DistributedOps, Halo};
 use crate::backend::{Backend, ErrorNorms, HaloOps, VectorOps};
 use crate::discretization::Discretization;
@@ -20,7 +21,7 @@ use crate::pipeline::{PipelineReport, Progress, Stage, StageTimings};
 use crate::problem::Problem;
 use crate::real::Real;
 use crate::solution::Solution;
-use crate::solver::KrylovSolver;
+use crate::topology::TraceTopology;
 
 /// One rank's share of a distributed run.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -137,8 +138,8 @@ fn timed<R>(
 }
 
 /// Solves `problem` on `mesh` (the whole mesh, the same on every rank) distributed over the
-/// ranks of `comm` by `partition`, each rank running its part on `backend`, with the Krylov
-/// method `solver`. Every rank calls it with the same arguments (its backend aside); every
+/// ranks of `comm` by `partition`, each rank running its part on `backend`, with the trace
+/// solver `solver`. Every rank calls it with the same arguments (its backend aside); every
 /// rank returns the same report, or the same error: a failure on one rank (a refused input,
 /// a closure's bad value on its cells) is every rank's.
 ///
@@ -157,7 +158,7 @@ pub fn solve<T, B, S>(
 where
     T: Real,
     B: Backend<T> + HaloOps<T>,
-    S: for<'x> KrylovSolver<T, DistributedOps<'x, B>> + ?Sized,
+    S: DistributedSolver<T, B> + ?Sized,
 {
     let start = Instant::now();
     let (size, rank) = (comm.size() as usize, comm.rank() as usize);
@@ -230,20 +231,43 @@ where
     // The trace solve, over every rank.
     progress.started(Stage::Solve);
     let solve_start = Instant::now();
-    let ops = DistributedOps::new(backend, comm);
-    let dim = row_faces.len() * n_f;
-    let mut trace = backend.zeros(dim)?;
-    let report = match &local {
-        Some(l) => {
-            let operator = DistributedOperator::new(&l.operator, backend, comm, &halo)?;
-            solver.solve(&ops, &operator, &l.rhs, &mut trace)
-        }
-        None => {
-            let empty = EmptyOperator::<T, B>::new(backend, comm, &halo, n_f);
-            let rhs = backend.zeros(0)?;
-            solver.solve(&ops, &empty, &rhs, &mut trace)
-        }
+    let (dim, k) = (mesh.dim(), order);
+    let vertex_space = match solver.vertex_space(dim, k) {
+        Some(split_ratio) => Some(agree::agree(
+            comm,
+            part_vertex_space(
+                comm,
+                mesh,
+                problem,
+                &part,
+                local.as_ref().map(|l| &l.disc),
+                order,
+                split_ratio,
+            ),
+        )?),
+        None => None,
     };
+    let no_rows = TraceTopology::empty(fpc);
+    let setup = DistributedSetup {
+        topology: local.as_ref().map_or(&no_rows, |l| &l.disc.topology),
+        vertex_space: vertex_space.as_ref(),
+        dim,
+        order,
+    };
+    let ops = DistributedOps::new(backend, comm, &halo);
+    let mut trace = backend.zeros(halo.len())?;
+    let empty_rhs = backend.zeros(0)?;
+    let report = (|| {
+        let operator = DistributedOperator::new(
+            local.as_ref().map(|l| &l.operator),
+            backend,
+            comm,
+            &halo,
+            n_f,
+        )?;
+        let rhs = local.as_ref().map_or(&empty_rhs, |l| &l.rhs);
+        solver.solve(&ops, &operator, &setup, rhs, &mut trace)
+    })();
     let solve_report = agree::agree(comm, report)?;
     halo.exchange::<T, B>(comm, backend, &mut trace)?;
     t.solve = solve_start.elapsed().as_secs_f64();
@@ -343,50 +367,4 @@ where
     };
     let edge_cut = partition.edge_cut(mesh);
     Ok(DistributedRun { report: DistributedReport { report, ranks, edge_cut }, part, solution })
-}
-
-/// The trace operator of a rank without cells: no rows, but its part in every exchange.
-struct EmptyOperator<'a, T: Real, B: HaloOps<T>> {
-    backend: &'a B,
-    comm: &'a Communicator,
-    halo: &'a Halo<B::Indices>,
-    n_f: usize,
-}
-
-// SAFETY: as for `DistributedOperator`: the communicator is used only from the solver's thread.
-unsafe impl<T: Real, B: HaloOps<T>> Sync for EmptyOperator<'_, T, B> {}
-
-impl<'a, T: Real, B: HaloOps<T>> EmptyOperator<'a, T, B> {
-    fn new(backend: &'a B, comm: &'a Communicator, halo: &'a Halo<B::Indices>, n_f: usize) -> Self {
-        EmptyOperator { backend, comm, halo, n_f }
-    }
-}
-
-impl<T: Real, B: HaloOps<T>> crate::backend::TraceOperator<T> for EmptyOperator<'_, T, B> {
-    type Vector = B::Vector;
-    fn dim(&self) -> usize {
-        0
-    }
-    fn apply(&self, x: &B::Vector, _y: &mut B::Vector) -> Result<()> {
-        let mut x = self.backend.zeros(self.backend.len(x))?;
-        self.halo.exchange::<T, B>(self.comm, self.backend, &mut x)
-    }
-    fn diagonal(&self) -> Result<B::Vector> {
-        self.backend.zeros(0)
-    }
-    fn block_size(&self) -> usize {
-        self.n_f
-    }
-    fn diagonal_blocks(&self) -> Result<B::Vector> {
-        self.backend.zeros(0)
-    }
-    fn gershgorin_bounds(&self, _scaled: bool) -> Result<(f64, f64)> {
-        Ok(agree::min_max(self.comm, (f64::INFINITY, f64::NEG_INFINITY)))
-    }
-    fn to_host_csr(&self) -> Result<crate::csr::HostCsr> {
-        Err(CoreError::InvalidParameter {
-            name: "solver",
-            reason: "a rank without cells has no matrix".into(),
-        })
-    }
 }

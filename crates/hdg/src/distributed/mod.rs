@@ -101,7 +101,7 @@ impl Solver {
     ///
     /// # Errors
     /// As [`Solver::run`], the same on every rank; a solver that is not distributed yet
-    /// (direct, multigrid, mixed precision) or a backend other than the CPU.
+    /// (direct, mixed precision) or a backend other than the CPU.
     pub fn run_distributed(
         &self,
         comm: &Communicator,
@@ -125,10 +125,11 @@ impl Solver {
             CoreError::InvalidParameter { name: "distributed run", reason }.into()
         };
         match settings.choice {
-            SolverChoice::Direct | SolverChoice::Mixed | SolverChoice::PcgMg => {
+            SolverChoice::Direct | SolverChoice::Mixed => {
                 return Err(refuse(format!(
-                    "the {} solver does not run distributed yet (distributed: cg, pcg-jacobi, \
-                     pcg-block-jacobi, pipelined-cg, chebyshev, cheb-pcg, cg-chebyshev, gmres)",
+                    "the {} solver does not run distributed (distributed: pcg-mg, cg, \
+                     pcg-jacobi, pcg-block-jacobi, pipelined-cg, chebyshev, cheb-pcg, \
+                     cg-chebyshev, gmres)",
                     settings.choice
                 )))
             }

@@ -1,0 +1,90 @@
+//! The trace solvers of a distributed run ([`DistributedSolver`]): what they are given
+//! besides the operator and vectors, and the vertex space the multigrid asks for.
+use hdg_mesh::{Mesh, MeshPart};
+
+use super::{agree, Communicator, DistributedOperator, DistributedOps};
+use crate::auxiliary::VertexSpace;
+use crate::backend::{Backend, HaloOps, VectorOps};
+use crate::discretization::Discretization;
+use crate::error::Result;
+use crate::problem::Problem;
+use crate::real::Real;
+use crate::solver::SolveReport;
+use crate::topology::TraceTopology;
+
+/// What a distributed trace solve is given besides the operator and the vectors.
+pub struct DistributedSetup<'a> {
+    /// The rank's trace topology (empty on a rank without cells).
+    pub topology: &'a TraceTopology,
+    /// The whole vertex space seen from the rank's rows, where the solver asked for one
+    /// ([`DistributedSolver::vertex_space`]).
+    pub vertex_space: Option<&'a VertexSpace>,
+    /// Space dimension.
+    pub dim: usize,
+    /// Polynomial order.
+    pub order: usize,
+}
+
+/// A trace solver over the ranks of a distributed run, the same on every rank (`hdg-linalg`'s
+/// `Suite` implements it).
+pub trait DistributedSolver<T: Real, B: Backend<T> + HaloOps<T>> {
+    /// Name in reports.
+    fn name(&self) -> String;
+    /// The split ratio of the vertex space it needs ([`VertexSpace::from_parts`]), if any.
+    fn vertex_space(&self, dim: usize, order: usize) -> Option<f64> {
+        let _ = (dim, order);
+        None
+    }
+    /// Solves `operator x = rhs` from x (every rank calls it together).
+    fn solve(
+        &self,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        operator: &DistributedOperator<'_, T, B, B::Operator>,
+        setup: &DistributedSetup<'_>,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport>;
+}
+
+/// The vertex space of the whole mesh seen from this rank's rows (`local`: its part's
+/// discretization, None without cells). Every rank builds the whole space from the whole mesh
+/// (the topology of its free faces, kappa per cell gathered from the owners): the coarse
+/// unknowns' numbering is then the one-process run's.
+pub fn part_vertex_space<T: Real>(
+    comm: &Communicator,
+    mesh: &Mesh,
+    problem: &Problem,
+    part: &MeshPart,
+    local: Option<&Discretization<'_, T>>,
+    order: usize,
+    split_ratio: f64,
+) -> Result<VertexSpace> {
+    let element = crate::reference::reference_element(mesh.cell_type(), order)?;
+    // The whole mesh's free faces and their rows (its trace numbering), without the DBF
+    // structure the whole topology would build.
+    let dirichlet = crate::boundary::dirichlet_faces(mesh, problem);
+    let free_faces: Vec<u32> =
+        (0..mesh.n_faces() as u32).filter(|&f| !dirichlet[f as usize]).collect();
+    let mut free_index = vec![crate::topology::NONE; mesh.n_faces()];
+    free_faces.iter().enumerate().for_each(|(row, &f)| free_index[f as usize] = row as u32);
+    let owned = part.owned_cells;
+    let cells: Vec<u64> = part.global_cells[..owned].iter().map(|&c| c as u64).collect();
+    let values: Vec<f64> =
+        local.map(|d| d.kappa[..owned].iter().map(|k| k.as_f64()).collect()).unwrap_or_default();
+    let (all_cells, all_values) =
+        (agree::gather_all(comm, &cells), agree::gather_all(comm, &values));
+    let mut kappa = vec![0.0; mesh.n_cells()];
+    all_cells.iter().zip(&all_values).for_each(|(&c, &k)| kappa[c as usize] = k);
+    let space =
+        VertexSpace::from_free_faces(mesh, &free_faces, element.as_ref(), &kappa, split_ratio)?;
+    let rows: Vec<usize> = match local {
+        Some(d) => d
+            .topology
+            .free_faces
+            .iter()
+            .map(|&f| free_index[part.global_faces[f as usize]] as usize)
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(space.restricted_to_rows(&rows))
+}

@@ -1,0 +1,149 @@
+//! The suite's solvers in a distributed run (feature `distributed`): every Krylov solver runs
+//! unchanged over `hdg_core::distributed`'s operations and operator; `pcg-mg` builds its
+//! hierarchy on the rank's rows with the vertex levels replicated (`hdg_core::distributed`'s
+//! multigrid), its V-cycle in f32 in an f64 solve as on one process. Not distributed: the
+//! direct solver (it needs the whole matrix on one process) and mixed-precision refinement;
+//! the trace smoother's bfloat16 copy (`MultigridSettings::compressed_smoothing`) is not
+//! used.
+use hdg_core::distributed::{
+    DistributedOperator, DistributedOps, DistributedSetup, DistributedSolver,
+};
+use hdg_core::{
+    Backend, CoreError, DemoteOperator, HaloOps, KrylovSolver, MixedPrecisionOps,
+    MultigridOperator, MultigridOps, Real, Result, SolveReport, VectorOps,
+};
+
+use crate::multigrid::{Multigrid, MultigridSettings};
+use crate::suite::pcg_with;
+use crate::{SinglePrecision, SolverChoice, Suite};
+
+/// The multigrid of a distributed `pcg-mg` in the solve's precision `Self`.
+pub trait DistributedMultigrid<B: Backend<Self> + HaloOps<Self>>: Real {
+    /// CG with the multigrid preconditioner over the ranks.
+    fn pcg_mg(
+        suite: &Suite,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        operator: &DistributedOperator<'_, Self, B, B::Operator>,
+        setup: &DistributedSetup<'_>,
+        rhs: &<B as VectorOps<Self>>::Vector,
+        x: &mut <B as VectorOps<Self>>::Vector,
+    ) -> Result<SolveReport>;
+}
+
+fn settings(setup: &DistributedSetup<'_>, single_precision: bool) -> MultigridSettings {
+    MultigridSettings {
+        single_precision,
+        compressed_smoothing: false,
+        ..MultigridSettings::auto(setup.dim, setup.order)
+    }
+}
+
+fn space<'s>(setup: &DistributedSetup<'s>) -> Result<&'s hdg_core::VertexSpace> {
+    setup
+        .vertex_space
+        .ok_or_else(|| CoreError::Solver("pcg-mg: the distributed run made no vertex space".into()))
+}
+
+/// A replicated vertex level of this rank's trace length would have its dot products reduced
+/// over the ranks (`DistributedOps`): refused rather than wrong.
+fn check_levels(sizes: &[usize], trace_len: usize) -> Result<()> {
+    match sizes[1..].contains(&trace_len) {
+        true => Err(CoreError::Solver(
+            "pcg-mg: a vertex level has as many unknowns as this rank's trace vectors; use \
+             another number of ranks"
+                .into(),
+        )),
+        false => Ok(()),
+    }
+}
+
+impl<B> DistributedMultigrid<B> for f32
+where
+    B: Backend<f32> + HaloOps<f32> + MultigridOps<f32>,
+    B::Operator: MultigridOperator<f32, B>,
+{
+    fn pcg_mg(
+        suite: &Suite,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        operator: &DistributedOperator<'_, f32, B, B::Operator>,
+        setup: &DistributedSetup<'_>,
+        rhs: &<B as VectorOps<f32>>::Vector,
+        x: &mut <B as VectorOps<f32>>::Vector,
+    ) -> Result<SolveReport> {
+        let mg =
+            Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
+        check_levels(&mg.level_sizes(), ops.halo.len())?;
+        pcg_with(suite, ops, operator, &mg, mg.notes(), rhs, x)
+    }
+}
+
+impl<B, I> DistributedMultigrid<B> for f64
+where
+    B: Backend<f64>
+        + HaloOps<f64, Indices = I>
+        + HaloOps<f32, Indices = I>
+        + MultigridOps<f64>
+        + MultigridOps<f32>
+        + MixedPrecisionOps,
+    B::Operator: DemoteOperator<B> + MultigridOperator<f64, B>,
+    <B::Operator as DemoteOperator<B>>::Low: MultigridOperator<f32, B>,
+    I: Send + Sync,
+{
+    fn pcg_mg(
+        suite: &Suite,
+        ops: &DistributedOps<'_, B, I>,
+        operator: &DistributedOperator<'_, f64, B, B::Operator>,
+        setup: &DistributedSetup<'_>,
+        rhs: &<B as VectorOps<f64>>::Vector,
+        x: &mut <B as VectorOps<f64>>::Vector,
+    ) -> Result<SolveReport> {
+        let low = operator.demote()?;
+        let mg = Multigrid::<f32, DistributedOps<'_, B, I>>::new(
+            ops,
+            &low,
+            space(setup)?,
+            setup.topology,
+            &settings(setup, true),
+        )?;
+        check_levels(&mg.level_sizes(), ops.halo.len())?;
+        pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), mg.notes(), rhs, x)
+    }
+}
+
+impl<T, B> DistributedSolver<T, B> for Suite
+where
+    T: DistributedMultigrid<B>,
+    B: Backend<T> + HaloOps<T> + MultigridOps<T>,
+    B::Operator: MultigridOperator<T, B>,
+{
+    fn name(&self) -> String {
+        self.choice.name().into()
+    }
+
+    fn vertex_space(&self, dim: usize, order: usize) -> Option<f64> {
+        (self.choice == SolverChoice::PcgMg)
+            .then(|| MultigridSettings::auto(dim, order).split_ratio)
+    }
+
+    fn solve(
+        &self,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        operator: &DistributedOperator<'_, T, B, B::Operator>,
+        setup: &DistributedSetup<'_>,
+        rhs: &<B as VectorOps<T>>::Vector,
+        x: &mut <B as VectorOps<T>>::Vector,
+    ) -> Result<SolveReport> {
+        match self.choice {
+            SolverChoice::Direct | SolverChoice::Mixed => Err(CoreError::InvalidParameter {
+                name: "solver",
+                reason: format!(
+                    "the {} solver does not run distributed (it needs the whole trace matrix \
+                     on one process)",
+                    self.choice
+                ),
+            }),
+            SolverChoice::PcgMg => T::pcg_mg(self, ops, operator, setup, rhs, x),
+            _ => KrylovSolver::solve(self, ops, operator, rhs, x),
+        }
+    }
+}
