@@ -565,8 +565,8 @@ mod tests {
                 .collect();
             // Varying kappa, all within the ratio: the split numbering finds one region a vertex.
             let kappa: Vec<f64> = (0..mesh.n_cells()).map(|c| 1.0 + (c % 7) as f64).collect();
-            let plain = plain_numbering(&mesh, &topology, &dirichlet);
-            let split = split_numbering(&mesh, &topology, &kappa, 10.0, &dirichlet);
+            let plain = plain_numbering(&mesh, &topology.free_faces, &dirichlet);
+            let split = split_numbering(&mesh, &topology.free_faces, &kappa, 10.0, &dirichlet);
             assert_eq!(plain, split);
             let interior = dirichlet.iter().filter(|&&b| !b).count();
             assert_eq!(plain.0[mesh.n_vertices()], interior);

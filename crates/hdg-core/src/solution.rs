@@ -93,6 +93,8 @@ pub struct Solution {
     trace: Vec<f64>,
     report: PipelineReport,
     locator: OnceLock<PointLocator>,
+    /// Whether the mesh is a rank's part of a distributed run ([`Solution::of_part`]).
+    part: bool,
 }
 
 impl std::fmt::Debug for Solution {
@@ -145,6 +147,7 @@ impl Solution {
             post_element,
             report,
             locator: OnceLock::new(),
+            part: false,
         })
     }
 
@@ -165,6 +168,20 @@ impl Solution {
         let order = out.report.order;
         Solution::from_parts(mesh, problem, order, &fields, &u_star, trace, out.report.clone())
             .map(Some)
+    }
+
+    /// This solution as one rank's part of a distributed run: its mesh is the part
+    /// (`hdg_mesh::MeshPart`), whose interface faces carry no boundary condition and which may
+    /// lack boundary tags the problem names; its error quadratures set the part up as the
+    /// distributed pipeline does ([`Discretization::for_part`]).
+    pub fn of_part(mut self) -> Solution {
+        self.part = true;
+        self
+    }
+
+    /// Whether this is a rank's part of a distributed run ([`Solution::of_part`]).
+    pub fn is_part(&self) -> bool {
+        self.part
     }
 
     /// The mesh.
@@ -357,7 +374,10 @@ impl Solution {
             &ExactSolution,
         ) -> R,
     ) -> Result<R> {
-        let disc = Discretization::<f64>::new(&self.mesh, &self.problem, self.order)?;
+        let disc = match self.part {
+            true => Discretization::<f64>::for_part(&self.mesh, &self.problem, self.order)?,
+            false => Discretization::<f64>::new(&self.mesh, &self.problem, self.order)?,
+        };
         let (vertices, geometry) =
             mesh_geometry::<f64>(&self.mesh, disc.tables.face_parameter_measure);
         let fields = HostFields { u: self.u.clone(), q: self.q.clone() };

@@ -1,6 +1,8 @@
 //! The `hdg` program's own pieces, on the `hdg` facade: mesh specifications (`square:N`,
 //! `cube:N`, a Gmsh file), the problem catalogue, problem files, and the presentation of a run
 //! (the summary, the files it writes). Solving is the facade's ([`hdg::Solver`]).
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod malloc_tunables;
 pub mod plot;
 pub mod problem_file;
@@ -507,6 +509,9 @@ pub struct Summary {
     /// Print the solver's internals (a preconditioner's setup and levels) and the malloc
     /// tunables too.
     pub verbose: bool,
+    /// How a run over MPI ranks split the work (None on one process).
+    #[cfg(feature = "distributed")]
+    pub partition: Option<distributed::Partitioned>,
 }
 
 /// The line of a summary about the trace solve's residual: which residual it is, the
@@ -573,6 +578,12 @@ pub fn print_report(run: &Run, summary: &Summary) {
         r.precision,
         run.operator
     );
+    #[cfg(feature = "distributed")]
+    if let Some(partition) = &summary.partition {
+        for (i, line) in distributed::partition_lines(partition).iter().enumerate() {
+            println!("  {:<14} {line}", if i == 0 { "partition" } else { "" });
+        }
+    }
     println!("  trace solve    {}: {} iterations", r.solver, r.solve.iterations);
     println!(
         "                 {}",
@@ -630,7 +641,8 @@ fn print_memory(run: &Run, verbose: bool) {
 /// A run's JSON report ([`hdg::json::run`]) with what the summary says besides: `mesh`
 /// {`name`, `cells`, `notes`}, `problem` ([`Description::json`]), `options` {`order`,
 /// `backend`, `precision`, `solver`, `operator`, `tolerance`, `max_iterations`, `tau`}, and
-/// `mesh_notes` (the mesh's lines, as before).
+/// `mesh_notes` (the mesh's lines, as before); for a run over MPI ranks (feature
+/// `distributed`) also `partitioner`, `edge_cut` and `ranks`.
 pub fn summary_json(run: &Run, summary: &Summary) -> serde_json::Value {
     let r = &run.report;
     let mut json = hdg::json::run(run);
@@ -651,6 +663,10 @@ pub fn summary_json(run: &Run, summary: &Summary) -> serde_json::Value {
         "tau": summary.tau,
     });
     json["mesh_notes"] = serde_json::json!(summary.notes);
+    #[cfg(feature = "distributed")]
+    if let Some(partition) = &summary.partition {
+        distributed::add_to_json(&mut json, partition);
+    }
     json
 }
 

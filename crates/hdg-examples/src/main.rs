@@ -141,6 +141,10 @@ enum Command {
         common: Common,
         #[command(flatten)]
         only: SolveOptions,
+        /// Under mpirun: how the mesh is split among the ranks [default: metis].
+        #[cfg(feature = "distributed")]
+        #[arg(long, value_enum)]
+        partition: Option<hdg_examples::distributed::PartitionKind>,
     },
     /// Solve on a sequence of meshes that halve h and print errors and observed rates.
     Convergence {
@@ -207,6 +211,10 @@ enum Command {
         /// Also print the trace solver's internals and the malloc tunables of the run.
         #[arg(long, short = 'v')]
         verbose: bool,
+        /// Under mpirun: how the mesh is split among the ranks [default: metis].
+        #[cfg(feature = "distributed")]
+        #[arg(long, value_enum)]
+        partition: Option<hdg_examples::distributed::PartitionKind>,
     },
 }
 
@@ -360,6 +368,32 @@ fn run_one(
     outputs: &SolutionOutputs,
     log: &mut StageLog,
 ) -> Result<(Run, Summary), CoreError> {
+    let Prepared { solver, mut summary, regions } = prepare(common, only, mesh, outputs)?;
+    let run = solver.run(log).map_err(hdg::Error::into_core)?;
+    if let Some(path) = &only.export_matrix {
+        export_matrix(&run, path)?;
+    }
+    if let Some(solution) = &run.solution {
+        summary.notes.extend(outputs.write(solution, regions.as_deref())?);
+    }
+    Ok((run, summary))
+}
+
+/// A solve of `hdg solve` ready to run: the solver with every option, what the summary says,
+/// and the mesh file's regions (for the VTU output).
+struct Prepared {
+    solver: hdg::Solver,
+    summary: Summary,
+    regions: Option<Vec<u32>>,
+}
+
+/// Checks the options and builds the mesh, the problem and the solver of one solve.
+fn prepare(
+    common: &Common,
+    only: &SolveOptions,
+    mesh: &MeshSpec,
+    outputs: &SolutionOutputs,
+) -> Result<Prepared, CoreError> {
     // A file name of another format is refused before the solve, not after it.
     outputs.check()?;
     if let Some(path) = &only.export_matrix {
@@ -399,23 +433,14 @@ fn run_one(
         tolerance: common.tol,
         max_iterations: common.max_iterations,
     };
-    let run = program_solver(built.mesh, problem)?
+    let solver = program_solver(built.mesh, problem)?
         .order(order)
         .backend(common.backend)
         .precision(common.precision)
         .solver_settings(settings)
         .operator(common.operator)
         .keep_solution(outputs.any())
-        .keep_operator(only.export_matrix.is_some())
-        .run(log)
-        .map_err(hdg::Error::into_core)?;
-    if let Some(path) = &only.export_matrix {
-        export_matrix(&run, path)?;
-    }
-    let mut notes = built.summary;
-    if let Some(solution) = &run.solution {
-        notes.extend(outputs.write(solution, built.regions.as_deref())?);
-    }
+        .keep_operator(only.export_matrix.is_some());
     let diagonals = match mesh {
         MeshSpec::Generated { kind: MeshKind::Square, .. } => {
             format!(" ({:?} diagonals)", common.diagonal).to_lowercase()
@@ -430,14 +455,16 @@ fn run_one(
     let summary = Summary {
         heading: format!("hdg solve: {mesh}, order {order}"),
         mesh: format!("{mesh}{diagonals}{perturbed}"),
-        notes,
+        notes: built.summary,
         problem: description,
         tolerance,
         max_iterations: common.max_iterations,
         tau: tau_name(&common.tau),
         verbose: common.verbose,
+        #[cfg(feature = "distributed")]
+        partition: None,
     };
-    Ok((run, summary))
+    Ok(Prepared { solver, summary, regions: built.regions })
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
@@ -520,15 +547,39 @@ fn rate(coarse: f64, fine: f64) -> f64 {
     (coarse / fine).log2()
 }
 
+/// The command line. Under mpirun (feature `distributed`) only rank 0 prints what the parser
+/// says (an error, `--help`, `--version`); every rank exits with its status.
+fn parse() -> Cli {
+    #[cfg(feature = "distributed")]
+    if hdg_examples::distributed::launched_by_mpi()
+        && hdg_examples::distributed::launcher_rank() != 0
+    {
+        return Cli::try_parse().unwrap_or_else(|e| std::process::exit(e.exit_code()));
+    }
+    Cli::parse()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
+    #[cfg(feature = "distributed")]
+    {
+        if hdg_examples::distributed::launched_by_mpi() {
+            return over_mpi::main(&cli);
+        }
+        if let Command::Solve { partition: Some(_), .. } | Command::Run { partition: Some(_), .. } =
+            &cli.command
+        {
+            eprintln!("hdg: error: --partition splits a run over MPI ranks: start hdg with mpirun");
+            return ExitCode::from(2);
+        }
+    }
     // Each backend's malloc tunables (huge pages for CUDA, freed memory kept for reuse on the
     // CPU), chosen by measurement (hdg_examples::malloc_tunables).
     if let Command::Solve { common, .. } | Command::Convergence { common, .. } = &cli.command {
         hdg_examples::malloc_tunables::enable(common.backend);
     }
     let result = match &cli.command {
-        Command::Solve { mesh, output, plot, common, only } => {
+        Command::Solve { mesh, output, plot, common, only, .. } => {
             let mut log = StageLog::new(!common.json, common.solver);
             let outputs = SolutionOutputs { vtu: output.clone(), png: plot.clone() };
             run_one(common, only, mesh, &outputs, &mut log).map(|(run, summary)| {
@@ -552,7 +603,7 @@ fn main() -> ExitCode {
         Command::Solvers { mesh, order, tol, max_iterations, only, problem, json } => {
             solvers(mesh, *order as usize, *tol, *max_iterations, only, *problem, *json)
         }
-        Command::Run { file, set, order, backend, json, verbose } => {
+        Command::Run { file, set, order, backend, json, verbose, .. } => {
             overrides(set, *order, *backend)
                 .and_then(|pairs| ProblemFile::load_with(file, &pairs))
                 .and_then(|problem| {
@@ -566,26 +617,170 @@ fn main() -> ExitCode {
                 })
         }
     };
+    explain(&result, &cli.command);
+    ExitCode::from(status(&result))
+}
+
+/// The exit status of a run: 0 when the trace solve converged, 3 when it did not, 4 out of
+/// device memory (for scripts that look for the largest problem that fits), 2 for any other
+/// failure.
+fn status(result: &Result<bool, CoreError>) -> u8 {
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("hdg: warning: the trace solve did not reach the tolerance");
-            ExitCode::from(3)
-        }
+        Ok(true) => 0,
+        Ok(false) => 3,
+        Err(CoreError::OutOfDeviceMemory { .. }) => 4,
+        Err(_) => 2,
+    }
+}
+
+/// Says on standard error why a run did not succeed.
+fn explain(result: &Result<bool, CoreError>, command: &Command) {
+    match result {
+        Ok(true) => {}
+        Ok(false) => eprintln!("hdg: warning: the trace solve did not reach the tolerance"),
         Err(e) => {
             // The library names its own options; say where the program takes them.
-            let option = match cli.command {
+            let option = match command {
                 Command::Run { .. } => "`mean_zero = true` in [equation]",
                 _ => "--mean-zero",
             };
             eprintln!("hdg: error: {}", e.to_string().replace("Problem::mean_zero", option));
-            // A distinct status for scripts that look for the largest problem that fits.
-            if matches!(e, CoreError::OutOfDeviceMemory { .. }) {
-                ExitCode::from(4)
+        }
+    }
+}
+
+/// `hdg solve` and `hdg run` over the MPI ranks that mpirun started (feature `distributed`;
+/// `hdg_examples::distributed` says what differs from a run on one process).
+#[cfg(feature = "distributed")]
+mod over_mpi {
+    use super::*;
+    use hdg::distributed::{self, Communicator};
+    use hdg_examples::distributed::{
+        agree_status, check_operator, launcher_rank, refuse, summary_run, write_vtu, PartitionKind,
+    };
+
+    /// Starts MPI, runs the command over the ranks, and returns the status every rank agrees
+    /// on; the rank whose failure it is says why.
+    pub fn main(cli: &Cli) -> ExitCode {
+        // The malloc tunables run the program again (malloc_tunables), which must come before
+        // MPI starts: a process that exec()s after MPI_Init leaves MPI unable to start again.
+        match &cli.command {
+            Command::Solve { common, .. } => hdg_examples::malloc_tunables::enable(common.backend),
+            Command::Run { file, set, order, backend, .. } => {
+                let problem = overrides(set, *order, *backend)
+                    .and_then(|pairs| ProblemFile::load_with(file, &pairs));
+                if let Ok(problem) = problem {
+                    hdg_examples::malloc_tunables::enable(problem.backend());
+                }
+            }
+            _ => {}
+        }
+        let universe = match distributed::initialize() {
+            Ok(universe) => universe,
+            Err(e) => {
+                if launcher_rank() == 0 {
+                    eprintln!("hdg: error: {e}");
+                }
+                return ExitCode::from(2);
+            }
+        };
+        let world = universe.world();
+        let one_process = |command: &str| CoreError::InvalidParameter {
+            name: "command",
+            reason: format!(
+                "hdg {command} runs on one process: start it without mpirun (over MPI ranks: \
+                 hdg solve, hdg run)"
+            ),
+        };
+        let result = match &cli.command {
+            Command::Solve { mesh, output, plot, common, only, partition } => {
+                let outputs = SolutionOutputs { vtu: output.clone(), png: plot.clone() };
+                solve(&world, mesh, &outputs, common, only, partition.unwrap_or_default())
+            }
+            Command::Run { file, set, order, backend, json, verbose, partition } => {
+                let partition = partition.unwrap_or_default();
+                run(&world, file, set, *order, *backend, *json, *verbose, partition)
+            }
+            Command::Convergence { .. } => Err(one_process("convergence")),
+            Command::Solvers { .. } => Err(one_process("solvers")),
+        };
+        let (status, speaker) = agree_status(&world, status(&result));
+        if speaker {
+            explain(&result, &cli.command);
+        }
+        ExitCode::from(status)
+    }
+
+    /// `hdg solve` over the ranks: rank 0 prints the summary or the JSON.
+    fn solve(
+        world: &Communicator,
+        mesh: &MeshSpec,
+        outputs: &SolutionOutputs,
+        common: &Common,
+        only: &SolveOptions,
+        partition: PartitionKind,
+    ) -> Result<bool, CoreError> {
+        let rank0 = distributed::rank(world) == 0;
+        if outputs.png.is_some() {
+            let instead = "write --output FILE.vtu (a .pvtu, one piece per rank) or run without \
+                           mpirun";
+            return Err(refuse("--plot draws the whole solution", instead));
+        }
+        if only.export_matrix.is_some() {
+            let instead = "run without mpirun to export it";
+            return Err(refuse("--export-matrix writes the whole trace matrix", instead));
+        }
+        check_operator(common.operator)?;
+        if let Some(path) = &outputs.vtu {
+            distributed::output::pvtu_path(path).map_err(hdg::Error::into_core)?;
+        }
+        // The outputs are written here, not by `prepare`'s one-process writers.
+        let Prepared { solver, mut summary, regions } =
+            prepare(common, only, mesh, &SolutionOutputs::default())?;
+        let mut log = StageLog::new(rank0 && !common.json, common.solver);
+        let run = solver
+            .run_distributed_with(world, &partition.partitioner(), &mut log)
+            .map_err(hdg::Error::into_core)?;
+        drop(log);
+        if let Some(path) = &outputs.vtu {
+            summary.notes.push(write_vtu(world, &run, path, regions.as_deref())?);
+        }
+        let (run, partitioned) = summary_run(world, &run, partition);
+        summary.partition = Some(partitioned);
+        if rank0 {
+            if common.json {
+                println!("{}", summary_json(&run, &summary));
             } else {
-                ExitCode::from(2)
+                print_report(&run, &summary);
+            }
+            if !run.report.solve.converged {
+                explain_unmet_f32_tolerance(common, run.report.solve.relative_residual);
             }
         }
+        Ok(run.report.solve.converged)
+    }
+
+    /// `hdg run FILE` over the ranks: rank 0 prints the summary or the JSON and writes the
+    /// JSON report.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        world: &Communicator,
+        file: &std::path::Path,
+        set: &[String],
+        order: Option<u64>,
+        backend: Option<Backend>,
+        json: bool,
+        verbose: bool,
+        partition: PartitionKind,
+    ) -> Result<bool, CoreError> {
+        let rank0 = distributed::rank(world) == 0;
+        let problem = ProblemFile::load_with(file, &overrides(set, order, backend)?)?;
+        let mut log = StageLog::new(rank0 && !json, problem.solver());
+        let solved = problem.solve_distributed(world, partition, &mut log);
+        drop(log);
+        let (mut solved, run) = solved?;
+        solved.summary.verbose = verbose;
+        solved.finish_distributed(world, &run, json)
     }
 }
 

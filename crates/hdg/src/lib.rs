@@ -17,7 +17,8 @@
 //!
 //! The outputs: [`vtu`] (the solution for ParaView), [`png`] (a picture of a 2D solution),
 //! [`json`] (the run's report as the `hdg` program prints it) and [`matrix_market`] (the
-//! trace matrix).
+//! trace matrix); for a run over MPI ranks (feature `distributed`), `distributed::output`
+//! (a `.pvtu` with one piece per rank, point evaluation on the owning rank).
 //!
 //! # Embedding
 //!

@@ -31,6 +31,9 @@
 //!   tags live on cells of their own rather than in a second file so that one file holds the
 //!   whole picture and a `Threshold` on `boundary_tag` separates the two kinds of cells.
 //!
+//! A run over MPI ranks writes one such file per rank, of the cells it owns, and a `.pvtu`
+//! that lists them (`hdg::distributed::output::write_vtu`, feature `distributed`).
+//!
 //! # Format
 //!
 //! VTK XML format version 1.0 (read by VTK 8.1 and later, ParaView 5.5 and later, and meshio,
@@ -113,10 +116,91 @@ impl Default for Options {
 /// readers pick by that extension) or the file cannot be created or written.
 pub fn write(solution: &Solution, path: &Path, options: &Options) -> Result<(), Error> {
     check_path(path)?;
-    let grid = build(solution, options)?;
+    let grid = build(solution, options, &Selection::whole(solution))?;
+    write_file(path, |w| grid.write_xml(w))
+}
+
+/// The cells a file holds and the numbers it gives them: every cell of the solution's mesh
+/// ([`write`]), or a rank's owned cells numbered as in the whole mesh (a piece of a distributed
+/// run's `.pvtu`: `crate::distributed::output`).
+pub(crate) struct Selection<'a> {
+    /// Cells `0..count` of the solution's mesh are written (a part's owned cells come first).
+    pub count: usize,
+    /// Each cell's number in the whole mesh: its `cell` data and its index into
+    /// [`Options::regions`]. None: the cell's own number. Given, the part's interface faces
+    /// ([`hdg_mesh::INTERFACE_TAG`]) are not boundary faces of the whole mesh and are left out.
+    pub numbers: Option<&'a [usize]>,
+    /// The number of cells of the whole mesh: the length [`Options::regions`] must have.
+    pub total: usize,
+    /// Written as cell data `rank` (UInt32) when given.
+    pub rank: Option<u32>,
+}
+
+impl Selection<'_> {
+    /// Every cell of `solution`'s mesh, by its own number.
+    fn whole(solution: &Solution) -> Selection<'static> {
+        let n = solution.mesh().n_cells();
+        Selection { count: n, numbers: None, total: n, rank: None }
+    }
+}
+
+/// Writes the cells `selection` picks from `solution` to `path` (no check of its name), and
+/// returns what a `.pvtu` declares of such a piece: its `PPointData`, `PCellData` and `PPoints`
+/// elements ([`write_pvtu`]).
+///
+/// # Errors
+/// As [`write`].
+#[cfg(feature = "distributed")]
+pub(crate) fn write_piece(
+    solution: &Solution,
+    path: &Path,
+    options: &Options,
+    selection: &Selection<'_>,
+) -> Result<String, Error> {
+    let grid = build(solution, options, selection)?;
+    let mut declarations = Vec::new();
+    grid.write_declarations(&mut declarations).expect("writing to memory");
+    write_file(path, |w| grid.write_xml(w))?;
+    Ok(String::from_utf8(declarations).expect("ASCII XML"))
+}
+
+/// Writes a `.pvtu` (`PUnstructuredGrid`) that lists the pieces `sources` (paths relative to
+/// the `.pvtu`'s folder), each holding the arrays `declarations` ([`write_piece`]) declares.
+///
+/// # Errors
+/// [`Error::Output`] if the file cannot be created or written.
+#[cfg(feature = "distributed")]
+pub(crate) fn write_pvtu(path: &Path, declarations: &str, sources: &[String]) -> Result<(), Error> {
+    write_file(path, |w| {
+        writeln!(w, r#"<?xml version="1.0"?>"#)?;
+        writeln!(
+            w,
+            r#"<VTKFile type="PUnstructuredGrid" version="1.0" byte_order="LittleEndian" header_type="UInt64">"#
+        )?;
+        writeln!(w, r#"<PUnstructuredGrid GhostLevel="0">"#)?;
+        w.write_all(declarations.as_bytes())?;
+        for source in sources {
+            writeln!(w, r#"<Piece Source="{}"/>"#, xml_escape(source))?;
+        }
+        writeln!(w, "</PUnstructuredGrid>")?;
+        writeln!(w, "</VTKFile>")
+    })
+}
+
+/// `&`, `<`, `>` and `"` as XML entities (a file name in an attribute).
+#[cfg(feature = "distributed")]
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Creates `path` and writes it with `write`, buffered.
+fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<(), Error> {
     let output = |e: io::Error| Error::Output { path: path.to_path_buf(), reason: e.to_string() };
     let mut writer = BufWriter::new(File::create(path).map_err(output)?);
-    grid.write_xml(&mut writer).map_err(output)?;
+    write(&mut writer).map_err(output)?;
     writer.flush().map_err(output)
 }
 
@@ -365,19 +449,20 @@ fn subtetrahedra(n: i64) -> Vec<[Lattice; 4]> {
     out
 }
 
-/// The VTK data set of `solution`.
-fn build(solution: &Solution, options: &Options) -> Result<Grid, Error> {
+/// The VTK data set of the cells of `solution` that `selection` picks.
+fn build(solution: &Solution, options: &Options, selection: &Selection<'_>) -> Result<Grid, Error> {
     let mesh = solution.mesh();
-    let (d, n_cells) = (mesh.dim(), mesh.n_cells());
+    let (d, n_cells) = (mesh.dim(), selection.count);
     if let Some(regions) = &options.regions {
-        if regions.len() != n_cells {
+        if regions.len() != selection.total {
             return Err(CoreError::InvalidParameter {
                 name: "regions",
-                reason: format!("{} region tags for {n_cells} cells", regions.len()),
+                reason: format!("{} region tags for {} cells", regions.len(), selection.total),
             }
             .into());
         }
     }
+    let number = |c: usize| selection.numbers.map_or(c, |numbers| numbers[c]);
     let errors = match &solution.problem().exact {
         Some(exact) => {
             Some((solution.cell_errors(exact)?, !matches!(exact, ExactSolution::Value { .. })))
@@ -446,14 +531,19 @@ fn build(solution: &Solution, options: &Options) -> Result<Grid, Error> {
         push(&layout.volume, c, 0);
     }
     if options.boundary_faces {
+        let part = selection.numbers.is_some();
         for f in (0..mesh.n_faces()).filter(|&f| mesh.is_boundary_face(f)) {
-            let c = mesh.face_cells(f)[0];
+            let (c, tag) = (mesh.face_cells(f)[0], mesh.boundary_tag(f));
+            if c >= n_cells || (part && tag == hdg_mesh::INTERFACE_TAG) {
+                continue;
+            }
             let l = usize::from(mesh.face_local_index(f)[0]);
-            push(&layout.faces[l], c, mesh.boundary_tag(f));
+            push(&layout.faces[l], c, tag);
         }
     }
 
-    let mut cell_data = vec![("cell", Values::Int64(owner.iter().map(|&c| c as i64).collect()))];
+    let mut cell_data =
+        vec![("cell", Values::Int64(owner.iter().map(|&c| number(c) as i64).collect()))];
     if let Some((errors, with_q)) = &errors {
         let per_cell =
             |i: usize| Values::Float64(owner.iter().map(|&c| errors[c][i].sqrt()).collect());
@@ -464,10 +554,14 @@ fn build(solution: &Solution, options: &Options) -> Result<Grid, Error> {
         cell_data.push(("error_u_star", per_cell(2)));
     }
     if let Some(regions) = &options.regions {
-        cell_data.push(("region", Values::UInt32(owner.iter().map(|&c| regions[c]).collect())));
+        let region = |c: usize| regions[number(c)];
+        cell_data.push(("region", Values::UInt32(owner.iter().map(|&c| region(c)).collect())));
     }
     if options.boundary_faces {
         cell_data.push(("boundary_tag", Values::UInt32(tags)));
+    }
+    if let Some(rank) = selection.rank {
+        cell_data.push(("rank", Values::UInt32(vec![rank; owner.len()])));
     }
     Ok(Grid {
         points,
@@ -488,14 +582,25 @@ enum Values {
 }
 
 impl Values {
+    /// The VTK type name.
+    fn type_name(&self) -> &'static str {
+        match self {
+            Values::Float64(_) => "Float64",
+            Values::Int64(_) => "Int64",
+            Values::UInt32(_) => "UInt32",
+            Values::UInt8(_) => "UInt8",
+        }
+    }
+
     /// The VTK type name and the values' little-endian bytes.
     fn bytes(&self) -> (&'static str, Vec<u8>) {
-        match self {
-            Values::Float64(v) => ("Float64", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-            Values::Int64(v) => ("Int64", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-            Values::UInt32(v) => ("UInt32", v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-            Values::UInt8(v) => ("UInt8", v.clone()),
-        }
+        let bytes = match self {
+            Values::Float64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Values::Int64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Values::UInt32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Values::UInt8(v) => v.clone(),
+        };
+        (self.type_name(), bytes)
     }
 }
 
@@ -513,6 +618,29 @@ struct Grid {
 }
 
 impl Grid {
+    /// The elements of a `.pvtu` that declare this grid's arrays: `PPointData` and `PCellData`
+    /// (names, types and components as [`Grid::write_xml`] writes them) and `PPoints`.
+    #[cfg(feature = "distributed")]
+    fn write_declarations(&self, w: &mut impl Write) -> io::Result<()> {
+        let declare = |w: &mut dyn Write, kind: &str, name: Option<&str>, components: usize| {
+            let name = name.map(|n| format!(r#" Name="{n}""#)).unwrap_or_default();
+            writeln!(w, r#"<PDataArray type="{kind}"{name} NumberOfComponents="{components}"/>"#)
+        };
+        writeln!(w, r#"<PPointData Scalars="u_h" Vectors="q_h">"#)?;
+        for (name, components, _) in &self.point_data {
+            declare(w, "Float64", Some(name), *components)?;
+        }
+        writeln!(w, "</PPointData>")?;
+        writeln!(w, r#"<PCellData Scalars="cell">"#)?;
+        for (name, values) in &self.cell_data {
+            declare(w, values.type_name(), Some(name), 1)?;
+        }
+        writeln!(w, "</PCellData>")?;
+        writeln!(w, "<PPoints>")?;
+        declare(w, "Float64", None, 3)?;
+        writeln!(w, "</PPoints>")
+    }
+
     /// Writes the grid as a VTK XML unstructured grid ([module docs](self), "Format").
     fn write_xml(self, w: &mut impl Write) -> io::Result<()> {
         writeln!(w, r#"<?xml version="1.0"?>"#)?;

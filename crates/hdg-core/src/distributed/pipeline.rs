@@ -354,15 +354,18 @@ where
         timings,
     };
     let solution = match (part.mesh.clone(), post, full_trace) {
-        (Some(local_mesh), Some((fields, u_star, _)), Some(trace)) => Some(Solution::from_parts(
-            Arc::new(local_mesh),
-            local_problem,
-            order,
-            &fields,
-            &u_star,
-            &trace,
-            report.clone(),
-        )?),
+        (Some(local_mesh), Some((fields, u_star, _)), Some(trace)) => Some(
+            Solution::from_parts(
+                Arc::new(local_mesh),
+                local_problem,
+                order,
+                &fields,
+                &u_star,
+                &trace,
+                report.clone(),
+            )?
+            .of_part(),
+        ),
         _ => None,
     };
     let edge_cut = partition.edge_cut(mesh);

@@ -118,6 +118,8 @@ use crate::{
 };
 
 mod build;
+#[cfg(feature = "distributed")]
+mod distributed;
 mod expression;
 mod parse;
 mod report;
@@ -408,6 +410,11 @@ impl ProblemFile {
     pub fn solve(&self, progress: &mut dyn Progress) -> Result<Solved, CoreError> {
         let setup = self.build()?;
         let run = setup.solver.run(progress).map_err(hdg::Error::into_core)?;
+        Ok(self.solved(setup, run))
+    }
+
+    /// The solved file: `run` of `setup`, with what the summary says about them.
+    fn solved(&self, setup: Setup, run: Run) -> Solved {
         let mut notes = setup.mesh_lines;
         notes.extend(setup.notes);
         let title = self.title.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
@@ -420,8 +427,10 @@ impl ProblemFile {
             max_iterations: self.max_iterations,
             tau: tau_name(&self.tau),
             verbose: false,
+            #[cfg(feature = "distributed")]
+            partition: None,
         };
-        Ok(Solved {
+        Solved {
             path: self.path.clone(),
             title: self.title.clone(),
             precision: self.precision,
@@ -429,7 +438,7 @@ impl ProblemFile {
             regions: setup.regions,
             summary,
             run,
-        })
+        }
     }
 }
 

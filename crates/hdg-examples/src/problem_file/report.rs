@@ -10,22 +10,38 @@ impl Solved {
     /// [`CoreError::Io`] if the JSON report cannot be written.
     pub fn finish(self, json: bool) -> Result<bool, CoreError> {
         let report = self.json();
-        if let Some(path) = &self.outputs.json {
-            let text = serde_json::to_string_pretty(&report)
-                .map_err(|e| CoreError::Io(format!("JSON report: {e}")))?;
-            std::fs::write(path, text + "\n")
-                .map_err(|e| CoreError::Io(format!("cannot write {}: {e}", path.display())))?;
-        }
+        self.write_json(&report)?;
         let files =
             crate::SolutionOutputs { vtu: self.outputs.vtu.clone(), png: self.outputs.png.clone() };
         let pending = match &self.run.solution {
             Some(solution) => files.write(solution, self.regions.as_deref())?,
             None => Vec::new(),
         };
-        let r = &self.run.report;
+        self.present(&report, json, &pending);
+        Ok(self.converged())
+    }
+
+    /// Writes the JSON report where the file asks for it.
+    ///
+    /// # Errors
+    /// [`CoreError::Io`] if it cannot be written.
+    pub(super) fn write_json(&self, report: &serde_json::Value) -> Result<(), CoreError> {
+        if let Some(path) = &self.outputs.json {
+            let text = serde_json::to_string_pretty(report)
+                .map_err(|e| CoreError::Io(format!("JSON report: {e}")))?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| CoreError::Io(format!("cannot write {}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Prints the summary (or, with `json`, the JSON report on standard output) and the lines
+    /// about the files written (`pending`), and warns about an f32 tolerance below what f32
+    /// reaches.
+    pub(super) fn present(&self, report: &serde_json::Value, json: bool, pending: &[String]) {
         if json {
             println!("{report}");
-            for line in &pending {
+            for line in pending {
                 eprintln!("hdg: {line}");
             }
         } else {
@@ -33,7 +49,7 @@ impl Solved {
             if let Some(path) = &self.outputs.json {
                 println!("  output         {} (JSON report)", path.display());
             }
-            for line in &pending {
+            for line in pending {
                 println!("  {line}");
             }
         }
@@ -42,11 +58,19 @@ impl Solved {
             eprintln!(
                 "hdg: warning: tolerance {:e} is below what f32 reaches (about {floor:e}); the \
                  solve stopped at relative residual {:.3e} (use precision = \"f64\")",
-                self.summary.tolerance, r.solve.relative_residual
+                self.summary.tolerance, self.run.report.solve.relative_residual
             );
-            return Ok(false);
         }
-        Ok(r.solve.converged)
+    }
+
+    /// Whether the trace solve converged within the tolerance (never, for an f32 tolerance
+    /// below what f32 reaches).
+    pub(super) fn converged(&self) -> bool {
+        let floor = hdg::default_tolerance(Precision::F32);
+        if self.precision == Precision::F32 && self.summary.tolerance < floor {
+            return false;
+        }
+        self.run.report.solve.converged
     }
 
     /// The JSON report: that of `hdg solve --json` ([`crate::summary_json`]: with `mesh`,
