@@ -232,6 +232,7 @@ where
     progress.started(Stage::Solve);
     let solve_start = Instant::now();
     let (dim, k) = (mesh.dim(), order);
+    let space_start = Instant::now();
     let vertex_space = match solver.vertex_space(dim, k) {
         Some(split_ratio) => Some(agree::agree(
             comm,
@@ -247,6 +248,7 @@ where
         )?),
         None => None,
     };
+    let space_seconds = space_start.elapsed().as_secs_f64();
     let no_rows = TraceTopology::empty(fpc);
     let setup = DistributedSetup {
         topology: local.as_ref().map_or(&no_rows, |l| &l.disc.topology),
@@ -268,7 +270,17 @@ where
         let rhs = local.as_ref().map_or(&empty_rhs, |l| &l.rhs);
         solver.solve(&ops, &operator, &setup, rhs, &mut trace)
     })();
-    let solve_report = agree::agree(comm, report)?;
+    let mut solve_report = agree::agree(comm, report)?;
+    if let Some(space) = &vertex_space {
+        solve_report.notes.insert(
+            0,
+            format!(
+                "vertex space ({} unknowns, the whole mesh's on every rank): {:.1} ms",
+                space.n_free_vertices,
+                space_seconds * 1e3
+            ),
+        );
+    }
     halo.exchange::<T, B>(comm, backend, &mut trace)?;
     t.solve = solve_start.elapsed().as_secs_f64();
     progress.finished(Stage::Solve, t.solve);
