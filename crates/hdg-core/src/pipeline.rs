@@ -174,7 +174,7 @@ pub struct PipelineOutput<T: Real, B: Backend<T>> {
     pub full_trace: Option<Vec<T>>,
 }
 
-fn timed<R>(
+pub(crate) fn timed<R>(
     progress: &mut dyn Progress,
     stage: Stage,
     slot: &mut f64,

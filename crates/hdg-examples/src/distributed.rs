@@ -154,7 +154,6 @@ pub fn add_to_json(json: &mut serde_json::Value, p: &Partitioned) {
         .iter()
         .zip(&p.peak_rss_bytes)
         .map(|(r, rss)| {
-            let t = &r.timings;
             serde_json::json!({
                 "rank": r.rank,
                 "owned_cells": r.owned_cells,
@@ -163,15 +162,7 @@ pub fn add_to_json(json: &mut serde_json::Value, p: &Partitioned) {
                 "ghost_faces": r.ghost_faces,
                 "neighbours": r.neighbours,
                 "halo_values": r.halo_values,
-                "timings_s": {
-                    "setup": t.setup,
-                    "condense": t.condense,
-                    "assemble": t.assemble,
-                    "solve": t.solve,
-                    "recover": t.recover,
-                    "postprocess": t.postprocess,
-                    "total": t.total,
-                },
+                "timings_s": hdg::json::timings(&r.timings),
                 "host_peak_rss_bytes": rss,
             })
         })

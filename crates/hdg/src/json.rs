@@ -28,15 +28,20 @@ pub fn report(report: &PipelineReport) -> Value {
         "converged": report.solve.converged,
         "solve_notes": report.solve.notes,
         "errors": errors,
-        "timings_s": {
-            "setup": t.setup,
-            "condense": t.condense,
-            "assemble": t.assemble,
-            "solve": t.solve,
-            "recover": t.recover,
-            "postprocess": t.postprocess,
-            "total": t.total,
-        },
+        "timings_s": timings(t),
+    })
+}
+
+/// Stage times in seconds, by stage name.
+pub fn timings(t: &hdg_core::StageTimings) -> Value {
+    serde_json::json!({
+        "setup": t.setup,
+        "condense": t.condense,
+        "assemble": t.assemble,
+        "solve": t.solve,
+        "recover": t.recover,
+        "postprocess": t.postprocess,
+        "total": t.total,
     })
 }
 

@@ -122,6 +122,7 @@ struct Local<'a, T: Real, B: Backend<T>> {
     rhs: <B as VectorOps<T>>::Vector,
 }
 
+/// A stage timed as on one process, its outcome agreed by every rank.
 fn timed<R>(
     comm: &Communicator,
     progress: &mut dyn Progress,
@@ -129,12 +130,7 @@ fn timed<R>(
     slot: &mut f64,
     work: impl FnOnce() -> Result<R>,
 ) -> Result<R> {
-    progress.started(stage);
-    let start = Instant::now();
-    let result = agree::agree(comm, work())?;
-    *slot = start.elapsed().as_secs_f64();
-    progress.finished(stage, *slot);
-    Ok(result)
+    crate::pipeline::timed(progress, stage, slot, || agree::agree(comm, work()))
 }
 
 /// Solves `problem` on `mesh` (the whole mesh, the same on every rank) distributed over the
