@@ -44,12 +44,15 @@ fn space<'s>(setup: &DistributedSetup<'s>) -> Result<&'s hdg_core::VertexSpace> 
         .ok_or_else(|| CoreError::Solver("pcg-mg: the distributed run made no vertex space".into()))
 }
 
-/// A replicated vertex level of this rank's trace length would have its dot products reduced
-/// over the ranks (`DistributedOps`): refused rather than wrong.
-fn check_levels(sizes: &[usize], trace_len: usize) -> Result<()> {
-    match sizes[1..].contains(&trace_len) {
+/// A replicated vertex level whose size is every rank's trace length could not be told from
+/// the trace vectors by its reductions (`DistributedOps`): refused rather than wrong (on every
+/// rank alike).
+fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
+    let clash = sizes[1..].contains(&ops.halo.len());
+    let clashes = hdg_core::distributed::agree::sum_count(ops.comm, clash as usize);
+    match clashes == hdg_core::distributed::size(ops.comm) {
         true => Err(CoreError::Solver(
-            "pcg-mg: a vertex level has as many unknowns as this rank's trace vectors; use \
+            "pcg-mg: a vertex level has as many unknowns as every rank's trace vectors; use \
              another number of ranks"
                 .into(),
         )),
@@ -72,7 +75,7 @@ where
     ) -> Result<SolveReport> {
         let mg =
             Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
-        check_levels(&mg.level_sizes(), ops.halo.len())?;
+        check_levels(ops, &mg.level_sizes())?;
         pcg_with(suite, ops, operator, &mg, mg.notes(), rhs, x)
     }
 }
@@ -105,7 +108,7 @@ where
             setup.topology,
             &settings(setup, true),
         )?;
-        check_levels(&mg.level_sizes(), ops.halo.len())?;
+        check_levels(ops, &mg.level_sizes())?;
         pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), mg.notes(), rhs, x)
     }
 }

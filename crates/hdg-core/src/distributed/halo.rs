@@ -27,7 +27,7 @@ struct Neighbour<I> {
     receive_len: usize,
 }
 
-/// A rank's halo ([module docs](self)) for vectors of `n_f` entries per row.
+/// A rank's halo for vectors of `n_f` entries per row.
 pub struct Halo<I> {
     neighbours: Vec<Neighbour<I>>,
     /// Every ghost entry (to clear a vector's ghost rows).

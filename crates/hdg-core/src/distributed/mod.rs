@@ -17,7 +17,7 @@
 //!   levels are replicated on every rank (`multigrid.rs` says why and what it costs).
 //! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
 //!   run on the part; error norms are summed over owned cells and reduced.
-//! - **Failures.** Each step ends in [`agree`]: a failure on one rank is every rank's error.
+//! - **Failures.** Each step ends in [`agree()`]: a failure on one rank is every rank's error.
 //!
 //! MPI is used from the thread that initialised it only ([`mpi::initialize`]: a single-thread
 //! MPI); the backends' worker threads never communicate.
@@ -37,6 +37,11 @@ pub use operator::DistributedOperator;
 pub use ops::DistributedOps;
 pub use pipeline::{solve, DistributedReport, DistributedRun, RankReport};
 pub use solver::{part_vertex_space, DistributedSetup, DistributedSolver};
+
+/// The number of ranks of `comm`.
+pub fn size(comm: &Communicator) -> usize {
+    mpi::topology::Communicator::size(comm) as usize
+}
 
 /// The communicator of a distributed run (rsmpi's; `mpi::initialize()?.world()` for all ranks).
 pub type Communicator = mpi::topology::SimpleCommunicator;

@@ -30,7 +30,7 @@ impl<A> LocalRows<'_, A> {
     }
 }
 
-/// One rank's part of the distributed trace operator ([module docs](self)).
+/// One rank's part of the distributed trace operator.
 pub struct DistributedOperator<'a, T: Real, B: HaloOps<T>, A> {
     pub(super) local: LocalRows<'a, A>,
     pub(super) backend: &'a B,

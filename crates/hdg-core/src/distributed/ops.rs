@@ -4,13 +4,18 @@
 //! one allreduce). Ghost rows of the solvers' trace vectors hold zeros
 //! ([`super::DistributedOperator`] keeps them so), so a local dot product counts each row once,
 //! on its owner. Vectors of another length are the multigrid's vertex levels, which every rank
-//! holds whole (replicated): their reductions stay local.
+//! holds whole (replicated): their reductions are the local ones. Every reduction is one
+//! allreduce all the same, which carries whether each rank took the vectors for its trace
+//! vectors: a vertex level that happens to have a rank's trace length is then still told apart
+//! (some rank sees another length), and no rank skips a collective another rank makes.
+use mpi::topology::Communicator as _;
+
 use super::{agree, Communicator, Halo};
 use crate::backend::{BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, VectorOps};
 use crate::error::Result;
 use crate::real::Real;
 
-/// The local backend `B` of one rank with global reductions over `comm` ([module docs](self)).
+/// The local backend `B` of one rank with global reductions over `comm`.
 pub struct DistributedOps<'a, B, I> {
     /// The rank's own backend.
     pub local: &'a B,
@@ -30,6 +35,21 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
     pub(super) fn global<T: Real>(&self, local: &[T]) -> Vec<T> {
         let local: Vec<f64> = local.iter().map(|x| x.as_f64()).collect();
         agree::sum(self.comm, &local).into_iter().map(T::from_f64_lossy).collect()
+    }
+
+    /// The reductions `local` of vectors of length `len` over every rank: summed when every
+    /// rank holds them as trace vectors, else (a replicated vertex level) this rank's own.
+    fn reduce<T: Real>(&self, len: usize, local: Vec<T>) -> Vec<T> {
+        let trace = self.distributed(len);
+        let mut sent: Vec<f64> =
+            local.iter().map(|x| if trace { x.as_f64() } else { 0.0 }).collect();
+        sent.push(trace as u8 as f64);
+        let sums = agree::sum(self.comm, &sent);
+        let ranks = self.comm.size() as f64;
+        match sums[local.len()] == ranks {
+            true => sums[..local.len()].iter().map(|&x| T::from_f64_lossy(x)).collect(),
+            false => local,
+        }
     }
 
     /// Whether `len` is the length of this rank's trace vectors (distributed), rather than of
@@ -75,10 +95,7 @@ impl<T: Real, B: HaloOps<T>> VectorOps<T> for DistributedOps<'_, B, B::Indices> 
     }
     fn dot(&self, x: &Self::Vector, y: &Self::Vector) -> Result<T> {
         let local = self.local.dot(x, y)?;
-        match self.distributed(self.local.len(x)) {
-            true => Ok(self.global(&[local])[0]),
-            false => Ok(local),
-        }
+        Ok(self.reduce(self.local.len(x), vec![local])[0])
     }
     fn pointwise_mul(
         &self,
@@ -96,10 +113,8 @@ impl<T: Real, B: HaloOps<T>> VectorOps<T> for DistributedOps<'_, B, B::Indices> 
 impl<T: Real, B: HaloOps<T> + FusedOps<T>> FusedOps<T> for DistributedOps<'_, B, B::Indices> {
     fn dot_many(&self, pairs: &[(&Self::Vector, &Self::Vector)]) -> Result<Vec<T>> {
         let local = self.local.dot_many(pairs)?;
-        match pairs.first().map(|(x, _)| self.distributed(self.local.len(x))) {
-            Some(true) => Ok(self.global(&local)),
-            _ => Ok(local),
-        }
+        let len = pairs.first().map_or(0, |(x, _)| self.local.len(x));
+        Ok(self.reduce(len, local))
     }
     fn cg_update(
         &self,
@@ -110,10 +125,7 @@ impl<T: Real, B: HaloOps<T> + FusedOps<T>> FusedOps<T> for DistributedOps<'_, B,
         r: &mut Self::Vector,
     ) -> Result<T> {
         let local = self.local.cg_update(alpha, p, ap, x, r)?;
-        match self.distributed(self.local.len(p)) {
-            true => Ok(self.global(&[local])[0]),
-            false => Ok(local),
-        }
+        Ok(self.reduce(self.local.len(p), vec![local])[0])
     }
 }
 
