@@ -6,6 +6,14 @@
 //! its cycle; restriction to the vertex level is the local E^T followed by one allreduce, and
 //! prolongation is local. The iterations are the one-process run's; the vertex levels' work
 //! is not divided (the scaling model in BENCHMARKS.md says when that matters).
+//!
+//! Why replicated: it keeps the one-process hierarchy (the same vertex levels bit for bit,
+//! the same iteration counts) with no new coarsening code, and on a few ranks the vertex
+//! levels are a small share of a cycle (about a tenth of the trace level's bytes in 2D at
+//! k = 3). It does not scale: the vertex levels grow with the number of ranks. The two
+//! remedies, vertex unknowns owned by ranks with halo products and aggregation inside each
+//! rank (the coarsest levels gathered onto fewer ranks), or hypre's BoomerAMG on the
+//! distributed P1 matrix, have not been built or measured against each other.
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
 use crate::backend::{HaloOps, MultigridOperator, MultigridOps};
