@@ -195,6 +195,22 @@ fn compare_within(
     assert!(du <= 1e-10 && dt <= 1e-10, "u_h differs by {du:e}, the trace by {dt:e}");
 }
 
+/// An f32 run against its one-process run: the same iterations within +2, and error norms
+/// within 1e-5 absolute (of a solution of norm 0.5): f32 solves stop at f32's attainable
+/// accuracy, where the two runs' different roundings (and the one process's bfloat16
+/// smoothing) leave solutions some 1e-6 apart; a wrong exchange would leave them 1e-1 apart.
+fn compare_single(world: &distributed::Communicator, solver: Solver) {
+    let serial = solver.run(&mut Silent).unwrap();
+    let run = solver.run_distributed(world, &mut Silent).unwrap();
+    let (d, s) = (&run.report.report, &serial.report);
+    assert!(d.solve.converged && d.precision == "f32", "{:?}", d.solve);
+    assert!(d.solve.iterations <= s.solve.iterations + 2, "{:?} vs {:?}", d.solve, s.solve);
+    let (de, se) = (d.errors.unwrap(), s.errors.unwrap());
+    for (d, s) in [(de.u, se.u), (de.q, se.q), (de.u_star, se.u_star)] {
+        assert!((d - s).abs() <= 1e-5, "{de:?} vs {se:?}");
+    }
+}
+
 /// The case `HDG_MPI_CASE` on the ranks mpirun started (without it: nothing to do, so it fails
 /// rather than pass silently).
 #[test]
@@ -248,6 +264,29 @@ fn worker() {
             let p = random(mesh.n_cells(), np);
             let solver = Solver::new(Arc::new(mesh), mixed(2)).order(2);
             compare_within(&world, solver, Partitioner::Given(p), MG_SLACK);
+        }
+        "solvers" => {
+            // Every distributed Krylov solver, and pcg-mg in f32, against its one-process run;
+            // to 1e-9: pipelined CG's attainable accuracy lies above the default 1e-12 on one
+            // process too.
+            for choice in [
+                SolverChoice::Cg,
+                SolverChoice::PcgJacobi,
+                SolverChoice::PipelinedCg,
+                SolverChoice::Chebyshev,
+                SolverChoice::ChebPcg,
+                SolverChoice::CgChebyshev,
+                SolverChoice::Gmres,
+            ] {
+                let solver = Solver::new(Arc::new(square(8)), mixed(2))
+                    .order(2)
+                    .solver(choice)
+                    .tolerance(1e-9);
+                compare_within(&world, solver, Partitioner::Metis, 1e-10);
+            }
+            let single =
+                Solver::new(Arc::new(square(16)), mixed(2)).order(2).precision(hdg::Precision::F32);
+            compare_single(&world, single);
         }
         "random" => {
             let mesh = square(10);
@@ -318,6 +357,7 @@ cases! {
     cube_tetrahedra_k1_to_3: "cube" on 1, 2, 3, 4;
     plate_with_regions_neumann_robin: "plate" on 1, 2, 3, 4;
     random_partition: "random" on 2, 3, 4;
+    every_distributed_solver_and_f32: "solvers" on 3;
     multigrid_square_k1_to_3: "square-mg" on 1, 2, 3, 4;
     multigrid_cube_k1_to_3: "cube-mg" on 1, 2, 3, 4;
     multigrid_plate_with_regions: "plate-mg" on 2, 3;
