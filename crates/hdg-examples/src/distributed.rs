@@ -117,7 +117,7 @@ pub fn partition_lines(p: &Partitioned) -> Vec<String> {
             p.report.edge_cut
         ),
         format!(
-            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11} {:>9}",
+            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11}   stage times [s]: {}",
             "rank",
             "owned cells",
             "ghost cells",
@@ -125,12 +125,13 @@ pub fn partition_lines(p: &Partitioned) -> Vec<String> {
             "ghost faces",
             "neighbours",
             "halo values",
-            "total s"
+            "setup condense assemble solve recover postprocess total"
         ),
     ];
     for r in ranks {
+        let t = &r.timings;
         lines.push(format!(
-            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11} {:>9.3}",
+            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11}   {:.3} {:.3} {:.3} {:.3} {:.3} {:.3} {:.3}",
             r.rank,
             r.owned_cells,
             r.ghost_cells,
@@ -138,7 +139,13 @@ pub fn partition_lines(p: &Partitioned) -> Vec<String> {
             r.ghost_faces,
             r.neighbours,
             r.halo_values,
-            r.timings.total
+            t.setup,
+            t.condense,
+            t.assemble,
+            t.solve,
+            t.recover,
+            t.postprocess,
+            t.total
         ));
     }
     lines

@@ -113,6 +113,14 @@ fn solve_over_two_ranks_matches_one_process() {
     assert_eq!(out.matches("hdg solve: square:16, order 2").count(), 1, "{out}");
     assert!(out.contains("partition      blocks, 2 MPI ranks, edge cut"), "{out}");
     assert!(out.contains("owned cells") && out.contains("halo values"), "{out}");
+    // Each rank's line ends with its seven stage times (setup .. postprocess, total).
+    assert!(out.contains("stage times [s]: setup condense assemble solve"), "{out}");
+    for rank in ["0", "1"] {
+        let line = out.lines().find(|l| l.split_whitespace().next() == Some(rank)).unwrap();
+        let times: Vec<f64> =
+            line.split_whitespace().rev().take(7).map(|t| t.parse().unwrap()).collect();
+        assert!(times.iter().all(|&t| t >= 0.0) && times[0] >= times[1], "{line}");
+    }
     assert!(out.contains("L2 errors"), "{out}");
     assert!(out.contains("square.pvtu"), "{out}");
     assert_eq!(pieces(&dir.join("square.pvtu")), ["square/square_0.vtu", "square/square_1.vtu"]);
