@@ -123,6 +123,27 @@ pub struct StageTimings {
     pub total: f64,
 }
 
+impl StageTimings {
+    /// The times in stage order: setup, condense, assemble, solve, recover, postprocess, total.
+    pub fn to_array(self) -> [f64; 7] {
+        [
+            self.setup,
+            self.condense,
+            self.assemble,
+            self.solve,
+            self.recover,
+            self.postprocess,
+            self.total,
+        ]
+    }
+
+    /// The times from [`StageTimings::to_array`]'s order.
+    pub fn from_array(t: [f64; 7]) -> StageTimings {
+        let [setup, condense, assemble, solve, recover, postprocess, total] = t;
+        StageTimings { setup, condense, assemble, solve, recover, postprocess, total }
+    }
+}
+
 /// What a pipeline run reports.
 #[derive(Clone, Debug)]
 pub struct PipelineReport {

@@ -129,9 +129,8 @@ pub fn partition_lines(p: &Partitioned) -> Vec<String> {
         ),
     ];
     for r in ranks {
-        let t = &r.timings;
         lines.push(format!(
-            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11}   {:.3} {:.3} {:.3} {:.3} {:.3} {:.3} {:.3}",
+            "{:>4} {:>11} {:>11} {:>11} {:>11} {:>10} {:>11}   {}",
             r.rank,
             r.owned_cells,
             r.ghost_cells,
@@ -139,13 +138,7 @@ pub fn partition_lines(p: &Partitioned) -> Vec<String> {
             r.ghost_faces,
             r.neighbours,
             r.halo_values,
-            t.setup,
-            t.condense,
-            t.assemble,
-            t.solve,
-            t.recover,
-            t.postprocess,
-            t.total
+            r.timings.to_array().map(|t| format!("{t:.3}")).join(" ")
         ));
     }
     lines

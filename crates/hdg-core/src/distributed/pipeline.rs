@@ -44,47 +44,37 @@ pub struct RankReport {
     pub timings: StageTimings,
 }
 
+/// A rank's report as numbers, for one gather: seven counts, then the seven stage times.
 const RANK_FIELDS: usize = 14;
 
 impl RankReport {
     fn to_array(self) -> [f64; RANK_FIELDS] {
-        let t = self.timings;
-        [
-            self.rank as f64,
-            self.owned_cells as f64,
-            self.ghost_cells as f64,
-            self.owned_faces as f64,
-            self.ghost_faces as f64,
-            self.neighbours as f64,
-            self.halo_values as f64,
-            t.setup,
-            t.condense,
-            t.assemble,
-            t.solve,
-            t.recover,
-            t.postprocess,
-            t.total,
-        ]
+        let counts = [
+            self.rank,
+            self.owned_cells,
+            self.ghost_cells,
+            self.owned_faces,
+            self.ghost_faces,
+            self.neighbours,
+            self.halo_values,
+        ];
+        let mut a = [0.0; RANK_FIELDS];
+        a[..7].iter_mut().zip(counts).for_each(|(x, c)| *x = c as f64);
+        a[7..].copy_from_slice(&self.timings.to_array());
+        a
     }
 
     fn from_array(a: &[f64]) -> RankReport {
+        let count = |i: usize| a[i] as usize;
         RankReport {
-            rank: a[0] as usize,
-            owned_cells: a[1] as usize,
-            ghost_cells: a[2] as usize,
-            owned_faces: a[3] as usize,
-            ghost_faces: a[4] as usize,
-            neighbours: a[5] as usize,
-            halo_values: a[6] as usize,
-            timings: StageTimings {
-                setup: a[7],
-                condense: a[8],
-                assemble: a[9],
-                solve: a[10],
-                recover: a[11],
-                postprocess: a[12],
-                total: a[13],
-            },
+            rank: count(0),
+            owned_cells: count(1),
+            ghost_cells: count(2),
+            owned_faces: count(3),
+            ghost_faces: count(4),
+            neighbours: count(5),
+            halo_values: count(6),
+            timings: StageTimings::from_array(a[7..].try_into().expect("seven stage times")),
         }
     }
 }
@@ -339,17 +329,12 @@ where
     let mut all = vec![0.0; RANK_FIELDS * size];
     comm.all_gather_into(&mine.to_array()[..], &mut all[..]);
     let ranks: Vec<RankReport> = all.chunks(RANK_FIELDS).map(RankReport::from_array).collect();
-    let slowest =
-        |f: fn(&StageTimings) -> f64| ranks.iter().map(|r| f(&r.timings)).fold(0.0, f64::max);
-    let timings = StageTimings {
-        setup: slowest(|t| t.setup),
-        condense: slowest(|t| t.condense),
-        assemble: slowest(|t| t.assemble),
-        solve: slowest(|t| t.solve),
-        recover: slowest(|t| t.recover),
-        postprocess: slowest(|t| t.postprocess),
-        total: slowest(|t| t.total),
-    };
+    // Stage by stage, the slowest rank's time.
+    let mut slowest = [0.0f64; 7];
+    for r in &ranks {
+        slowest.iter_mut().zip(r.timings.to_array()).for_each(|(s, t)| *s = s.max(t));
+    }
+    let timings = StageTimings::from_array(slowest);
     let report = PipelineReport {
         cells: mesh.n_cells(),
         trace_dofs: ranks.iter().map(|r| r.owned_faces).sum::<usize>() * n_f,
