@@ -16,6 +16,13 @@
 #   coefficient-bench    cost of coefficients at points and Neumann/Robin faces
 #   hdg                  the program, with --backend cuda
 #
+# With HDG_GPU_DISTRIBUTED=1 everything is built with the `distributed` feature as well (MPI
+# ranks, one GPU each; every binary then links OpenMPI, which the GPU machine gets from
+# scripts/mpi-runtime.sh: carry .mpi), and two more binaries are packed:
+#
+#   distributed-tests     crates/hdg/tests/distributed.rs (its cases run mpirun themselves)
+#   distributed-cli-tests crates/hdg-examples/tests/distributed_cli.rs
+#
 # and .gpuz/MANIFEST (what was packed, from which commit, what was skipped).
 #
 # Every binary embeds the same kernel images (PTX and sm_90 SASS, some 60 MB), so the binaries
@@ -44,9 +51,14 @@ declared() { grep -q "^name = \"$1\"" crates/hdg-backend-cuda/Cargo.toml crates/
 declared matrix_free && targets+=(--test matrix_free)
 declared condense-bench && targets+=(--bin condense-bench)
 declared coefficient-bench && targets+=(--bin coefficient-bench)
+features=hdg-backend-cuda/cuda,hdg-examples/cuda,hdg-bench/cuda,tests/cuda,hdg/cuda
+if [ "${HDG_GPU_DISTRIBUTED:-0}" = 1 ]; then
+  features+=,hdg/distributed,hdg-examples/distributed
+  targets+=(--test distributed --test distributed_cli)
+fi
 # JSON messages on stdout (the artifacts and their executables), diagnostics on stderr.
 cargo build --release --target-dir "$target" -p hdg-backend-cuda -p hdg-examples -p hdg-bench -p tests -p hdg \
-  --features hdg-backend-cuda/cuda,hdg-examples/cuda,hdg-bench/cuda,tests/cuda,hdg/cuda "${targets[@]}" \
+  --features "$features" "${targets[@]}" \
   --message-format=json-render-diagnostics > "$artifacts"
 # The library's own unit tests with `cuda`: a second invocation with the same features reuses the
 # build above (build.rs and nvcc do not run again).
@@ -58,7 +70,7 @@ cargo test --no-run --release --target-dir "$target" -p hdg-backend-cuda --featu
 wanted="test:gpu:gpu-tests lib:hdg_backend_cuda:cuda-lib-tests test:matrix_free:matrix-free-tests test:cross_backend:cross-backend-tests
 test:pipeline:pipeline-tests test:facade:facade-tests
 bin:gpu-bench:gpu-bench bin:condense-bench:condense-bench bin:coefficient-bench:coefficient-bench
-bin:hdg:hdg"
+bin:hdg:hdg test:distributed:distributed-tests test:distributed_cli:distributed-cli-tests"
 executables="$(python3 - "$artifacts" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -76,6 +88,7 @@ mkdir -p "$stage/bin"
 manifest="$stage/MANIFEST"
 {
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"
+  [ "${HDG_GPU_DISTRIBUTED:-0}" = 1 ] && echo "features: $features"
 } > "$manifest"
 for entry in $wanted; do
   key="${entry%:*}"; name="${entry##*:}"

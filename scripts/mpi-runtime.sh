@@ -25,6 +25,9 @@ case "${1:-}" in
     # A system PMIx's compression plugin may not match the carried one: quiet its warning.
     export PMIX_MCA_pcompress_base_silence_warning=1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # One node: shared memory between the ranks (the carried network transports find no
+    # devices there and only warn).
+    export OMPI_MCA_btl=self,vader
     ;;
   *)
     echo "usage: scripts/mpi-runtime.sh fetch | source scripts/mpi-runtime.sh env" >&2

@@ -165,6 +165,26 @@ __device__ void cg_update(u64 n, T alpha, const T* __restrict__ p, const T* __re
 LEVEL1(f32)
 LEVEL1(f64)
 
+// Selected entries, for the distributed pipeline's halo exchanges (src/vector/halo.rs): the
+// entries a rank sends packed into one buffer, the ghost entries it receives unpacked from one,
+// the ghost entries cleared. `idx` holds distinct entries of v.
+#define HALO(T)                                                                                \
+    extern "C" __global__ void gather_##T(u64 n, const unsigned* __restrict__ idx,            \
+                                          const T* __restrict__ v, T* __restrict__ out) {     \
+        GRID_STRIDE(i, n) { out[i] = v[idx[i]]; }                                              \
+    }                                                                                          \
+    extern "C" __global__ void scatter_##T(u64 n, const unsigned* __restrict__ idx,           \
+                                           const T* __restrict__ values, T* __restrict__ v) { \
+        GRID_STRIDE(i, n) { v[idx[i]] = values[i]; }                                           \
+    }                                                                                          \
+    extern "C" __global__ void clear_##T(u64 n, const unsigned* __restrict__ idx,             \
+                                         T* __restrict__ v) {                                  \
+        GRID_STRIDE(i, n) { v[idx[i]] = T(0); }                                                \
+    }
+
+HALO(f32)
+HALO(f64)
+
 // Mixed precision: y = (float) x (round to nearest), y += (double) x.
 extern "C" __global__ void demote(u64 n, const f64* __restrict__ x, f32* __restrict__ y) {
     GRID_STRIDE(i, n) { y[i] = __double2float_rn(x[i]); }

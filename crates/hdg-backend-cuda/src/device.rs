@@ -455,6 +455,20 @@ impl CudaBackend {
     /// Errors: no driver or no device ([`CoreError::BackendUnavailable`], with the driver's
     /// message); a failure to create the stream or to load the kernels ([`CoreError::Backend`]).
     pub fn new() -> Result<Self> {
+        Self::on_device(0)
+    }
+
+    /// The number of CUDA devices this process sees (0 without a driver).
+    pub fn device_count() -> usize {
+        cust::init(cust::CudaFlags::empty())
+            .ok()
+            .and_then(|()| Device::num_devices().ok())
+            .map_or(0, |n| n as usize)
+    }
+
+    /// As [`CudaBackend::new`], on device `ordinal` (0 .. the number of visible devices): one
+    /// process per GPU picks its own, e.g. by its rank on the node.
+    pub fn on_device(ordinal: usize) -> Result<Self> {
         let unavailable = |what: &str, e: CudaError| {
             CoreError::BackendUnavailable(format!("CUDA {what}: {}", error_text(e)))
         };
@@ -471,7 +485,13 @@ impl CudaBackend {
         if count == 0 {
             return Err(CoreError::BackendUnavailable("no CUDA device found".into()));
         }
-        let device = Device::get_device(0).map_err(|e| unavailable("device 0", e))?;
+        if ordinal >= count as usize {
+            return Err(CoreError::BackendUnavailable(format!(
+                "CUDA device {ordinal} asked for, {count} visible"
+            )));
+        }
+        let device = Device::get_device(ordinal as u32)
+            .map_err(|e| unavailable(&format!("device {ordinal}"), e))?;
         let context = Context::new(device).map_err(|e| unavailable("context creation", e))?;
         let attribute = |a: DeviceAttribute| {
             device.get_attribute(a).map_err(|e| cuda_error("device attribute query failed", e))

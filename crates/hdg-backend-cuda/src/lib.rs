@@ -111,7 +111,7 @@ pub use stages::{
     recover::DeviceFields,
 };
 #[cfg(feature = "cuda")]
-pub use vector::DeviceVector;
+pub use vector::{DeviceIndices, DeviceVector};
 
 /// Which trace operator the assembly builds (in every build, so that programs can parse the
 /// choice without the `cuda` feature).

@@ -198,3 +198,10 @@ fn element_errors<T: Real>(
     }
     err
 }
+
+/// The componentwise sum of `errors[..cells]`, in cell order.
+pub fn sum_first(errors: &[[f64; 3]], cells: usize) -> [f64; 3] {
+    errors[..cells.min(errors.len())]
+        .iter()
+        .fold([0.0; 3], |a, e| [a[0] + e[0], a[1] + e[1], a[2] + e[2]])
+}

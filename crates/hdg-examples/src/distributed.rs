@@ -195,7 +195,7 @@ pub fn check_operator(operator: TraceOperatorKind) -> Result<(), CoreError> {
             name: "operator",
             reason: format!(
                 "the {} trace operator does not run distributed (a run over MPI ranks assembles \
-                 the DBF matrix on the CPU backend)",
+                 the DBF matrix)",
                 other.name()
             ),
         }),

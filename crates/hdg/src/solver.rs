@@ -175,6 +175,11 @@ impl Solver {
         self
     }
 
+    /// Whether runs copy the solution to the host ([`Solver::keep_solution`]).
+    pub fn keeps_solution(&self) -> bool {
+        self.keep_solution
+    }
+
     /// The mesh.
     pub fn mesh(&self) -> &Arc<Mesh> {
         &self.mesh

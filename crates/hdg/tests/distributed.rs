@@ -141,9 +141,21 @@ fn compare_within(
     partitioner: Partitioner,
     slack: f64,
 ) {
-    let serial = solver.run(&mut Silent).unwrap();
+    compare_runs(world, &solver, &solver, partitioner, slack)
+}
+
+/// [`compare_within`] with the one-process run by `serial` and the distributed one by
+/// `ranks` (the same problem, say on another backend).
+fn compare_runs(
+    world: &distributed::Communicator,
+    serial: &Solver,
+    ranks: &Solver,
+    partitioner: Partitioner,
+    slack: f64,
+) {
+    let serial = serial.run(&mut Silent).unwrap();
     let serial_solution = serial.solution.unwrap();
-    let run = solver.run_distributed_with(world, &partitioner, &mut Silent).unwrap();
+    let run = ranks.run_distributed_with(world, &partitioner, &mut Silent).unwrap();
     let (report, part) = (&run.report.report, &run.part);
     assert!(report.solve.converged, "{:?}", report.solve);
     assert_eq!(report.cells, serial.report.cells);
@@ -335,6 +347,26 @@ fn worker() {
             let blocks = Partition::blocks(cube.mesh().n_cells(), np);
             check_evaluate(&world, &cube, &blocks);
         }
+        #[cfg(feature = "cuda")]
+        "cuda" => {
+            // CUDA ranks (one GPU each, shared when there are fewer) against the one-process
+            // CPU run: pcg-mg on triangles and tetrahedra, k = 1..3, block Jacobi on the plate.
+            let on_cuda = |s: Solver| s.backend(hdg::Backend::Cuda);
+            for k in 1..=3 {
+                let cpu = Solver::new(Arc::new(square(16)), mixed(2)).order(k);
+                compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, MG_SLACK);
+                let cube = hdg::generate::unit_cube(4).unwrap();
+                let cpu = Solver::new(Arc::new(cube), mixed(3)).order(k);
+                compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, MG_SLACK);
+            }
+            let (mesh, problem) = plate();
+            let cpu = block_jacobi(mesh, problem, 2);
+            compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, 0.0);
+            let mesh = square(12);
+            let p = random(mesh.n_cells(), np);
+            let cpu = Solver::new(Arc::new(mesh), mixed(2)).order(2);
+            compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Given(p), MG_SLACK);
+        }
         other => panic!("unknown case {other}"),
     }
     println!("case {case} passed on {np} ranks");
@@ -366,6 +398,17 @@ cases! {
     a_failing_rank_fails_every_rank: "failure" on 1, 2, 3, 4;
     pvtu_pieces_hold_the_one_process_file_cell_by_cell: "pvtu" on 1, 3;
     the_owning_rank_evaluates_and_every_rank_returns_its_value: "evaluate" on 1, 2, 3;
+}
+
+/// CUDA ranks: only in a build with `cuda`, and only where a device is (the device machine:
+/// scripts/gpu-run.sh runs it).
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs MPI and CUDA devices (scripts/gpu-run.sh)"]
+fn cuda_ranks_agree_with_the_cpu() {
+    for np in [1, 2, 3, 4] {
+        mpirun("cuda", np);
+    }
 }
 
 /// A VTK XML file's data arrays as roxmltree and base64 read them (another XML parser and
@@ -617,6 +660,14 @@ fn check_evaluate(world: &distributed::Communicator, solver: &Solver, partition:
         points.push((0..d).map(|r| corners.iter().map(|p| p[r]).sum::<f64>() / n).collect());
         points.push(corners[0].to_vec());
     }
+    // A run that does not keep its solution: the same error norms, no fields, and the outputs
+    // that need them refused on every rank.
+    let bare = solver.clone().keep_solution(false);
+    let bare = bare.run_distributed_with(world, &partitioner, &mut Silent).unwrap();
+    assert!(bare.solution.is_none());
+    assert_eq!(bare.report.report.errors, run.report.report.errors);
+    let refused = distributed::output::evaluate(world, &bare, &points[0]).unwrap_err();
+    assert!(refused.to_string().contains("did not keep its solution"), "{refused}");
     for x in &points {
         let value = distributed::output::evaluate(world, &run, x).unwrap().expect("inside");
         // The cells that hold x, and the lowest rank that owns one.

@@ -173,6 +173,18 @@ impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
     ) -> Result<ErrorNorms> {
         postprocess::error_norms(self, disc, prep, fields, post, exact).map(|(norms, _)| norms)
     }
+
+    fn squared_errors_of_first(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &DevicePrepared<T>,
+        fields: &DeviceFields<T>,
+        post: &DevicePostprocessed<T>,
+        exact: &ExactSolution,
+        cells: usize,
+    ) -> Result<[f64; 3]> {
+        postprocess::squared_errors_of_first(self, disc, prep, fields, post, exact, cells)
+    }
 }
 
 impl<T: DeviceReal> Backend<T> for CudaBackend {

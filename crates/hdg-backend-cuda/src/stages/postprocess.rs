@@ -3,11 +3,13 @@
 use cust::memory::DeviceBuffer;
 use hdg_core::error_norms;
 use hdg_core::geometry::mesh_geometry;
-use hdg_core::{CoreError, Discretization, ErrorNorms, ExactSolution, LocalSolver, Result};
+use hdg_core::{
+    CoreError, Discretization, ErrorNorms, ExactSolution, HostFields, LocalSolver, Result,
+};
 
 use crate::design::{Design, ElementStage};
 use crate::device::{address, arg, CudaBackend, DeviceReal};
-use crate::manufactured::{device_solution, squared_errors, PointKernels};
+use crate::manufactured::{device_solution, PointKernels};
 use crate::stages::launch::{first_failure, poison, PhaseClock};
 use crate::stages::layout::to_element_contiguous;
 use crate::stages::prepare::DevicePrepared;
@@ -94,35 +96,85 @@ pub(crate) fn error_norms<T: DeviceReal>(
     post: &DevicePostprocessed<T>,
     exact: &ExactSolution,
 ) -> Result<(ErrorNorms, NormsComputed)> {
-    let t = &disc.tables;
+    let norms = |s: [f64; 3]| ErrorNorms { u: s[0].sqrt(), q: s[1].sqrt(), u_star: s[2].sqrt() };
+    match squared_errors(backend, disc, prep, fields, post, exact, None)? {
+        (Some(sums), computed) => Ok((norms(sums), computed)),
+        (None, computed) => {
+            let (host, u_star, cell_vertices, geometry) = on_host(backend, disc, fields, post)?;
+            let n =
+                error_norms::error_norms(disc, &geometry, &cell_vertices, &host, &u_star, exact);
+            Ok((n, computed))
+        }
+    }
+}
+
+/// The squared errors summed over cells `0..cells` ([`hdg_core::Postprocessor::squared_errors_of_first`]).
+pub(crate) fn squared_errors_of_first<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
+    fields: &DeviceFields<T>,
+    post: &DevicePostprocessed<T>,
+    exact: &ExactSolution,
+    cells: usize,
+) -> Result<[f64; 3]> {
+    match squared_errors(backend, disc, prep, fields, post, exact, Some(cells))? {
+        (Some(sums), _) => Ok(sums),
+        (None, _) => {
+            let (host, u_star, cell_vertices, geometry) = on_host(backend, disc, fields, post)?;
+            let errors =
+                error_norms::cell_errors(disc, &geometry, &cell_vertices, &host, &u_star, exact);
+            Ok(hdg_core::error_norms::sum_first(&errors, cells))
+        }
+    }
+}
+
+/// What the host's error norms read: the fields, u*, the cells' vertices and geometry.
+type HostInputs<T> = (HostFields<T>, Vec<T>, Vec<f64>, Vec<T>);
+
+fn on_host<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    fields: &DeviceFields<T>,
+    post: &DevicePostprocessed<T>,
+) -> Result<HostInputs<T>> {
+    let host = LocalSolver::<T>::fields_to_host(backend, fields)?;
+    let u_star = post.to_host()?;
+    let (cell_vertices, geometry) =
+        mesh_geometry::<T>(disc.mesh, disc.tables.face_parameter_measure);
+    Ok((host, u_star, cell_vertices, geometry))
+}
+
+/// The squared errors on the device when it can compute them (a manufactured `exact`, kappa
+/// constant in each cell), over cells `0..first` or every cell; None where the host must.
+fn squared_errors<T: DeviceReal>(
+    backend: &CudaBackend,
+    disc: &Discretization<'_, T>,
+    prep: &DevicePrepared<T>,
+    fields: &DeviceFields<T>,
+    post: &DevicePostprocessed<T>,
+    exact: &ExactSolution,
+    first: Option<usize>,
+) -> Result<(Option<[f64; 3]>, NormsComputed)> {
     let mut clock = PhaseClock::new("error norms", backend.settings().profile);
     // The device's norms take kappa per cell: where it varies inside cells, the host's.
     let device = device_solution(exact).filter(|_| prep.weighted.is_none());
-    if let Some(solution) = device {
-        let (sums, evaluation) = squared_errors(
-            backend,
-            solution,
-            &prep.mesh,
-            t,
-            &prep.geometry,
-            &prep.kappa,
-            &fields.u,
-            &fields.q,
-            &post.u_star,
-        )?;
-        clock.lap(evaluation.to_string());
-        clock.report();
-        let norms = ErrorNorms { u: sums[0].sqrt(), q: sums[1].sqrt(), u_star: sums[2].sqrt() };
-        return Ok((norms, NormsComputed::OnDevice(evaluation)));
-    }
-    let host = LocalSolver::<T>::fields_to_host(backend, fields)?;
-    let u_star = post.to_host()?;
-    let (cell_vertices, host_geometry) = mesh_geometry::<T>(disc.mesh, t.face_parameter_measure);
-    let norms =
-        error_norms::error_norms(disc, &host_geometry, &cell_vertices, &host, &u_star, exact);
-    clock.lap("host (download and evaluation)");
+    let Some(solution) = device else { return Ok((None, NormsComputed::OnHost)) };
+    let (sums, evaluation) = crate::manufactured::squared_errors(
+        backend,
+        solution,
+        &prep.mesh,
+        &disc.tables,
+        &prep.geometry,
+        &prep.kappa,
+        &fields.u,
+        &fields.q,
+        &post.u_star,
+        first,
+    )?;
+    clock.lap(evaluation.to_string());
     clock.report();
-    Ok((norms, NormsComputed::OnHost))
+    Ok((Some(sums), NormsComputed::OnDevice(evaluation)))
 }
 
 impl CudaBackend {

@@ -15,7 +15,10 @@ use hdg_core::{check_lengths, Result, VectorOps};
 
 mod blocks;
 mod fused;
+mod halo;
 mod mixed;
+
+pub use halo::DeviceIndices;
 
 pub(crate) use mixed::demote_buffer;
 

@@ -85,6 +85,33 @@ pub trait Postprocessor<T: Real>: LocalSolver<T> {
         post: &Self::Postprocessed,
         exact: &ExactSolution,
     ) -> Result<ErrorNorms>;
+    /// The squared L2 errors of u_h, q_h and u* (the squares of [`Postprocessor::error_norms`]'s
+    /// terms) summed over cells `0..cells` only: a distributed run's owned cells, which come
+    /// before its ghost cells. The default downloads the fields and sums on the host.
+    fn squared_errors_of_first(
+        &self,
+        disc: &Discretization<'_, T>,
+        prep: &Self::Prepared,
+        fields: &Self::LocalFields,
+        post: &Self::Postprocessed,
+        exact: &ExactSolution,
+        cells: usize,
+    ) -> Result<[f64; 3]> {
+        let _ = prep;
+        let host_fields = self.fields_to_host(fields)?;
+        let u_star = self.postprocessed_to_host(post)?;
+        let (cell_vertices, geometry) =
+            crate::geometry::mesh_geometry::<T>(disc.mesh, disc.tables.face_parameter_measure);
+        let errors = crate::error_norms::cell_errors(
+            disc,
+            &geometry,
+            &cell_vertices,
+            &host_fields,
+            &u_star,
+            exact,
+        );
+        Ok(crate::error_norms::sum_first(&errors, cells))
+    }
 }
 
 /// L2 errors of the recovered and postprocessed fields.

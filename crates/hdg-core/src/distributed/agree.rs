@@ -9,6 +9,7 @@ use mpi::Count;
 
 use super::Communicator;
 use crate::error::{CoreError, Result};
+use crate::real::Real;
 
 /// The outcome of a step on every rank: `local` where every rank succeeded, else the error of
 /// the lowest failing rank, its message broadcast to all: [`CoreError::Distributed`] on every
@@ -57,6 +58,24 @@ pub fn sum(comm: &Communicator, local: &[f64]) -> Vec<f64> {
     let mut global = vec![0.0; local.len()];
     comm.all_reduce_into(local, &mut global[..], SystemOperation::sum());
     global
+}
+
+/// `values` replaced by their sum over the ranks, in their own precision (f32 or f64).
+pub fn sum_in_place<T: Real>(comm: &Communicator, values: &mut Vec<T>) {
+    if comm.size() == 1 {
+        return;
+    }
+    let any = values as &mut dyn std::any::Any;
+    if let Some(v) = any.downcast_mut::<Vec<f32>>() {
+        let local = v.clone();
+        comm.all_reduce_into(&local[..], &mut v[..], SystemOperation::sum());
+    } else if let Some(v) = any.downcast_mut::<Vec<f64>>() {
+        let local = v.clone();
+        comm.all_reduce_into(&local[..], &mut v[..], SystemOperation::sum());
+    } else {
+        let local: Vec<f64> = values.iter().map(|x| x.as_f64()).collect();
+        *values = sum(comm, &local).into_iter().map(T::from_f64_lossy).collect();
+    }
 }
 
 /// The sum over ranks of a count.

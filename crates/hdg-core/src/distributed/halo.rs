@@ -16,20 +16,24 @@ use crate::backend::HaloOps;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
 
-/// The exchanges with one neighbouring rank.
-struct Neighbour<I> {
+/// The exchanges with one neighbouring rank: its share of the packed buffers.
+struct Neighbour {
     rank: i32,
-    /// Vector entries this rank sends (owned rows the neighbour holds as ghosts).
-    send: I,
-    send_len: usize,
-    /// Vector entries this rank receives (its ghost rows the neighbour owns).
-    receive: I,
-    receive_len: usize,
+    /// Values this rank sends it (owned rows the neighbour holds as ghosts).
+    send: std::ops::Range<usize>,
+    /// Values this rank receives from it (its ghost rows the neighbour owns).
+    receive: std::ops::Range<usize>,
 }
 
-/// A rank's halo for vectors of `n_f` entries per row.
+/// A rank's halo for vectors of `n_f` entries per row. The values of an exchange are packed
+/// neighbour after neighbour into one buffer each way, so that a backend moves them with one
+/// gather and one scatter (on a GPU: one kernel and one copy each).
 pub struct Halo<I> {
-    neighbours: Vec<Neighbour<I>>,
+    neighbours: Vec<Neighbour>,
+    /// Every entry sent, neighbour after neighbour.
+    send: I,
+    /// Every entry received, neighbour after neighbour.
+    receive: I,
     /// Every ghost entry (to clear a vector's ghost rows).
     ghosts: I,
     ghost_rows: usize,
@@ -37,6 +41,8 @@ pub struct Halo<I> {
     len: usize,
     /// Values sent per exchange by this rank.
     sent_values: usize,
+    /// Values received per exchange by this rank.
+    received_values: usize,
 }
 
 /// The entries of rows `rows` of a vector with `n_f` entries per row.
@@ -88,6 +94,7 @@ impl<I> Halo<I> {
             comm.all_to_all_varcount_into(&send, &mut receive);
         }
         let mut neighbours = Vec::new();
+        let (mut send, mut receive) = (Vec::new(), Vec::new());
         let mut offset = 0;
         let mut problem = None;
         for rank in 0..size {
@@ -109,26 +116,28 @@ impl<I> Halo<I> {
             if send_rows.is_empty() && receive_rows.is_empty() {
                 continue;
             }
-            let (send, receive) = (entries(&send_rows, n_f), entries(&receive_rows, n_f));
+            let (send_start, receive_start) = (send.len(), receive.len());
+            send.extend(entries(&send_rows, n_f));
+            receive.extend(entries(&receive_rows, n_f));
             neighbours.push(Neighbour {
                 rank: rank as i32,
-                send_len: send.len(),
-                receive_len: receive.len(),
-                send: backend.upload_indices(&send)?,
-                receive: backend.upload_indices(&receive)?,
+                send: send_start..send.len(),
+                receive: receive_start..receive.len(),
             });
         }
         if let Some(reason) = problem {
             return Err(CoreError::InvalidParameter { name: "mesh partition", reason });
         }
         let ghost_rows: Vec<u32> = wanted.iter().flatten().map(|&(_, row)| row).collect();
-        let sent_values = neighbours.iter().map(|n| n.send_len).sum();
         Ok(Halo {
             ghosts: backend.upload_indices(&entries(&ghost_rows, n_f))?,
             ghost_rows: ghost_rows.len(),
             len: row_faces.len() * n_f,
             neighbours,
-            sent_values,
+            sent_values: send.len(),
+            received_values: receive.len(),
+            send: backend.upload_indices(&send)?,
+            receive: backend.upload_indices(&receive)?,
         })
     }
 
@@ -174,28 +183,27 @@ impl<I> Halo<I> {
         backend: &B,
         v: &mut B::Vector,
     ) -> Result<()> {
-        let mut outgoing = Vec::with_capacity(self.neighbours.len());
-        for n in &self.neighbours {
-            let mut values = vec![T::zero(); n.send_len];
-            backend.gather(v, &n.send, &mut values)?;
-            outgoing.push(values.iter().map(|x| x.as_f64()).collect::<Vec<f64>>());
+        if self.neighbours.is_empty() {
+            return Ok(());
         }
-        let mut incoming: Vec<Vec<f64>> =
-            self.neighbours.iter().map(|n| vec![0.0; n.receive_len]).collect();
+        let mut packed = vec![T::zero(); self.sent_values];
+        backend.gather(v, &self.send, &mut packed)?;
+        let outgoing: Vec<f64> = packed.iter().map(|x| x.as_f64()).collect();
+        let mut incoming = vec![0.0f64; self.received_values];
         mpi::request::scope(|scope| {
-            let receives: Vec<_> = self
-                .neighbours
-                .iter()
-                .zip(incoming.iter_mut())
-                .map(|(n, buf)| {
-                    comm.process_at_rank(n.rank).immediate_receive_into(scope, &mut buf[..])
-                })
-                .collect();
+            let mut rest = &mut incoming[..];
+            let mut receives = Vec::with_capacity(self.neighbours.len());
+            for n in &self.neighbours {
+                let (buf, tail) = std::mem::take(&mut rest).split_at_mut(n.receive.len());
+                rest = tail;
+                receives.push(comm.process_at_rank(n.rank).immediate_receive_into(scope, buf));
+            }
             let sends: Vec<_> = self
                 .neighbours
                 .iter()
-                .zip(&outgoing)
-                .map(|(n, buf)| comm.process_at_rank(n.rank).immediate_send(scope, &buf[..]))
+                .map(|n| {
+                    comm.process_at_rank(n.rank).immediate_send(scope, &outgoing[n.send.clone()])
+                })
                 .collect();
             receives.into_iter().for_each(|r| {
                 r.wait();
@@ -204,10 +212,7 @@ impl<I> Halo<I> {
                 s.wait();
             });
         });
-        for (n, values) in self.neighbours.iter().zip(&incoming) {
-            let values: Vec<T> = values.iter().map(|&x| T::from_f64_lossy(x)).collect();
-            backend.scatter(&values, &n.receive, v)?;
-        }
-        Ok(())
+        let values: Vec<T> = incoming.iter().map(|&x| T::from_f64_lossy(x)).collect();
+        backend.scatter(&values, &self.receive, v)
     }
 }

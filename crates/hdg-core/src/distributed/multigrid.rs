@@ -57,9 +57,7 @@ where
         coarse: &mut B::Vector,
     ) -> Result<()> {
         self.local.restrict(transfer, trace, coarse)?;
-        let summed = self.global(&self.local.to_host(coarse)?);
-        *coarse = self.local.copy_from_host(&summed)?;
-        Ok(())
+        self.sum_over_ranks::<T>(coarse)
     }
     fn coarsen(
         &self,

@@ -67,7 +67,7 @@ where
             Some(a) => LocalRows::Borrowed(a),
             None => LocalRows::None,
         };
-        Self::with_rows(local, backend, comm, halo, block_size)
+        Self::with_rows(local, backend, comm, halo, block_size, None)
     }
 
     pub(super) fn with_rows(
@@ -76,12 +76,18 @@ where
         comm: &'a Communicator,
         halo: &'a Halo<B::Indices>,
         block_size: usize,
+        owned: Option<Vec<bool>>,
     ) -> Result<Self> {
         let dim = local.get().map_or(0, |a| a.dim());
-        let mut marker = backend.copy_from_host(&vec![T::one(); dim])?;
-        halo.clear_ghosts::<T, B>(backend, &mut marker)?;
-        let marker = backend.to_host(&marker)?;
-        let owned = marker.iter().step_by(block_size.max(1)).map(|&m| m != T::zero()).collect();
+        let owned = match owned {
+            Some(owned) => owned,
+            None => {
+                let mut marker = backend.copy_from_host(&vec![T::one(); dim])?;
+                halo.clear_ghosts::<T, B>(backend, &mut marker)?;
+                let marker = backend.to_host(&marker)?;
+                marker.iter().step_by(block_size.max(1)).map(|&m| m != T::zero()).collect()
+            }
+        };
         Ok(DistributedOperator {
             filled: Mutex::new(backend.zeros(dim)?),
             owned,
@@ -95,18 +101,25 @@ where
     }
 
     /// `v` with its ghost rows set to those of the identity's (1 on the diagonal, 0 elsewhere):
-    /// a (block) Jacobi preconditioner then maps the solvers' zero ghost rows to zeros.
-    fn ghosts_to_identity(&self, v: B::Vector, block: usize) -> Result<B::Vector> {
-        let mut host = self.backend.to_host(&v)?;
+    /// a (block) Jacobi preconditioner then maps the solvers' zero ghost rows to zeros. The
+    /// ghost entries are written on the backend (one scatter); `v` holds `block` x `block`
+    /// blocks, row after row.
+    fn ghosts_to_identity(&self, mut v: B::Vector, block: usize) -> Result<B::Vector> {
         let row_len = block * block;
-        let rows_per_face = self.block_size / block;
-        for (row, chunk) in host.chunks_mut(row_len).enumerate() {
-            if !self.owned[row / rows_per_face] {
-                chunk.iter_mut().for_each(|x| *x = T::zero());
-                (0..block).for_each(|i| chunk[i * block + i] = T::one());
+        let rows_per_face = (self.block_size / block.max(1)).max(1);
+        let chunks = self.backend.len(&v) / row_len.max(1);
+        let (mut entries, mut values) = (Vec::new(), Vec::new());
+        for chunk in (0..chunks).filter(|&k| !self.owned[k / rows_per_face]) {
+            for e in 0..row_len {
+                entries.push((chunk * row_len + e) as u32);
+                values.push(if e % (block + 1) == 0 { T::one() } else { T::zero() });
             }
         }
-        self.backend.copy_from_host(&host)
+        if !entries.is_empty() {
+            let indices = self.backend.upload_indices(&entries)?;
+            self.backend.scatter(&values, &indices, &mut v)?;
+        }
+        Ok(v)
     }
 }
 
@@ -130,6 +143,30 @@ where
         self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
         if let Some(local) = self.local.get() {
             local.apply(&filled, y)?;
+        }
+        self.halo.clear_ghosts::<T, B>(self.backend, y)
+    }
+
+    fn fuses_update(&self) -> bool {
+        self.local.get().is_some_and(|a| a.fuses_update())
+    }
+
+    /// The local rows' fused product and update on x with its ghosts filled; ghost rows of y
+    /// cleared as in [`TraceOperator::apply`].
+    fn apply_update(
+        &self,
+        alpha: T,
+        x: &B::Vector,
+        b: Option<&B::Vector>,
+        y: &mut B::Vector,
+    ) -> Result<()> {
+        let mut filled = self.filled.lock().map_err(|_| {
+            CoreError::Solver("the distributed product's scratch vector is poisoned".into())
+        })?;
+        self.backend.copy(x, &mut filled)?;
+        self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
+        if let Some(local) = self.local.get() {
+            local.apply_update(alpha, &filled, b, y)?;
         }
         self.halo.clear_ghosts::<T, B>(self.backend, y)
     }
@@ -197,6 +234,14 @@ where
             Some(a) => LocalRows::Owned(a.demote()?),
             None => LocalRows::None,
         };
-        DistributedOperator::with_rows(local, self.backend, self.comm, self.halo, self.block_size)
+        let owned = Some(self.owned.clone());
+        DistributedOperator::with_rows(
+            local,
+            self.backend,
+            self.comm,
+            self.halo,
+            self.block_size,
+            owned,
+        )
     }
 }

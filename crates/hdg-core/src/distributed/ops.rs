@@ -8,6 +8,9 @@
 //! allreduce all the same, which carries whether each rank took the vectors for its trace
 //! vectors: a vertex level that happens to have a rank's trace length is then still told apart
 //! (some rank sees another length), and no rank skips a collective another rank makes.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use mpi::topology::Communicator as _;
 
 use super::{agree, Communicator, Halo};
@@ -23,18 +26,42 @@ pub struct DistributedOps<'a, B, I> {
     pub comm: &'a Communicator,
     /// The rank's halo: which entries of a trace vector are ghosts.
     pub halo: &'a Halo<I>,
+    /// Every entry of a vector of each length summed over the ranks so far (the replicated
+    /// vertex level's restriction), on the backend: its values move through them.
+    whole: Mutex<HashMap<usize, I>>,
 }
 
 impl<'a, B, I> DistributedOps<'a, B, I> {
     /// `local` reducing over `comm`, trace vectors with the ghosts of `halo`.
     pub fn new(local: &'a B, comm: &'a Communicator, halo: &'a Halo<I>) -> Self {
-        DistributedOps { local, comm, halo }
+        DistributedOps { local, comm, halo, whole: Mutex::new(HashMap::new()) }
     }
 
-    /// Sums over ranks.
-    pub(super) fn global<T: Real>(&self, local: &[T]) -> Vec<T> {
-        let local: Vec<f64> = local.iter().map(|x| x.as_f64()).collect();
-        agree::sum(self.comm, &local).into_iter().map(T::from_f64_lossy).collect()
+    /// `v` summed over the ranks, every rank holding a vector of the same length: its values
+    /// travel to the host and back through the backend's gather and scatter (no allocation on
+    /// the backend), and are summed in their own precision.
+    pub(super) fn sum_over_ranks<T: Real>(&self, v: &mut B::Vector) -> Result<()>
+    where
+        B: HaloOps<T, Indices = I>,
+    {
+        if self.comm.size() == 1 {
+            return Ok(());
+        }
+        let n = self.local.len(v);
+        let mut whole = self.whole.lock().map_err(|_| {
+            crate::error::CoreError::Solver("the restriction's indices are poisoned".into())
+        })?;
+        let every = match whole.entry(n) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let every: Vec<u32> = (0..n as u32).collect();
+                e.insert(self.local.upload_indices(&every)?)
+            }
+        };
+        let mut host = vec![T::zero(); n];
+        self.local.gather(v, every, &mut host)?;
+        agree::sum_in_place(self.comm, &mut host);
+        self.local.scatter(&host, every, v)
     }
 
     /// The reductions `local` of vectors of length `len` over every rank: summed when every

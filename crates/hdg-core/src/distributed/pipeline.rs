@@ -99,7 +99,8 @@ pub struct DistributedRun {
     /// This rank's part of the mesh.
     pub part: MeshPart,
     /// The solution on the part's cells (owned cells first, then ghost cells, whose fields
-    /// are not this rank's to give: use the owned ones), None on a rank without cells.
+    /// are not this rank's to give: use the owned ones); None on a rank without cells, and
+    /// when [`solve`] was asked not to keep it.
     pub solution: Option<Solution>,
 }
 
@@ -129,8 +130,13 @@ fn timed<R>(
 /// rank returns the same report, or the same error: a failure on one rank (a refused input,
 /// a closure's bad value on its cells) is every rank's.
 ///
+/// With `keep_solution`, each rank's fields come to the host as its part's
+/// [`DistributedRun::solution`]; without, they stay on the backend and only the error norms
+/// are computed (on the backend where it can).
+///
 /// # Errors
 /// A partition into another number of parts than `comm` has ranks; the serial pipeline's.
+#[allow(clippy::too_many_arguments)]
 pub fn solve<T, B, S>(
     comm: &Communicator,
     backend: &B,
@@ -139,6 +145,7 @@ pub fn solve<T, B, S>(
     problem: &Problem,
     order: usize,
     solver: &S,
+    keep_solution: bool,
     progress: &mut dyn Progress,
 ) -> Result<DistributedRun>
 where
@@ -275,37 +282,27 @@ where
     let fields = timed(comm, progress, Stage::Recover, &mut t.recover, || {
         local.as_ref().map(|l| backend.recover(&l.disc, &l.prep, &l.condensed, &trace)).transpose()
     })?;
-    let full_trace = match &local {
-        Some(l) => Some(crate::diagnostics::full_trace(&l.disc, &backend.to_host(&trace)?)),
-        None => None,
+    let full_trace = match (&local, keep_solution) {
+        (Some(l), true) => Some(crate::diagnostics::full_trace(&l.disc, &backend.to_host(&trace)?)),
+        _ => None,
     };
     let owned = part.owned_cells;
     let post = timed(comm, progress, Stage::Postprocess, &mut t.postprocess, || {
         let (Some(l), Some(fields)) = (&local, &fields) else { return Ok(None) };
         let post = backend.postprocess(&l.disc, &l.prep, fields)?;
-        let host_fields = backend.fields_to_host(fields)?;
-        let u_star = backend.postprocessed_to_host(&post)?;
         let squares = match &problem.exact {
             Some(exact) => crate::user_code::run_user("the exact solution", || {
-                let (cell_vertices, geometry) = crate::geometry::mesh_geometry::<T>(
-                    l.disc.mesh,
-                    l.disc.tables.face_parameter_measure,
-                );
-                let cells = crate::error_norms::cell_errors(
-                    &l.disc,
-                    &geometry,
-                    &cell_vertices,
-                    &host_fields,
-                    &u_star,
-                    exact,
-                );
-                cells[..owned].iter().fold([0.0; 3], |a, e| [a[0] + e[0], a[1] + e[1], a[2] + e[2]])
-            })?,
+                backend.squared_errors_of_first(&l.disc, &l.prep, fields, &post, exact, owned)
+            })??,
             None => [0.0; 3],
         };
-        Ok(Some((host_fields, u_star, squares)))
+        let host = match keep_solution {
+            true => Some((backend.fields_to_host(fields)?, backend.postprocessed_to_host(&post)?)),
+            false => None,
+        };
+        Ok(Some((host, squares)))
     })?;
-    let squares = post.as_ref().map(|p| p.2).unwrap_or([0.0; 3]);
+    let squares = post.as_ref().map(|p| p.1).unwrap_or([0.0; 3]);
     let sums = agree::sum(comm, &squares);
     let errors = problem.exact.as_ref().map(|_| ErrorNorms {
         u: sums[0].sqrt(),
@@ -347,7 +344,7 @@ where
         timings,
     };
     let solution = match (part.mesh.clone(), post, full_trace) {
-        (Some(local_mesh), Some((fields, u_star, _)), Some(trace)) => Some(
+        (Some(local_mesh), Some((Some((fields, u_star)), _)), Some(trace)) => Some(
             Solution::from_parts(
                 Arc::new(local_mesh),
                 local_problem,

@@ -22,8 +22,8 @@ pub mod output;
 
 use hdg_core::distributed::mpi::topology::Communicator as _;
 use hdg_core::distributed::mpi::traits::*;
-use hdg_core::{CoreError, Precision, Progress};
-use hdg_linalg::{SolverChoice, Suite};
+use hdg_core::{CoreError, HaloOps, Precision, Progress};
+use hdg_linalg::{SolverBackend, SolverChoice, Suite};
 use hdg_mesh::{Mesh, Partition};
 
 pub use hdg_core::distributed::{mpi, Communicator, DistributedReport, DistributedRun, RankReport};
@@ -53,6 +53,13 @@ pub fn rank(comm: &Communicator) -> usize {
 /// The number of ranks of `comm`.
 pub fn size(comm: &Communicator) -> usize {
     comm.size() as usize
+}
+
+/// This process's rank among the ranks of `comm` on its node (the processes that share its
+/// memory): the GPU it takes in a run on the CUDA backend is this number modulo the node's
+/// devices.
+pub fn node_rank(comm: &Communicator) -> usize {
+    comm.split_shared(comm.rank()).rank() as usize
 }
 
 /// How a distributed run splits the cells among the ranks.
@@ -101,7 +108,10 @@ impl Solver {
     ///
     /// # Errors
     /// As [`Solver::run`], the same on every rank; a solver that is not distributed yet
-    /// (direct, mixed precision) or a backend other than the CPU.
+    /// (direct, mixed precision).
+    ///
+    /// On the CUDA backend each rank takes one GPU of its node: device [`node_rank`] modulo
+    /// the devices it sees (so `mpirun -np 4` on a node of 4 GPUs uses each once).
     pub fn run_distributed(
         &self,
         comm: &Communicator,
@@ -135,19 +145,54 @@ impl Solver {
             }
             _ => {}
         }
-        if self.backend_choice() != Backend::Cpu {
-            return Err(refuse("only the CPU backend runs distributed yet".into()));
-        }
         let partition = partitioner.partition(comm, self.mesh())?;
-        let backend = hdg_backend_cpu::CpuBackend::new();
-        let suite: Suite = settings.suite(self.precision_choice());
+        match self.backend_choice() {
+            Backend::Cpu => {
+                self.run_ranks(comm, &hdg_backend_cpu::CpuBackend::new(), &partition, progress)
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => {
+                let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
+                let device = node_rank(comm) % devices;
+                let cuda = hdg_core::distributed::agree(
+                    comm,
+                    hdg_backend_cuda::CudaBackend::on_device(device)
+                        .and_then(|b| b.with_settings(self.cuda_settings_choice().clone()))
+                        .map(|b| b.with_trace_operator(self.operator_choice())),
+                )?;
+                self.run_ranks(comm, &cuda, &partition, progress)
+            }
+            #[cfg(not(feature = "cuda"))]
+            Backend::Cuda => Err(hdg_core::distributed::agree(
+                comm,
+                hdg_backend_cuda::availability().map(|_| ()),
+            )
+            .err()
+            .map_or_else(|| refuse("this build has no CUDA backend".into()), Error::from)),
+        }
+    }
+
+    /// The ranks' pipeline on `backend`, in the chosen precision.
+    fn run_ranks<B, I>(
+        &self,
+        comm: &Communicator,
+        backend: &B,
+        partition: &Partition,
+        progress: &mut dyn Progress,
+    ) -> Result<DistributedRun, Error>
+    where
+        B: SolverBackend + HaloOps<f64, Indices = I> + HaloOps<f32, Indices = I>,
+        I: Send + Sync,
+    {
+        let suite: Suite = self.solver_choice().suite(self.precision_choice());
         let (mesh, problem, order) = (self.mesh(), self.problem(), self.order_choice());
+        let keep = self.keeps_solution();
         let run = match self.precision_choice() {
             Precision::F64 => hdg_core::distributed::solve::<f64, _, _>(
-                comm, &backend, mesh, &partition, problem, order, &suite, progress,
+                comm, backend, mesh, partition, problem, order, &suite, keep, progress,
             )?,
             Precision::F32 => hdg_core::distributed::solve::<f32, _, _>(
-                comm, &backend, mesh, &partition, problem, order, &suite, progress,
+                comm, backend, mesh, partition, problem, order, &suite, keep, progress,
             )?,
         };
         Ok(run)

@@ -112,6 +112,7 @@ pub fn write_vtu(
             .into());
         }
     }
+    kept(comm, run)?;
     let me = rank(comm);
 
     // The pieces' folder, made once, before any rank writes into it.
@@ -183,6 +184,7 @@ pub fn evaluate(
     run: &DistributedRun,
     x: &[f64],
 ) -> Result<Option<PointValue>, Error> {
+    kept(comm, run)?;
     let local = match &run.solution {
         Some(solution) => in_owned_cell(solution, run.part.owned_cells, x).map_err(Error::from),
         None => Ok(None),
@@ -274,4 +276,17 @@ fn barycentric(mesh: &Mesh, c: usize, x: &[f64]) -> [f64; 4] {
     }
     lambda[0] = 1.0 - lambda[1..=d].iter().sum::<f64>();
     lambda
+}
+
+/// An error on every rank unless every rank with cells kept its solution.
+fn kept(comm: &Communicator, run: &DistributedRun) -> Result<(), Error> {
+    let mine = match run.solution.is_none() && run.part.owned_cells > 0 {
+        true => Err(CoreError::InvalidParameter {
+            name: "solution",
+            reason: "the run did not keep its solution (Solver::keep_solution(false))".into(),
+        }
+        .into()),
+        false => Ok(()),
+    };
+    agreed(comm, mine)
 }
