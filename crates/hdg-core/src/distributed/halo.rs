@@ -4,9 +4,11 @@
 //! all-to-all of counts and one of face numbers); each exchange then sends the owned values
 //! a neighbour needs and receives the ghost values, neighbour by neighbour, with non-blocking
 //! MPI operations.
+use std::any::Any;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
-use mpi::datatype::{Partition, PartitionMut};
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
@@ -43,6 +45,29 @@ pub struct Halo<I> {
     sent_values: usize,
     /// Values received per exchange by this rank.
     received_values: usize,
+    /// The host buffers of the exchanges, kept from one to the next (outgoing, incoming).
+    buffers: Mutex<Buffers>,
+}
+
+/// The packed values of an exchange, per precision: messages carry the vectors' own type.
+#[derive(Default)]
+struct Buffers {
+    f32: (Vec<f32>, Vec<f32>),
+    f64: (Vec<f64>, Vec<f64>),
+}
+
+impl Buffers {
+    /// The outgoing and incoming buffers for values of type T, of the given lengths.
+    fn of<T: Real>(&mut self, sent: usize, received: usize) -> Option<&mut (Vec<T>, Vec<T>)> {
+        let pair = match T::PRECISION {
+            crate::real::Precision::F32 => &mut self.f32 as &mut dyn Any,
+            crate::real::Precision::F64 => &mut self.f64 as &mut dyn Any,
+        };
+        let pair = pair.downcast_mut::<(Vec<T>, Vec<T>)>()?;
+        pair.0.resize(sent, T::zero());
+        pair.1.resize(received, T::zero());
+        Some(pair)
+    }
 }
 
 /// The entries of rows `rows` of a vector with `n_f` entries per row.
@@ -136,6 +161,7 @@ impl<I> Halo<I> {
             neighbours,
             sent_values: send.len(),
             received_values: receive.len(),
+            buffers: Mutex::new(Buffers::default()),
             send: backend.upload_indices(&send)?,
             receive: backend.upload_indices(&receive)?,
         })
@@ -175,8 +201,9 @@ impl<I> Halo<I> {
         backend.clear(&self.ghosts, v)
     }
 
-    /// Fills the ghost entries of `v` with their owners' values. Values travel as f64 (exact
-    /// for f32 and f64).
+    /// Fills the ghost entries of `v` with their owners' values: one gather of every value this
+    /// rank sends, one message per neighbour each way (in the vectors' precision, from buffers
+    /// kept between exchanges), one scatter of every value it receives.
     pub fn exchange<T: Real, B: HaloOps<T, Indices = I>>(
         &self,
         comm: &Communicator,
@@ -186,12 +213,37 @@ impl<I> Halo<I> {
         if self.neighbours.is_empty() {
             return Ok(());
         }
-        let mut packed = vec![T::zero(); self.sent_values];
-        backend.gather(v, &self.send, &mut packed)?;
-        let outgoing: Vec<f64> = packed.iter().map(|x| x.as_f64()).collect();
-        let mut incoming = vec![0.0f64; self.received_values];
+        let mut buffers = self
+            .buffers
+            .lock()
+            .map_err(|_| CoreError::Solver("the halo's exchange buffers are poisoned".into()))?;
+        let Some((outgoing, incoming)) = buffers.of::<T>(self.sent_values, self.received_values)
+        else {
+            return Err(CoreError::InvalidParameter {
+                name: "halo exchange",
+                reason: format!("values of type {} (f32 and f64 only)", T::NAME),
+            });
+        };
+        backend.gather(v, &self.send, outgoing)?;
+        let any_out = &*outgoing as &dyn Any;
+        let any_in = &mut *incoming as &mut dyn Any;
+        if let (Some(o), Some(i)) =
+            (any_out.downcast_ref::<Vec<f32>>(), any_in.downcast_mut::<Vec<f32>>())
+        {
+            self.transfer(comm, o, i);
+        } else if let (Some(o), Some(i)) =
+            (any_out.downcast_ref::<Vec<f64>>(), any_in.downcast_mut::<Vec<f64>>())
+        {
+            self.transfer(comm, o, i);
+        }
+        backend.scatter(incoming, &self.receive, v)
+    }
+
+    /// Sends each neighbour its share of `outgoing` and receives its share of `incoming`
+    /// (non-blocking, all posted before any wait).
+    fn transfer<X: Equivalence>(&self, comm: &Communicator, outgoing: &[X], incoming: &mut [X]) {
         mpi::request::scope(|scope| {
-            let mut rest = &mut incoming[..];
+            let mut rest = incoming;
             let mut receives = Vec::with_capacity(self.neighbours.len());
             for n in &self.neighbours {
                 let (buf, tail) = std::mem::take(&mut rest).split_at_mut(n.receive.len());
@@ -212,7 +264,5 @@ impl<I> Halo<I> {
                 s.wait();
             });
         });
-        let values: Vec<T> = incoming.iter().map(|&x| T::from_f64_lossy(x)).collect();
-        backend.scatter(&values, &self.receive, v)
     }
 }
