@@ -48,6 +48,31 @@ fn space<'s>(setup: &DistributedSetup<'s>) -> Result<&'s hdg_core::VertexSpace> 
 /// the trace vectors by its reductions (`DistributedOps`): refused rather than wrong (on every
 /// rank alike).
 fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
+    check_sizes(ops, sizes)?;
+    // The first vertex level distributed where levels lie below it (else it is solved whole).
+    if sizes.len() > 2 {
+        ops.distribute_vertex_level();
+    }
+    Ok(())
+}
+
+/// The notes of a distributed multigrid: its own, and how its first vertex level is laid out.
+fn notes<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize], own: &[String]) -> Vec<String> {
+    let mut notes = own.to_vec();
+    let ranks = hdg_core::distributed::size(ops.comm);
+    notes.push(match (ranks > 1, sizes.len() > 2) {
+        (true, true) => {
+            "vertex levels: the first distributed by vertex ownership (halo exchanges), the \
+                         coarser ones whole on every rank"
+                .into()
+        }
+        (true, false) => "vertex level: whole on every rank (solved exactly)".into(),
+        (false, _) => "vertex levels: one rank".into(),
+    });
+    notes
+}
+
+fn check_sizes<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
     let clash = sizes[1..].contains(&ops.halo.len());
     let clashes = hdg_core::distributed::agree::sum_count(ops.comm, clash as usize);
     match clashes == hdg_core::distributed::size(ops.comm) {
@@ -75,8 +100,9 @@ where
     ) -> Result<SolveReport> {
         let mg =
             Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
-        check_levels(ops, &mg.level_sizes())?;
-        pcg_with(suite, ops, operator, &mg, mg.notes(), rhs, x)
+        let sizes = mg.level_sizes();
+        check_levels(ops, &sizes)?;
+        pcg_with(suite, ops, operator, &mg, &notes(ops, &sizes, mg.notes()), rhs, x)
     }
 }
 
@@ -108,8 +134,10 @@ where
             setup.topology,
             &settings(setup, true),
         )?;
-        check_levels(ops, &mg.level_sizes())?;
-        pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), mg.notes(), rhs, x)
+        let sizes = mg.level_sizes();
+        check_levels(ops, &sizes)?;
+        let notes = notes(ops, &sizes, mg.notes());
+        pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), &notes, rhs, x)
     }
 }
 

@@ -271,6 +271,29 @@ fn worker() {
             let solver = Solver::new(Arc::new(mesh), problem).order(2);
             compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
         }
+        "vertex-mg" => {
+            // Meshes whose vertex level is not the last: it runs distributed by vertex
+            // ownership (checked by the report's note), the levels below it whole.
+            let distributed = |solver: &Solver, p: Partitioner| {
+                let run = solver.run_distributed_with(&world, &p, &mut Silent).unwrap();
+                let note = "the first distributed by vertex ownership";
+                let has = run.report.report.solve.notes.iter().any(|n| n.contains(note));
+                assert_eq!(has, np > 1, "{:?}", run.report.report.solve.notes);
+            };
+            for k in 1..=2 {
+                let solver = Solver::new(Arc::new(square(40)), mixed(2)).order(k);
+                distributed(&solver, Partitioner::Metis);
+                compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
+            }
+            let cube = Solver::new(Arc::new(hdg::generate::unit_cube(8).unwrap()), mixed(3));
+            distributed(&cube, Partitioner::Metis);
+            compare_within(&world, cube, Partitioner::Metis, MG_SLACK);
+            let mesh = square(40);
+            let p = random(mesh.n_cells(), np);
+            let solver = Solver::new(Arc::new(mesh), mixed(2)).order(1);
+            distributed(&solver, Partitioner::Given(p.clone()));
+            compare_within(&world, solver, Partitioner::Given(p), MG_SLACK);
+        }
         "random-mg" => {
             let mesh = square(12);
             let p = random(mesh.n_cells(), np);
@@ -366,6 +389,12 @@ fn worker() {
             let p = random(mesh.n_cells(), np);
             let cpu = Solver::new(Arc::new(mesh), mixed(2)).order(2);
             compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Given(p), MG_SLACK);
+            // A vertex level distributed by vertex ownership (not the last level).
+            let cpu = Solver::new(Arc::new(square(40)), mixed(2)).order(2);
+            compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, MG_SLACK);
+            let cube = hdg::generate::unit_cube(8).unwrap();
+            let cpu = Solver::new(Arc::new(cube), mixed(3)).order(2);
+            compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, MG_SLACK);
         }
         other => panic!("unknown case {other}"),
     }
@@ -394,6 +423,7 @@ cases! {
     multigrid_cube_k1_to_3: "cube-mg" on 1, 2, 3, 4;
     multigrid_plate_with_regions: "plate-mg" on 2, 3;
     multigrid_random_partition: "random-mg" on 2, 4;
+    multigrid_distributed_vertex_level: "vertex-mg" on 1, 2, 3, 4;
     a_rank_without_cells: "empty-rank" on 2, 3;
     a_failing_rank_fails_every_rank: "failure" on 1, 2, 3, 4;
     pvtu_pieces_hold_the_one_process_file_cell_by_cell: "pvtu" on 1, 3;

@@ -47,6 +47,11 @@ pub struct Halo<I> {
     received_values: usize,
     /// The host buffers of the exchanges, kept from one to the next (outgoing, incoming).
     buffers: Mutex<Buffers>,
+    /// The entries sent, each once (an entry another rank holds as a ghost may go to several).
+    send_unique: I,
+    send_unique_len: usize,
+    /// For each value sent, its entry's place in `send_unique`.
+    send_slot: Vec<u32>,
 }
 
 /// The packed values of an exchange, per precision: messages carry the vectors' own type.
@@ -93,16 +98,48 @@ impl<I> Halo<I> {
         row_owners: &[u32],
         n_f: usize,
     ) -> Result<Halo<I>> {
+        Self::build::<T, B>(comm, backend, row_faces, row_owners, None, n_f, row_faces.len() * n_f)
+    }
+
+    /// The halo of vectors of `len` entries of which the listed rows are the ones this rank
+    /// uses: row i has the global number `ids[i]`, the owner `owners[i]` and sits at entry
+    /// `positions[i]` (one entry per row). A replicated-length vector of which each rank
+    /// owns some entries (the vertex level of the multigrid) is distributed by such a halo.
+    ///
+    /// # Errors
+    /// As [`Halo::new`].
+    pub fn at_positions<T: Real, B: HaloOps<T, Indices = I>>(
+        comm: &Communicator,
+        backend: &B,
+        ids: &[u64],
+        owners: &[u32],
+        positions: &[u32],
+        len: usize,
+    ) -> Result<Halo<I>> {
+        Self::build::<T, B>(comm, backend, ids, owners, Some(positions), 1, len)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build<T: Real, B: HaloOps<T, Indices = I>>(
+        comm: &Communicator,
+        backend: &B,
+        row_faces: &[u64],
+        row_owners: &[u32],
+        positions: Option<&[u32]>,
+        n_f: usize,
+        len: usize,
+    ) -> Result<Halo<I>> {
         let (size, me) = (comm.size() as usize, comm.rank() as u32);
         // Ghost rows grouped by owner, each group in increasing global face order: the order
         // of the values in a message, which both sides derive from the face numbers.
         let mut wanted: Vec<Vec<(u64, u32)>> = vec![Vec::new(); size];
         let mut owned: HashMap<u64, u32> = HashMap::new();
         for (row, (&face, &owner)) in row_faces.iter().zip(row_owners).enumerate() {
+            let row = positions.map_or(row as u32, |p| p[row]);
             if owner == me {
-                owned.insert(face, row as u32);
+                owned.insert(face, row);
             } else {
-                wanted[owner as usize].push((face, row as u32));
+                wanted[owner as usize].push((face, row));
             }
         }
         wanted.iter_mut().for_each(|w| w.sort_unstable());
@@ -154,10 +191,19 @@ impl<I> Halo<I> {
             return Err(CoreError::InvalidParameter { name: "mesh partition", reason });
         }
         let ghost_rows: Vec<u32> = wanted.iter().flatten().map(|&(_, row)| row).collect();
+        // The owned entries sent, each once, and where each sent value sits among them.
+        let mut unique = send.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        let send_slot =
+            send.iter().map(|e| unique.binary_search(e).expect("listed") as u32).collect();
         Ok(Halo {
             ghosts: backend.upload_indices(&entries(&ghost_rows, n_f))?,
             ghost_rows: ghost_rows.len(),
-            len: row_faces.len() * n_f,
+            len,
+            send_unique: backend.upload_indices(&unique)?,
+            send_unique_len: unique.len(),
+            send_slot,
             neighbours,
             sent_values: send.len(),
             received_values: receive.len(),
@@ -230,32 +276,84 @@ impl<I> Halo<I> {
         if let (Some(o), Some(i)) =
             (any_out.downcast_ref::<Vec<f32>>(), any_in.downcast_mut::<Vec<f32>>())
         {
-            self.transfer(comm, o, i);
+            self.transfer(comm, o, i, false);
         } else if let (Some(o), Some(i)) =
             (any_out.downcast_ref::<Vec<f64>>(), any_in.downcast_mut::<Vec<f64>>())
         {
-            self.transfer(comm, o, i);
+            self.transfer(comm, o, i, false);
         }
         backend.scatter(incoming, &self.receive, v)
     }
 
+    /// The reverse of [`Halo::exchange`]: each ghost entry's value is added to its owner's
+    /// entry (the ghosts keep theirs). A rank's contributions to rows it does not own (a
+    /// restriction from its own rows) so reach their owners.
+    pub fn add_to_owners<T: Real, B: HaloOps<T, Indices = I>>(
+        &self,
+        comm: &Communicator,
+        backend: &B,
+        v: &mut B::Vector,
+    ) -> Result<()> {
+        if self.neighbours.is_empty() {
+            return Ok(());
+        }
+        let mut buffers = self
+            .buffers
+            .lock()
+            .map_err(|_| CoreError::Solver("the halo's exchange buffers are poisoned".into()))?;
+        // Outgoing: the ghost values (laid out as an exchange receives them); incoming: the
+        // neighbours' contributions to owned entries (laid out as an exchange sends them).
+        let Some((incoming, outgoing)) = buffers.of::<T>(self.sent_values, self.received_values)
+        else {
+            return Err(CoreError::InvalidParameter {
+                name: "halo exchange",
+                reason: format!("values of type {} (f32 and f64 only)", T::NAME),
+            });
+        };
+        backend.gather(v, &self.receive, outgoing)?;
+        let any_out = &*outgoing as &dyn Any;
+        let any_in = &mut *incoming as &mut dyn Any;
+        if let (Some(o), Some(i)) =
+            (any_out.downcast_ref::<Vec<f32>>(), any_in.downcast_mut::<Vec<f32>>())
+        {
+            self.transfer(comm, o, i, true);
+        } else if let (Some(o), Some(i)) =
+            (any_out.downcast_ref::<Vec<f64>>(), any_in.downcast_mut::<Vec<f64>>())
+        {
+            self.transfer(comm, o, i, true);
+        }
+        let mut sums = vec![T::zero(); self.send_unique_len];
+        backend.gather(v, &self.send_unique, &mut sums)?;
+        for (&slot, &x) in self.send_slot.iter().zip(incoming.iter()) {
+            sums[slot as usize] += x;
+        }
+        backend.scatter(&sums, &self.send_unique, v)
+    }
+
     /// Sends each neighbour its share of `outgoing` and receives its share of `incoming`
     /// (non-blocking, all posted before any wait).
-    fn transfer<X: Equivalence>(&self, comm: &Communicator, outgoing: &[X], incoming: &mut [X]) {
+    /// `reverse`: the ghosts' values go to their owners instead.
+    fn transfer<X: Equivalence>(
+        &self,
+        comm: &Communicator,
+        outgoing: &[X],
+        incoming: &mut [X],
+        reverse: bool,
+    ) {
+        let sent = |n: &Neighbour| if reverse { n.receive.clone() } else { n.send.clone() };
+        let received = |n: &Neighbour| if reverse { n.send.clone() } else { n.receive.clone() };
         mpi::request::scope(|scope| {
             let mut rest = incoming;
             let mut receives = Vec::with_capacity(self.neighbours.len());
             for n in &self.neighbours {
-                let (buf, tail) = std::mem::take(&mut rest).split_at_mut(n.receive.len());
+                let (buf, tail) = std::mem::take(&mut rest).split_at_mut(received(n).len());
                 rest = tail;
                 receives.push(comm.process_at_rank(n.rank).immediate_receive_into(scope, buf));
             }
             let sends: Vec<_> = self
                 .neighbours
                 .iter()
-                .map(|n| {
-                    comm.process_at_rank(n.rank).immediate_send(scope, &outgoing[n.send.clone()])
-                })
+                .map(|n| comm.process_at_rank(n.rank).immediate_send(scope, &outgoing[sent(n)]))
                 .collect();
             receives.into_iter().for_each(|r| {
                 r.wait();

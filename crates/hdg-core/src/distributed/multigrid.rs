@@ -1,19 +1,31 @@
 //! What the multigrid preconditioner needs of a distributed solve. The trace level is
 //! distributed like the solver's vectors: its smoother needs only the operator's products
-//! (halo exchanges) and block Jacobi on owned rows. The vertex levels are replicated: E^T A E
-//! is summed over the ranks' owned rows and every rank holds the whole vertex hierarchy, the
-//! same matrices bit for bit (every rank assembles the same sums in the same order), and runs
-//! its cycle; restriction to the vertex level is the local E^T followed by one allreduce, and
-//! prolongation is local. The iterations are the one-process run's; the vertex levels' work
-//! is not divided (the scaling model in BENCHMARKS.md says when that matters).
+//! (halo exchanges) and block Jacobi on owned rows.
 //!
-//! Why replicated: it keeps the one-process hierarchy (the same vertex levels bit for bit,
-//! the same iteration counts) with no new coarsening code, and on a few ranks the vertex
-//! levels are a small share of a cycle (about a tenth of the trace level's bytes in 2D at
-//! k = 3). It does not scale: the vertex levels grow with the number of ranks. The two
-//! remedies, vertex unknowns owned by ranks with halo products and aggregation inside each
-//! rank (the coarsest levels gathered onto fewer ranks), or hypre's BoomerAMG on the
-//! distributed P1 matrix, have not been built or measured against each other.
+//! The vertex levels are built whole on every rank: E^T A E is summed over the ranks' owned
+//! rows, and every rank forms the same hierarchy bit for bit (the same sums in the same
+//! order), with the one-process run's aggregation, smoothers and spectrum estimates: the
+//! iterations are the one-process run's. In the cycle the first vertex level (P1, the largest)
+//! is then distributed by vertex ownership ([`DistributedOps::distribute_vertex_level`]): a
+//! vertex belongs to the lowest rank whose owned face rows use it; each rank computes its own
+//! vertices' entries and keeps the others zero; its products fill the ghost vertices from their
+//! owners first; the restriction from the trace level sends the contributions to other ranks'
+//! vertices to their owners; and the restriction to the second level is the local product
+//! followed by one allreduce of that level, the prolongation from it local. The second and
+//! coarser levels (a sixth of the first in 2D at k = 3, an eighth in 3D) are whole on every
+//! rank.
+//!
+//! Why: with the first vertex level whole on every rank, every cycle summed the whole level
+//! over the ranks (an allreduce of the whole P1 vector) and ran its smoother on it; on GPU
+//! ranks that grew with the ranks and cost most of an iteration in 2D at 4 GPUs (measured:
+//! BENCHMARKS.md, "Distributed runs"). Distributing the first level cuts that allreduce to the
+//! second level's size and the first level's work to a rank's share. What stays replicated,
+//! and grows with the ranks, is the setup (the whole E^T A E gathered on every rank, the
+//! whole hierarchy formed on each) and the second level's allreduce: the next steps are the
+//! levels below distributed (aggregation inside each rank, the coarsest gathered onto fewer
+//! ranks) or hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
+use mpi::topology::Communicator as _;
+
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
 use crate::backend::{HaloOps, MultigridOperator, MultigridOps};
@@ -33,8 +45,28 @@ where
     fn upload_csr(&self, matrix: &HostCsr) -> Result<B::Csr> {
         self.local.upload_csr(matrix)
     }
+    /// On the distributed first vertex level (told apart by the vectors' lengths): its own
+    /// product reads x with the ghost entries filled and keeps the owned entries of y; the
+    /// restriction to the next level sums over the ranks; the prolongation from it keeps the
+    /// owned entries.
     fn csr_apply(&self, matrix: &B::Csr, x: &B::Vector, y: &mut B::Vector) -> Result<()> {
-        self.local.csr_apply(matrix, x, y)
+        let (nx, ny) = (self.local.len(x), self.local.len(y));
+        if let Some(layout) = self.vertex_layout(nx) {
+            if ny == nx {
+                let mut filled = self.local.zeros(nx)?;
+                self.local.copy(x, &mut filled)?;
+                layout.halo.exchange::<T, B>(self.comm, self.local, &mut filled)?;
+                self.local.csr_apply(matrix, &filled, y)?;
+                return self.local.clear(&layout.not_owned, y);
+            }
+            self.local.csr_apply(matrix, x, y)?;
+            return self.sum_over_ranks::<T>(y);
+        }
+        self.local.csr_apply(matrix, x, y)?;
+        match self.vertex_layout(ny) {
+            Some(layout) => self.local.clear(&layout.not_owned, y),
+            None => Ok(()),
+        }
     }
     fn upload_face_transfer(&self, space: &VertexSpace) -> Result<B::FaceTransfer> {
         self.local.upload_face_transfer(space)
@@ -46,7 +78,16 @@ where
         coarse: &B::Vector,
         trace: &mut B::Vector,
     ) -> Result<()> {
-        self.local.prolong_add(transfer, coarse, trace)?;
+        let n = self.local.len(coarse);
+        match self.vertex_layout(n) {
+            Some(layout) => {
+                let mut filled = self.local.zeros(n)?;
+                self.local.copy(coarse, &mut filled)?;
+                layout.halo.exchange::<T, B>(self.comm, self.local, &mut filled)?;
+                self.local.prolong_add(transfer, &filled, trace)?;
+            }
+            None => self.local.prolong_add(transfer, coarse, trace)?,
+        }
         self.halo.clear_ghosts::<T, B>(self.local, trace)
     }
     /// Each rank restricts its owned rows (ghost rows hold zeros); the sums are reduced.
@@ -57,7 +98,13 @@ where
         coarse: &mut B::Vector,
     ) -> Result<()> {
         self.local.restrict(transfer, trace, coarse)?;
-        self.sum_over_ranks::<T>(coarse)
+        match self.vertex_layout(self.local.len(coarse)) {
+            Some(layout) => {
+                layout.halo.add_to_owners::<T, B>(self.comm, self.local, coarse)?;
+                self.local.clear(&layout.not_owned, coarse)
+            }
+            None => self.sum_over_ranks::<T>(coarse),
+        }
     }
     fn coarsen(
         &self,
@@ -88,6 +135,30 @@ where
             }
         }
         Ok(projected)
+    }
+
+    /// A_1 = E^T A E, the whole level on every rank ([`Self::vertex_operator`]); with more
+    /// than one rank, the level's distribution by vertex ownership is set up alongside
+    /// ([`DistributedOps::distribute_vertex_level`] switches it on).
+    fn vertex_level(
+        &self,
+        backend: &DistributedOps<'a, B, B::Indices>,
+        space: &VertexSpace,
+        topology: &TraceTopology,
+    ) -> Result<(HostCsr, Option<B::Csr>)> {
+        let a1 = self.vertex_operator(space, topology)?;
+        if self.comm.size() > 1 {
+            let d = space.vertices_per_face;
+            let owned_rows: Vec<u32> = space
+                .row_vertices
+                .chunks(d.max(1))
+                .zip(&self.owned)
+                .filter(|(_, &owned)| owned)
+                .flat_map(|(v, _)| v.iter().copied())
+                .collect();
+            agree(self.comm, backend.set_vertex_layout::<T>(&a1, &owned_rows))?;
+        }
+        Ok((a1, None))
     }
 
     /// E^T A E over every rank's owned rows (`space`: the whole vertex space seen from this

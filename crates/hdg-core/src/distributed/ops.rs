@@ -9,9 +9,11 @@
 //! vectors: a vertex level that happens to have a rank's trace length is then still told apart
 //! (some rank sees another length), and no rank skips a collective another rank makes.
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use mpi::topology::Communicator as _;
+use mpi::traits::CommunicatorCollectives as _;
 
 use super::{agree, Communicator, Halo};
 use crate::backend::{BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, VectorOps};
@@ -29,12 +31,103 @@ pub struct DistributedOps<'a, B, I> {
     /// Every entry of a vector of each length summed over the ranks so far (the replicated
     /// vertex level's restriction), on the backend: its values move through them.
     whole: Mutex<HashMap<usize, I>>,
+    /// The multigrid's first vertex level distributed by vertex ownership (set up with the
+    /// level, used once [`DistributedOps::distribute_vertex_level`] switched it on).
+    vertex: OnceLock<VertexLayout<I>>,
+}
+
+/// The first vertex level's vectors keep the whole level's length on every rank, but each
+/// rank computes only the entries of the vertices it owns and keeps the others zero: its
+/// products fill the ghost entries they read from their owners first (a halo exchange), its
+/// restriction from the trace level sends the contributions to other ranks' vertices to them,
+/// and the restriction to the next level (replicated) is one allreduce of that level.
+pub struct VertexLayout<I> {
+    /// Unknowns of the level.
+    n: usize,
+    /// Owned and ghost vertices.
+    pub(super) halo: Halo<I>,
+    /// Every entry this rank does not own.
+    pub(super) not_owned: I,
+    /// Vertices this rank owns.
+    owned: usize,
+    active: AtomicBool,
 }
 
 impl<'a, B, I> DistributedOps<'a, B, I> {
     /// `local` reducing over `comm`, trace vectors with the ghosts of `halo`.
     pub fn new(local: &'a B, comm: &'a Communicator, halo: &'a Halo<I>) -> Self {
-        DistributedOps { local, comm, halo, whole: Mutex::new(HashMap::new()) }
+        DistributedOps {
+            local,
+            comm,
+            halo,
+            whole: Mutex::new(HashMap::new()),
+            vertex: OnceLock::new(),
+        }
+    }
+
+    /// Sets up the first vertex level's distribution from its matrix `a1` (the whole level,
+    /// the same on every rank) and `row_vertices` (the level's unknowns of this rank's owned
+    /// trace rows, `NONE` for none): a vertex belongs to the lowest rank whose owned rows use
+    /// it. Collective. Not in use until [`DistributedOps::distribute_vertex_level`].
+    pub(super) fn set_vertex_layout<T: Real>(
+        &self,
+        a1: &crate::csr::HostCsr,
+        row_vertices: &[u32],
+    ) -> Result<()>
+    where
+        B: HaloOps<T, Indices = I>,
+    {
+        let (n, me) = (a1.n, self.comm.rank() as u32);
+        let mut proposed = vec![u32::MAX; n];
+        for &v in row_vertices.iter().filter(|&&v| v != crate::topology::NONE) {
+            proposed[v as usize] = me;
+        }
+        let mut owner = vec![0u32; n];
+        self.comm.all_reduce_into(
+            &proposed[..],
+            &mut owner[..],
+            mpi::collective::SystemOperation::min(),
+        );
+        owner.iter_mut().filter(|o| **o == u32::MAX).for_each(|o| *o = 0);
+        // What this rank reads: its vertices, their neighbours in A_1, its rows' vertices.
+        let mut used = vec![false; n];
+        for v in (0..n).filter(|&v| owner[v] == me) {
+            used[v] = true;
+            a1.indices[a1.indptr[v]..a1.indptr[v + 1]].iter().for_each(|&c| used[c] = true);
+        }
+        row_vertices
+            .iter()
+            .filter(|&&v| v != crate::topology::NONE)
+            .for_each(|&v| used[v as usize] = true);
+        let rows: Vec<u32> = (0..n as u32).filter(|&v| used[v as usize]).collect();
+        let ids: Vec<u64> = rows.iter().map(|&v| v as u64).collect();
+        let owners: Vec<u32> = rows.iter().map(|&v| owner[v as usize]).collect();
+        let halo = Halo::at_positions::<T, B>(self.comm, self.local, &ids, &owners, &rows, n)?;
+        let not_owned: Vec<u32> = (0..n as u32).filter(|&v| owner[v as usize] != me).collect();
+        let layout = VertexLayout {
+            n,
+            halo,
+            owned: n - not_owned.len(),
+            not_owned: self.local.upload_indices(&not_owned)?,
+            active: AtomicBool::new(false),
+        };
+        let _ = self.vertex.set(layout);
+        Ok(())
+    }
+
+    /// Switches the first vertex level to its distributed layout (set up with the level):
+    /// call once the multigrid is built (its setup ran on the whole level) and the level is
+    /// not the last (solved exactly, it stays whole). Returns the vertices this rank owns and
+    /// the values it exchanges, None where there is no layout (one rank).
+    pub fn distribute_vertex_level(&self) -> Option<(usize, usize)> {
+        let layout = self.vertex.get()?;
+        layout.active.store(true, Ordering::Relaxed);
+        Some((layout.owned, layout.halo.sent_values()))
+    }
+
+    /// The first vertex level's layout once in use, if `len` is its length.
+    pub(super) fn vertex_layout(&self, len: usize) -> Option<&VertexLayout<I>> {
+        self.vertex.get().filter(|l| l.n == len && l.active.load(Ordering::Relaxed))
     }
 
     /// `v` summed over the ranks, every rank holding a vector of the same length: its values
@@ -82,7 +175,7 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
     /// Whether `len` is the length of this rank's trace vectors (distributed), rather than of
     /// a replicated vertex level.
     fn distributed(&self, len: usize) -> bool {
-        len == self.halo.len()
+        len == self.halo.len() || self.vertex_layout(len).is_some()
     }
 }
 
