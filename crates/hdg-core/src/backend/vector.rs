@@ -13,7 +13,7 @@ use crate::real::Real;
 /// products) come back to the host: a solver decides when it needs them.
 pub trait VectorOps<T: Real>: Sync {
     /// A vector resident on the backend.
-    type Vector: Send + Sync;
+    type Vector: Send + Sync + 'static;
     /// A vector of zeros.
     fn zeros(&self, len: usize) -> Result<Self::Vector>;
     /// A copy of host data.

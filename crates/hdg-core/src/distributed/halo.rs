@@ -52,6 +52,8 @@ pub struct Halo<I> {
     send_unique_len: usize,
     /// For each value sent, its entry's place in `send_unique`.
     send_slot: Vec<u32>,
+    /// Exchanges so far (both directions) and the nanoseconds they took, waits included.
+    clock: super::CommClock,
 }
 
 /// The packed values of an exchange, per precision: messages carry the vectors' own type.
@@ -204,6 +206,7 @@ impl<I> Halo<I> {
             send_unique: backend.upload_indices(&unique)?,
             send_unique_len: unique.len(),
             send_slot,
+            clock: super::CommClock::default(),
             neighbours,
             sent_values: send.len(),
             received_values: receive.len(),
@@ -233,6 +236,12 @@ impl<I> Halo<I> {
         self.neighbours.len()
     }
 
+    /// Exchanges so far and the seconds they took on this rank (waits for its neighbours
+    /// included).
+    pub fn exchanges(&self) -> (usize, f64) {
+        self.clock.read()
+    }
+
     /// Values this rank sends per exchange.
     pub fn sent_values(&self) -> usize {
         self.sent_values
@@ -259,6 +268,7 @@ impl<I> Halo<I> {
         if self.neighbours.is_empty() {
             return Ok(());
         }
+        let _timed = self.clock.start();
         let mut buffers = self
             .buffers
             .lock()
@@ -297,6 +307,7 @@ impl<I> Halo<I> {
         if self.neighbours.is_empty() {
             return Ok(());
         }
+        let _timed = self.clock.start();
         let mut buffers = self
             .buffers
             .lock()

@@ -45,3 +45,33 @@ pub fn size(comm: &Communicator) -> usize {
 
 /// The communicator of a distributed run (rsmpi's; `mpi::initialize()?.world()` for all ranks).
 pub type Communicator = mpi::topology::SimpleCommunicator;
+
+/// Counts and times a kind of communication (a halo's exchanges, the reductions).
+#[derive(Default)]
+pub(crate) struct CommClock {
+    count: std::sync::atomic::AtomicUsize,
+    nanos: std::sync::atomic::AtomicU64,
+}
+
+/// Adds the time since its start to its clock when dropped.
+pub(crate) struct Timed<'a>(&'a CommClock, std::time::Instant);
+
+impl CommClock {
+    pub(crate) fn start(&self) -> Timed<'_> {
+        Timed(self, std::time::Instant::now())
+    }
+
+    /// Events and seconds so far.
+    pub(crate) fn read(&self) -> (usize, f64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.count.load(Relaxed), self.nanos.load(Relaxed) as f64 * 1e-9)
+    }
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.count.fetch_add(1, Relaxed);
+        self.0.nanos.fetch_add(self.1.elapsed().as_nanos() as u64, Relaxed);
+    }
+}

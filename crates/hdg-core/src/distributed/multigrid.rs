@@ -53,10 +53,9 @@ where
         let (nx, ny) = (self.local.len(x), self.local.len(y));
         if let Some(layout) = self.vertex_layout(nx) {
             if ny == nx {
-                let mut filled = self.local.zeros(nx)?;
-                self.local.copy(x, &mut filled)?;
-                layout.halo.exchange::<T, B>(self.comm, self.local, &mut filled)?;
-                self.local.csr_apply(matrix, &filled, y)?;
+                layout.with_filled::<T, B, ()>(self.comm, self.local, x, |filled| {
+                    self.local.csr_apply(matrix, filled, y)
+                })?;
                 return self.local.clear(&layout.not_owned, y);
             }
             self.local.csr_apply(matrix, x, y)?;
@@ -80,12 +79,9 @@ where
     ) -> Result<()> {
         let n = self.local.len(coarse);
         match self.vertex_layout(n) {
-            Some(layout) => {
-                let mut filled = self.local.zeros(n)?;
-                self.local.copy(coarse, &mut filled)?;
-                layout.halo.exchange::<T, B>(self.comm, self.local, &mut filled)?;
-                self.local.prolong_add(transfer, &filled, trace)?;
-            }
+            Some(layout) => layout.with_filled::<T, B, ()>(self.comm, self.local, coarse, |x| {
+                self.local.prolong_add(transfer, x, trace)
+            })?,
             None => self.local.prolong_add(transfer, coarse, trace)?,
         }
         self.halo.clear_ghosts::<T, B>(self.local, trace)

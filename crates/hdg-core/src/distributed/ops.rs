@@ -8,6 +8,7 @@
 //! allreduce all the same, which carries whether each rank took the vectors for its trace
 //! vectors: a vertex level that happens to have a rank's trace length is then still told apart
 //! (some rank sees another length), and no rank skips a collective another rank makes.
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -34,6 +35,8 @@ pub struct DistributedOps<'a, B, I> {
     /// The multigrid's first vertex level distributed by vertex ownership (set up with the
     /// level, used once [`DistributedOps::distribute_vertex_level`] switched it on).
     vertex: OnceLock<VertexLayout<I>>,
+    /// The allreduces of its reductions and restrictions.
+    reductions: super::CommClock,
 }
 
 /// The first vertex level's vectors keep the whole level's length on every rank, but each
@@ -51,6 +54,34 @@ pub struct VertexLayout<I> {
     /// Vertices this rank owns.
     owned: usize,
     active: AtomicBool,
+    /// A level vector with the ghost entries filled, kept between products (the backend's
+    /// vector of the precision last used).
+    filled: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl<I> VertexLayout<I> {
+    /// `f(x with its ghost entries filled from their owners)`, through a kept scratch vector.
+    pub(super) fn with_filled<T: Real, B: HaloOps<T, Indices = I>, R>(
+        &self,
+        comm: &Communicator,
+        backend: &B,
+        x: &B::Vector,
+        f: impl FnOnce(&B::Vector) -> Result<R>,
+    ) -> Result<R> {
+        let mut kept = self.filled.lock().map_err(|_| {
+            crate::error::CoreError::Solver("the vertex level's scratch is poisoned".into())
+        })?;
+        let reused = kept.take().and_then(|b| b.downcast::<B::Vector>().ok());
+        let mut filled = match reused {
+            Some(v) if backend.len(&v) == self.n => *v,
+            _ => backend.zeros(self.n)?,
+        };
+        backend.copy(x, &mut filled)?;
+        self.halo.exchange::<T, B>(comm, backend, &mut filled)?;
+        let result = f(&filled);
+        *kept = Some(Box::new(filled));
+        result
+    }
 }
 
 impl<'a, B, I> DistributedOps<'a, B, I> {
@@ -62,6 +93,7 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
             halo,
             whole: Mutex::new(HashMap::new()),
             vertex: OnceLock::new(),
+            reductions: super::CommClock::default(),
         }
     }
 
@@ -110,6 +142,7 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
             owned: n - not_owned.len(),
             not_owned: self.local.upload_indices(&not_owned)?,
             active: AtomicBool::new(false),
+            filled: Mutex::new(None),
         };
         let _ = self.vertex.set(layout);
         Ok(())
@@ -123,6 +156,19 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
         let layout = self.vertex.get()?;
         layout.active.store(true, Ordering::Relaxed);
         Some((layout.owned, layout.halo.sent_values()))
+    }
+
+    /// What this rank's communication took so far, as a note: halo exchanges of the trace
+    /// level and of the first vertex level, allreduces; counts and seconds (waits included).
+    pub fn communication_note(&self) -> String {
+        let (te, ts) = self.halo.exchanges();
+        let (ve, vs) = self.vertex.get().map_or((0, 0.0), |l| l.halo.exchanges());
+        let (r, rs) = self.reductions.read();
+        format!(
+            "communication on rank {}: {te} trace-level halo exchanges {ts:.3} s, {ve} \
+             vertex-level ones {vs:.3} s, {r} allreduces {rs:.3} s",
+            self.comm.rank()
+        )
     }
 
     /// The first vertex level's layout once in use, if `len` is its length.
@@ -151,6 +197,7 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
                 e.insert(self.local.upload_indices(&every)?)
             }
         };
+        let _timed = self.reductions.start();
         let mut host = vec![T::zero(); n];
         self.local.gather(v, every, &mut host)?;
         agree::sum_in_place(self.comm, &mut host);
@@ -160,6 +207,7 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
     /// The reductions `local` of vectors of length `len` over every rank: summed when every
     /// rank holds them as trace vectors, else (a replicated vertex level) this rank's own.
     fn reduce<T: Real>(&self, len: usize, local: Vec<T>) -> Vec<T> {
+        let _timed = self.reductions.start();
         let trace = self.distributed(len);
         let mut sent: Vec<f64> =
             local.iter().map(|x| if trace { x.as_f64() } else { 0.0 }).collect();

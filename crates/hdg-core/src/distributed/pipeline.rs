@@ -264,6 +264,7 @@ where
         solver.solve(&ops, &operator, &setup, rhs, &mut trace)
     })();
     let mut solve_report = agree::agree(comm, report)?;
+    solve_report.notes.push(ops.communication_note());
     if let Some(space) = &vertex_space {
         solve_report.notes.insert(
             0,
