@@ -77,7 +77,17 @@ case "$section" in
     for np in 1 2 4; do fits "$np" && run "$np" cube:63; done
     ;;
   largest3d=*)
-    for n in ${section#largest3d=}; do run "$gpus" "cube:$n"; done
+    # Device memory in use on each GPU, sampled every 100 ms by nvidia-smi during the run; the
+    # peak per GPU (above what was in use before it) follows the run's line.
+    for n in ${section#largest3d=}; do
+      nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 100 \
+        > "$out/memory-$n.csv" &
+      sampler=$!
+      run "$gpus" "cube:$n"
+      kill "$sampler"
+      awk -F', ' '{ if ($2 > peak[$1]) peak[$1] = $2 } END { for (g in peak) printf "gpu %s peak %d MiB\n", g, peak[g] }' \
+        "$out/memory-$n.csv" | sort | tee -a "$out/runs-memory.log"
+    done
     ;;
   *)
     echo "usage: scripts/gpu-distributed.sh [tests|weak2d|weak3d|strong3d|largest3d=\"N ..\"]..." >&2

@@ -265,34 +265,7 @@ impl<I> Halo<I> {
         backend: &B,
         v: &mut B::Vector,
     ) -> Result<()> {
-        if self.neighbours.is_empty() {
-            return Ok(());
-        }
-        let _timed = self.clock.start();
-        let mut buffers = self
-            .buffers
-            .lock()
-            .map_err(|_| CoreError::Solver("the halo's exchange buffers are poisoned".into()))?;
-        let Some((outgoing, incoming)) = buffers.of::<T>(self.sent_values, self.received_values)
-        else {
-            return Err(CoreError::InvalidParameter {
-                name: "halo exchange",
-                reason: format!("values of type {} (f32 and f64 only)", T::NAME),
-            });
-        };
-        backend.gather(v, &self.send, outgoing)?;
-        let any_out = &*outgoing as &dyn Any;
-        let any_in = &mut *incoming as &mut dyn Any;
-        if let (Some(o), Some(i)) =
-            (any_out.downcast_ref::<Vec<f32>>(), any_in.downcast_mut::<Vec<f32>>())
-        {
-            self.transfer(comm, o, i, false);
-        } else if let (Some(o), Some(i)) =
-            (any_out.downcast_ref::<Vec<f64>>(), any_in.downcast_mut::<Vec<f64>>())
-        {
-            self.transfer(comm, o, i, false);
-        }
-        backend.scatter(incoming, &self.receive, v)
+        self.swap::<T, B>(comm, backend, v, false)
     }
 
     /// The reverse of [`Halo::exchange`]: each ghost entry's value is added to its owner's
@@ -304,6 +277,18 @@ impl<I> Halo<I> {
         backend: &B,
         v: &mut B::Vector,
     ) -> Result<()> {
+        self.swap::<T, B>(comm, backend, v, true)
+    }
+
+    /// One exchange: owned values to the ghosts (assigned), or with `reverse` ghost values to
+    /// their owners (added; an entry several neighbours hold gets each one's value).
+    fn swap<T: Real, B: HaloOps<T, Indices = I>>(
+        &self,
+        comm: &Communicator,
+        backend: &B,
+        v: &mut B::Vector,
+        reverse: bool,
+    ) -> Result<()> {
         if self.neighbours.is_empty() {
             return Ok(());
         }
@@ -312,26 +297,34 @@ impl<I> Halo<I> {
             .buffers
             .lock()
             .map_err(|_| CoreError::Solver("the halo's exchange buffers are poisoned".into()))?;
-        // Outgoing: the ghost values (laid out as an exchange receives them); incoming: the
-        // neighbours' contributions to owned entries (laid out as an exchange sends them).
-        let Some((incoming, outgoing)) = buffers.of::<T>(self.sent_values, self.received_values)
-        else {
+        let (source, target) = match reverse {
+            false => (&self.send, &self.receive),
+            true => (&self.receive, &self.send),
+        };
+        let (n_out, n_in) = match reverse {
+            false => (self.sent_values, self.received_values),
+            true => (self.received_values, self.sent_values),
+        };
+        let Some((outgoing, incoming)) = buffers.of::<T>(n_out, n_in) else {
             return Err(CoreError::InvalidParameter {
                 name: "halo exchange",
                 reason: format!("values of type {} (f32 and f64 only)", T::NAME),
             });
         };
-        backend.gather(v, &self.receive, outgoing)?;
+        backend.gather(v, source, outgoing)?;
         let any_out = &*outgoing as &dyn Any;
         let any_in = &mut *incoming as &mut dyn Any;
         if let (Some(o), Some(i)) =
             (any_out.downcast_ref::<Vec<f32>>(), any_in.downcast_mut::<Vec<f32>>())
         {
-            self.transfer(comm, o, i, true);
+            self.transfer(comm, o, i, reverse);
         } else if let (Some(o), Some(i)) =
             (any_out.downcast_ref::<Vec<f64>>(), any_in.downcast_mut::<Vec<f64>>())
         {
-            self.transfer(comm, o, i, true);
+            self.transfer(comm, o, i, reverse);
+        }
+        if !reverse {
+            return backend.scatter(incoming, target, v);
         }
         let mut sums = vec![T::zero(); self.send_unique_len];
         backend.gather(v, &self.send_unique, &mut sums)?;

@@ -100,6 +100,26 @@ where
         })
     }
 
+    /// `product(local rows, x with its ghost entries filled, y)`, then the ghost rows of y
+    /// cleared (the solvers' vectors keep zeros there); a rank without rows only takes part in
+    /// the exchange.
+    fn on_filled(
+        &self,
+        x: &B::Vector,
+        y: &mut B::Vector,
+        product: impl FnOnce(&A, &B::Vector, &mut B::Vector) -> Result<()>,
+    ) -> Result<()> {
+        let mut filled = self.filled.lock().map_err(|_| {
+            CoreError::Solver("the distributed product's scratch vector is poisoned".into())
+        })?;
+        self.backend.copy(x, &mut filled)?;
+        self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
+        if let Some(local) = self.local.get() {
+            product(local, &filled, y)?;
+        }
+        self.halo.clear_ghosts::<T, B>(self.backend, y)
+    }
+
     /// `v` with its ghost rows set to those of the identity's (1 on the diagonal, 0 elsewhere):
     /// a (block) Jacobi preconditioner then maps the solvers' zero ghost rows to zeros. The
     /// ghost entries are written on the backend (one scatter); `v` holds `block` x `block`
@@ -136,15 +156,7 @@ where
     }
 
     fn apply(&self, x: &B::Vector, y: &mut B::Vector) -> Result<()> {
-        let mut filled = self.filled.lock().map_err(|_| {
-            CoreError::Solver("the distributed product's scratch vector is poisoned".into())
-        })?;
-        self.backend.copy(x, &mut filled)?;
-        self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
-        if let Some(local) = self.local.get() {
-            local.apply(&filled, y)?;
-        }
-        self.halo.clear_ghosts::<T, B>(self.backend, y)
+        self.on_filled(x, y, |local, filled, y| local.apply(filled, y))
     }
 
     fn fuses_update(&self) -> bool {
@@ -160,15 +172,7 @@ where
         b: Option<&B::Vector>,
         y: &mut B::Vector,
     ) -> Result<()> {
-        let mut filled = self.filled.lock().map_err(|_| {
-            CoreError::Solver("the distributed product's scratch vector is poisoned".into())
-        })?;
-        self.backend.copy(x, &mut filled)?;
-        self.halo.exchange::<T, B>(self.comm, self.backend, &mut filled)?;
-        if let Some(local) = self.local.get() {
-            local.apply_update(alpha, &filled, b, y)?;
-        }
-        self.halo.clear_ghosts::<T, B>(self.backend, y)
+        self.on_filled(x, y, |local, filled, y| local.apply_update(alpha, filled, b, y))
     }
 
     fn diagonal(&self) -> Result<B::Vector> {
