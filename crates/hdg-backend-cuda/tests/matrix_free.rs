@@ -306,7 +306,7 @@ fn multigrid_refuses_the_matrix_free_operator() {
         match kind {
             TraceOperatorKind::Dbf => assert!(solved.unwrap().converged),
             TraceOperatorKind::MatrixFree => {
-                let err = solved.err().expect("no blocks to project").to_string();
+                let err = solved.expect_err("no blocks to project").to_string();
                 assert!(err.contains("assembled DBF"), "{err}");
             }
         }
