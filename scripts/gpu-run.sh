@@ -35,6 +35,11 @@ for gz in .gpuz/*.gz; do # an older build's per-file archives
   gunzip -c "$gz" > "$b/$f" && chmod +x "$b/$f"
 done
 [ -f .gpuz/MANIFEST ] && cp .gpuz/MANIFEST "$out/MANIFEST"
+# A build with the distributed feature links OpenMPI: its runtime from .mpi/ (scripts/mpi-runtime.sh).
+if grep -q "distributed" .gpuz/MANIFEST 2>/dev/null; then
+  # shellcheck disable=SC1091
+  source scripts/mpi-runtime.sh env
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/device.txt"
 status=0
 
