@@ -737,6 +737,8 @@ mod over_mpi {
         // The outputs are written here, not by `prepare`'s one-process writers.
         let Prepared { solver, mut summary, regions } =
             prepare(common, only, mesh, &SolutionOutputs::default())?;
+        // The pieces need each rank's fields on the host; without them they stay on the device.
+        let solver = solver.keep_solution(outputs.vtu.is_some());
         let mut log = StageLog::new(rank0 && !common.json, common.solver);
         let run = solver
             .run_distributed_with(world, &partition.partitioner(), &mut log)
