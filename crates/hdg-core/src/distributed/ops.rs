@@ -51,8 +51,6 @@ pub struct VertexLayout<I> {
     pub(super) halo: Halo<I>,
     /// Every entry this rank does not own.
     pub(super) not_owned: I,
-    /// Vertices this rank owns.
-    owned: usize,
     active: AtomicBool,
     /// A level vector with the ghost entries filled, kept between products (the backend's
     /// vector of the precision last used).
@@ -139,7 +137,6 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
         let layout = VertexLayout {
             n,
             halo,
-            owned: n - not_owned.len(),
             not_owned: self.local.upload_indices(&not_owned)?,
             active: AtomicBool::new(false),
             filled: Mutex::new(None),
@@ -150,12 +147,12 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
 
     /// Switches the first vertex level to its distributed layout (set up with the level):
     /// call once the multigrid is built (its setup ran on the whole level) and the level is
-    /// not the last (solved exactly, it stays whole). Returns the vertices this rank owns and
-    /// the values it exchanges, None where there is no layout (one rank).
-    pub fn distribute_vertex_level(&self) -> Option<(usize, usize)> {
-        let layout = self.vertex.get()?;
-        layout.active.store(true, Ordering::Relaxed);
-        Some((layout.owned, layout.halo.sent_values()))
+    /// not the last (solved exactly, it stays whole). Nothing where there is no layout (one
+    /// rank).
+    pub fn distribute_vertex_level(&self) {
+        if let Some(layout) = self.vertex.get() {
+            layout.active.store(true, Ordering::Relaxed);
+        }
     }
 
     /// What this rank's communication took so far, as a note: halo exchanges of the trace
