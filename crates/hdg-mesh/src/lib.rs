@@ -10,6 +10,7 @@
 //! - [`Partition`]: the cells of each MPI rank (contiguous blocks, or METIS with feature
 //!   `metis`); [`MeshPart`]: one rank's cells, and the ghost cells of its faces, as a
 //!   self-contained mesh with maps to the global numbering.
+mod build;
 mod cell;
 pub mod conformity;
 mod error;

@@ -1,14 +1,12 @@
 //! The conforming simplicial mesh: vertices, cells, faces with their canonical orientation,
 //! cell-face incidence and boundary tags.
 
+use rayon::prelude::*;
+
 use crate::{CellType, MeshError};
 
 /// Marker for "no cell": the second cell of a boundary face.
 pub const NO_CELL: usize = usize::MAX;
-
-/// Relative tolerance for degenerate cells: a cell is rejected when its measure is at most
-/// `DEGENERACY_TOLERANCE * h^dim`, `h` its longest edge.
-const DEGENERACY_TOLERANCE: f64 = 1e-14;
 
 /// A conforming simplicial mesh with its faces.
 ///
@@ -181,8 +179,6 @@ impl Mesh {
     ) -> Result<Mesh, MeshError> {
         let dim = cell_type.dim();
         let vpc = cell_type.vertices_per_cell();
-        let fpc = cell_type.faces_per_cell();
-        let vpf = cell_type.vertices_per_face();
         // (`is_multiple_of` needs Rust 1.87; the workspace declares 1.85.)
         let (vertex_rem, cell_rem) = (vertices.len() % dim, cells.len() % vpc);
         if vertex_rem != 0 {
@@ -204,160 +200,18 @@ impl Mesh {
         if n_c == 0 {
             return Err(MeshError::Empty);
         }
-        if let Some(i) = vertices.iter().position(|x| !x.is_finite()) {
+        if let Some(i) = vertices.par_iter().position_first(|x| !x.is_finite()) {
             return Err(MeshError::NonFiniteCoordinate { vertex: i / dim });
         }
 
-        // Cell checks, in cell order. Negatively oriented cells are flipped; degenerate ones
-        // are all counted and the first few named; bad connectivity stops at the first.
-        let mut h_max: f64 = 0.0;
-        let mut coords = [0.0f64; 12];
-        let mut first_bad: Option<(usize, f64, Vec<usize>)> = None;
-        let (mut n_bad, mut more_cells, mut flipped_cells) = (0usize, Vec::new(), 0usize);
-        for (c, cv) in cells.chunks_exact_mut(vpc).enumerate() {
-            for (i, &v) in cv.iter().enumerate() {
-                if v >= n_v {
-                    return Err(MeshError::VertexOutOfRange {
-                        cell: c,
-                        vertex: v,
-                        n_vertices: n_v,
-                    });
-                }
-                if cv[..i].contains(&v) {
-                    return Err(MeshError::RepeatedVertex { cell: c, vertex: v });
-                }
-            }
-            for (i, &v) in cv.iter().enumerate() {
-                coords[i * dim..(i + 1) * dim].copy_from_slice(&vertices[v * dim..(v + 1) * dim]);
-            }
-            let mut h2: f64 = 0.0;
-            for i in 0..vpc {
-                for j in i + 1..vpc {
-                    let d2: f64 =
-                        (0..dim).map(|k| (coords[i * dim + k] - coords[j * dim + k]).powi(2)).sum();
-                    h2 = h2.max(d2);
-                }
-            }
-            let h = h2.sqrt();
-            h_max = h_max.max(h);
-            let mut measure = simplex_measure(cell_type, &coords[..vpc * dim]);
-            let tolerance = DEGENERACY_TOLERANCE * h.powi(dim as i32);
-            if measure < -tolerance {
-                // Swapping two vertices reverses the orientation.
-                cv.swap(vpc - 2, vpc - 1);
-                flipped_cells += 1;
-                measure = -measure;
-            }
-            if measure.is_nan() || measure <= tolerance {
-                n_bad += 1;
-                if first_bad.is_none() {
-                    first_bad = Some((c, measure, cv.to_vec()));
-                } else if more_cells.len() + 1 < crate::conformity::MAX_REPORTED {
-                    more_cells.push(c);
-                }
-            }
-        }
-        if let Some((cell, measure, vertices)) = first_bad {
-            return Err(MeshError::NonPositiveMeasure {
-                cell,
-                measure,
-                vertices,
-                total: n_bad,
-                more_cells,
-            });
-        }
-
-        // Face keys: the sorted global vertices of a (cell, local face) slot, padded.
-        let n_slots = n_c * fpc;
-        let key = |slot: usize| -> [usize; 3] {
-            let (c, l) = (slot / fpc, slot % fpc);
-            let mut k = [0usize; 3];
-            for (i, &lv) in cell_type.face_vertices(l).iter().enumerate() {
-                k[i] = cells[c * vpc + lv];
-            }
-            k[..vpf].sort_unstable();
-            k
-        };
-
-        // Bucket the slots by their smallest vertex (counting sort: O(n), slots ascending within
-        // each bucket), then sort each (small) bucket by key to find equal faces.
-        let mut offsets = vec![0usize; n_v + 1];
-        for s in 0..n_slots {
-            offsets[key(s)[0] + 1] += 1;
-        }
-        for v in 0..n_v {
-            offsets[v + 1] += offsets[v];
-        }
-        let mut bucket = vec![0usize; n_slots];
-        {
-            let mut next = offsets.clone();
-            for s in 0..n_slots {
-                let v = key(s)[0];
-                bucket[next[v]] = s;
-                next[v] += 1;
-            }
-        }
-        // `leader[s]`: first (smallest) slot of the face that slot `s` belongs to.
-        let mut leader = vec![0usize; n_slots];
-        for v in 0..n_v {
-            let b = &mut bucket[offsets[v]..offsets[v + 1]];
-            b.sort_unstable_by_key(|&s| (key(s), s));
-            let mut start = 0;
-            while start < b.len() {
-                let k = key(b[start]);
-                let mut end = start + 1;
-                while end < b.len() && key(b[end]) == k {
-                    end += 1;
-                }
-                if end - start > 2 {
-                    return Err(MeshError::NonManifoldFace {
-                        vertices: k[..vpf].to_vec(),
-                        cells: b[start..end].iter().map(|&s| s / fpc).collect(),
-                    });
-                }
-                for &s in &b[start..end] {
-                    leader[s] = b[start];
-                }
-                start = end;
-            }
-        }
-        drop(bucket);
-        drop(offsets);
-
-        // Number faces in order of first appearance.
-        let mut cell_faces = leader;
-        let mut n_f = 0;
-        for s in 0..n_slots {
-            let l = cell_faces[s];
-            cell_faces[s] = if l == s {
-                n_f += 1;
-                n_f - 1
-            } else {
-                cell_faces[l]
-            };
-        }
-
-        let mut face_vertices = vec![0usize; n_f * vpf];
-        let mut face_cells = vec![[NO_CELL; 2]; n_f];
-        let mut face_local = vec![[0u8; 2]; n_f];
-        let mut cell_face_orientations = vec![0u8; n_slots];
-        let mut global = [0usize; 3];
-        for s in 0..n_slots {
-            let (c, l) = (s / fpc, s % fpc);
-            let f = cell_faces[s];
-            for (i, &lv) in cell_type.face_vertices(l).iter().enumerate() {
-                global[i] = cells[c * vpc + lv];
-            }
-            cell_face_orientations[s] = cell_type.orientation(&global[..vpf]);
-            if face_cells[f][0] == NO_CELL {
-                face_cells[f][0] = c;
-                face_local[f][0] = l as u8;
-                face_vertices[f * vpf..(f + 1) * vpf].copy_from_slice(&key(s)[..vpf]);
-            } else {
-                face_cells[f][1] = c;
-                face_local[f][1] = l as u8;
-            }
-        }
+        let (h_max, flipped_cells) = crate::build::check_cells(cell_type, &vertices, &mut cells)?;
+        let crate::build::Faces {
+            cell_faces,
+            cell_face_orientations,
+            face_vertices,
+            face_cells,
+            face_local,
+        } = crate::build::match_faces(cell_type, n_v, &cells)?;
         let boundary_tags: Vec<u32> =
             face_cells.iter().map(|fc| u32::from(fc[1] == NO_CELL)).collect();
         let n_boundary_faces = boundary_tags.iter().filter(|&&t| t != 0).count();

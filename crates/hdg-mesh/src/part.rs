@@ -8,6 +8,8 @@
 //! orientation codes as in the whole mesh: the element and face matrices of a part are those
 //! of the whole mesh.
 
+use rayon::prelude::*;
+
 use crate::{Mesh, MeshError, Partition, NO_CELL};
 
 /// The boundary tag of a part's face that is interior to the whole mesh but has only one cell
@@ -51,8 +53,8 @@ impl MeshPart {
     /// Extracts part `rank` of `mesh` under `partition`.
     ///
     /// Costs one pass over the partition's cells (to find the owned ones) and otherwise time
-    /// in proportion to the part's size (times a logarithm for sorting): every rank can afford
-    /// it on a mesh of millions of cells.
+    /// in proportion to the part's size (times a logarithm for sorting), in parallel (Rayon):
+    /// every rank can afford it on a mesh of millions of cells.
     ///
     /// # Errors
     /// [`MeshError::InvalidParameter`] when the partition is not one of `mesh`'s cells or
@@ -74,7 +76,8 @@ impl MeshPart {
         }
         let mine = rank as u32;
 
-        let mut global_cells: Vec<usize> = (0..parts.len()).filter(|&c| parts[c] == mine).collect();
+        let mut global_cells: Vec<usize> =
+            (0..parts.len()).into_par_iter().filter(|&c| parts[c] == mine).collect();
         let owned_cells = global_cells.len();
         if owned_cells == 0 {
             // No owned cells: no owned faces, so no ghost cells either.
@@ -90,36 +93,33 @@ impl MeshPart {
         }
         // Ghost cells: the second cell of each interior face whose first cell is owned, when
         // that cell belongs to another part.
-        let mut ghosts = Vec::new();
-        for &c in &global_cells {
-            for &f in mesh.cell_faces(c) {
-                let [a, b] = mesh.face_cells(f);
-                if a == c && b != NO_CELL && parts[b] != mine {
-                    ghosts.push(b);
-                }
-            }
-        }
-        ghosts.sort_unstable();
+        let mut ghosts: Vec<usize> = global_cells
+            .par_iter()
+            .flat_map_iter(|&c| {
+                mesh.cell_faces(c).iter().filter_map(move |&f| {
+                    let [a, b] = mesh.face_cells(f);
+                    (a == c && b != NO_CELL && parts[b] != mine).then_some(b)
+                })
+            })
+            .collect();
+        ghosts.par_sort_unstable();
         ghosts.dedup();
         global_cells.extend_from_slice(&ghosts);
         drop(ghosts);
 
         let mut global_vertices: Vec<usize> =
-            global_cells.iter().flat_map(|&c| mesh.cell_vertices(c)).copied().collect();
-        global_vertices.sort_unstable();
+            global_cells.par_iter().flat_map_iter(|&c| mesh.cell_vertices(c)).copied().collect();
+        global_vertices.par_sort_unstable();
         global_vertices.dedup();
-        let local_vertex = |v: usize| -> usize {
-            global_vertices.binary_search(&v).expect("a vertex of one of the part's cells")
+        let local_vertex = |v: &usize| -> usize {
+            global_vertices.binary_search(v).expect("a vertex of one of the part's cells")
         };
-        let dim = mesh.dim();
-        let mut vertices = Vec::with_capacity(global_vertices.len() * dim);
-        for &v in &global_vertices {
-            vertices.extend_from_slice(mesh.vertex(v));
-        }
+        let vertices =
+            global_vertices.par_iter().flat_map_iter(|&v| mesh.vertex(v)).copied().collect();
         let cells = global_cells
-            .iter()
-            .flat_map(|&c| mesh.cell_vertices(c))
-            .map(|&v| local_vertex(v))
+            .par_iter()
+            .flat_map_iter(|&c| mesh.cell_vertices(c))
+            .map(local_vertex)
             .collect();
 
         // The cells come from a valid mesh with the same local vertex order, so none is
@@ -130,15 +130,18 @@ impl MeshPart {
         // A local face is local face `l` of its first local cell, and that cell's global
         // counterpart has the global face in the same slot.
         let n_faces = local.n_faces();
-        let mut global_faces = Vec::with_capacity(n_faces);
-        let mut face_owner = Vec::with_capacity(n_faces);
+        let (global_faces, face_owner): (Vec<usize>, Vec<u32>) = (0..n_faces)
+            .into_par_iter()
+            .map(|f| {
+                let c = local.face_cells(f)[0];
+                let l = local.face_local_index(f)[0] as usize;
+                let g = mesh.cell_faces(global_cells[c])[l];
+                (g, parts[mesh.face_cells(g)[0]])
+            })
+            .unzip();
         for f in 0..n_faces {
-            let c = local.face_cells(f)[0];
-            let l = local.face_local_index(f)[0] as usize;
-            let g = mesh.cell_faces(global_cells[c])[l];
-            global_faces.push(g);
-            face_owner.push(parts[mesh.face_cells(g)[0]]);
             if local.is_boundary_face(f) {
+                let g = global_faces[f];
                 let tag =
                     if mesh.is_boundary_face(g) { mesh.boundary_tag(g) } else { INTERFACE_TAG };
                 local.set_boundary_tag(f, tag);

@@ -5,13 +5,13 @@
 //! a neighbour needs and receives the ghost values, neighbour by neighbour, with non-blocking
 //! MPI operations.
 use std::any::Any;
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
+use rayon::prelude::*;
 
 use super::Communicator;
 use crate::backend::HaloOps;
@@ -135,13 +135,9 @@ impl<I> Halo<I> {
         // Ghost rows grouped by owner, each group in increasing global face order: the order
         // of the values in a message, which both sides derive from the face numbers.
         let mut wanted: Vec<Vec<(u64, u32)>> = vec![Vec::new(); size];
-        let mut owned: HashMap<u64, u32> = HashMap::new();
         for (row, (&face, &owner)) in row_faces.iter().zip(row_owners).enumerate() {
-            let row = positions.map_or(row as u32, |p| p[row]);
-            if owner == me {
-                owned.insert(face, row);
-            } else {
-                wanted[owner as usize].push((face, row));
+            if owner != me {
+                wanted[owner as usize].push((face, positions.map_or(row as u32, |p| p[row])));
             }
         }
         wanted.iter_mut().for_each(|w| w.sort_unstable());
@@ -157,6 +153,18 @@ impl<I> Halo<I> {
                 PartitionMut::new(&mut asked[..], &reply_counts[..], displacements(&reply_counts));
             comm.all_to_all_varcount_into(&send, &mut receive);
         }
+        // The owned rows by global number, for the other ranks' requests (none: none needed),
+        // sorted in parallel: a rank owns millions of rows.
+        let n_rows = if asked.is_empty() { 0 } else { row_faces.len() };
+        let mut owned: Vec<(u64, u32)> = (0..n_rows)
+            .into_par_iter()
+            .filter(|&row| row_owners[row] == me)
+            .map(|row| (row_faces[row], positions.map_or(row as u32, |p| p[row])))
+            .collect();
+        owned.par_sort_unstable();
+        let owned_row = |face: &u64| -> Option<u32> {
+            owned.binary_search_by_key(face, |&(f, _)| f).ok().map(|i| owned[i].1)
+        };
         let mut neighbours = Vec::new();
         let (mut send, mut receive) = (Vec::new(), Vec::new());
         let mut offset = 0;
@@ -165,8 +173,8 @@ impl<I> Halo<I> {
             let n_asked = reply_counts[rank] as usize;
             let send_rows: Vec<u32> = asked[offset..offset + n_asked]
                 .iter()
-                .map(|face| match owned.get(face) {
-                    Some(&row) => row,
+                .map(|face| match owned_row(face) {
+                    Some(row) => row,
                     None => {
                         problem.get_or_insert(format!(
                             "rank {rank} asks for face {face}, which rank {me} does not own"

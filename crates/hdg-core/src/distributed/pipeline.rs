@@ -113,6 +113,26 @@ struct Local<'a, T: Real, B: Backend<T>> {
     rhs: <B as VectorOps<T>>::Vector,
 }
 
+/// Where a rank's setup stage goes, in seconds: a note of the solve.
+#[derive(Default)]
+struct SetupPhases {
+    checks: f64,
+    part: f64,
+    discretization: f64,
+    prepare: f64,
+    halo: f64,
+}
+
+impl SetupPhases {
+    fn note(&self, rank: usize) -> String {
+        format!(
+            "setup on rank {rank}: checks {:.3} s, the part's mesh {:.3} s, its discretization \
+             {:.3} s, prepare {:.3} s, the halo {:.3} s",
+            self.checks, self.part, self.discretization, self.prepare, self.halo
+        )
+    }
+}
+
 /// A stage timed as on one process, its outcome agreed by every rank.
 fn timed<R>(
     comm: &Communicator,
@@ -180,14 +200,20 @@ where
         Ok(())
     })();
     agree::agree(comm, checked)?;
+    let mut phases =
+        SetupPhases { checks: start.elapsed().as_secs_f64(), ..SetupPhases::default() };
     let part = agree::agree(comm, MeshPart::new(mesh, partition, rank).map_err(CoreError::from))?;
     let fpc = mesh.cell_type().faces_per_cell();
     let local_problem = agree::agree(comm, problem.restricted_to(&part.global_cells, fpc))?;
+    phases.part = start.elapsed().as_secs_f64() - phases.checks;
 
     // Setup, condensation and assembly on the part.
     let setup = part.mesh.as_ref().map(|local_mesh| -> Result<_> {
+        let clock = Instant::now();
         let disc = Discretization::<T>::for_part(local_mesh, &local_problem, order)?;
+        phases.discretization = clock.elapsed().as_secs_f64();
         let prep = backend.prepare(&disc)?;
+        phases.prepare = clock.elapsed().as_secs_f64() - phases.discretization;
         Ok((disc, prep))
     });
     let setup = agree::agree(comm, setup.transpose())?;
@@ -200,7 +226,9 @@ where
             .unzip()
     };
     let (row_faces, row_owners) = setup.as_ref().map(|(d, _)| rows(d)).unwrap_or_default();
+    let clock = Instant::now();
     let halo = agree::agree(comm, Halo::new::<T, B>(comm, backend, &row_faces, &row_owners, n_f))?;
+    phases.halo = clock.elapsed().as_secs_f64();
     t.setup = start.elapsed().as_secs_f64();
     progress.finished(Stage::Setup, t.setup);
 
@@ -265,6 +293,7 @@ where
     })();
     let mut solve_report = agree::agree(comm, report)?;
     solve_report.notes.push(ops.communication_note());
+    solve_report.notes.push(phases.note(rank));
     if let Some(space) = &vertex_space {
         solve_report.notes.insert(
             0,
