@@ -6,6 +6,7 @@ pub mod distributed;
 pub mod malloc_tunables;
 pub mod plot;
 pub mod problem_file;
+pub mod process_clock;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -509,6 +510,8 @@ pub struct Summary {
     /// Print the solver's internals (a preconditioner's setup and levels) and the malloc
     /// tunables too.
     pub verbose: bool,
+    /// Where the program's wall time went (None where the program did not account for it).
+    pub process: Option<process_clock::ProcessTimes>,
     /// How a run over MPI ranks split the work (None on one process).
     #[cfg(feature = "distributed")]
     pub partition: Option<distributed::Partitioned>,
@@ -603,6 +606,9 @@ pub fn print_report(run: &Run, summary: &Summary) {
         "  time [s]       setup {:.3}  condense {:.3}  assemble {:.3}  solve {:.3}  recover {:.3}  postprocess {:.3}  total {:.3}",
         t.setup, t.condense, t.assemble, t.solve, t.recover, t.postprocess, t.total
     );
+    if let Some(process) = &summary.process {
+        println!("  process [s]    {}", process.line());
+    }
     print_memory(run, summary.verbose);
 }
 
@@ -641,7 +647,8 @@ fn print_memory(run: &Run, verbose: bool) {
 /// A run's JSON report ([`hdg::json::run`]) with what the summary says besides: `mesh`
 /// {`name`, `cells`, `notes`}, `problem` ([`Description::json`]), `options` {`order`,
 /// `backend`, `precision`, `solver`, `operator`, `tolerance`, `max_iterations`, `tau`}, and
-/// `mesh_notes` (the mesh's lines, as before); for a run over MPI ranks (feature
+/// `mesh_notes` (the mesh's lines, as before), `process` where the program accounted for its
+/// wall time ([`process_clock::ProcessTimes::json`]); for a run over MPI ranks (feature
 /// `distributed`) also `partitioner`, `edge_cut` and `ranks`.
 pub fn summary_json(run: &Run, summary: &Summary) -> serde_json::Value {
     let r = &run.report;
@@ -663,6 +670,9 @@ pub fn summary_json(run: &Run, summary: &Summary) -> serde_json::Value {
         "tau": summary.tau,
     });
     json["mesh_notes"] = serde_json::json!(summary.notes);
+    if let Some(process) = &summary.process {
+        json["process"] = process.json();
+    }
     #[cfg(feature = "distributed")]
     if let Some(partition) = &summary.partition {
         distributed::add_to_json(&mut json, partition);

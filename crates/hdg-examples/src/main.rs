@@ -11,6 +11,7 @@ use hdg::{
     Stage, TraceOperatorKind, DEFAULT_MAX_ITERATIONS,
 };
 use hdg_examples::problem_file::ProblemFile;
+use hdg_examples::process_clock::ProcessTimes;
 use hdg_examples::{
     export_matrix, manufactured_formula, parse_tau, print_report, program_solver, summary_json,
     tau_name, BoundaryKind, Description, MeshKind, MeshSpec, ProblemKind, SolutionOutputs, Summary,
@@ -368,14 +369,32 @@ fn run_one(
     outputs: &SolutionOutputs,
     log: &mut StageLog,
 ) -> Result<(Run, Summary), CoreError> {
-    let Prepared { solver, mut summary, regions } = prepare(common, only, mesh, outputs)?;
-    let run = solver.run(log).map_err(hdg::Error::into_core)?;
+    let Prepared { solver, mut summary, regions, mesh_seconds } =
+        prepare(common, only, mesh, outputs)?;
+    let started = Instant::now();
+    let mut run = solver.run(log).map_err(hdg::Error::into_core)?;
+    let run_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
     if let Some(path) = &only.export_matrix {
         export_matrix(&run, path)?;
     }
     if let Some(solution) = &run.solution {
         summary.notes.extend(outputs.write(solution, regions.as_deref())?);
     }
+    let outputs_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    // The summary needs the report only: the fields and the trace matrix go now, so that
+    // their freeing is counted.
+    drop((run.solution.take(), run.trace_matrix.take()));
+    let pipeline = run.report.timings.total;
+    summary.process = Some(ProcessTimes {
+        wall: hdg_examples::process_clock::elapsed(),
+        mesh: mesh_seconds,
+        pipeline,
+        around_pipeline: (run_seconds - pipeline).max(0.0),
+        outputs: outputs_seconds,
+        teardown: started.elapsed().as_secs_f64(),
+    });
     Ok((run, summary))
 }
 
@@ -385,6 +404,8 @@ struct Prepared {
     solver: hdg::Solver,
     summary: Summary,
     regions: Option<Vec<u32>>,
+    /// Seconds spent building or reading the mesh.
+    mesh_seconds: f64,
 }
 
 /// Checks the options and builds the mesh, the problem and the solver of one solve.
@@ -407,7 +428,9 @@ fn prepare(
     }
     let order = common.order as usize;
     mesh.check_size(order, common.backend, common.precision)?;
+    let started = Instant::now();
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
+    let mesh_seconds = started.elapsed().as_secs_f64();
     let mut problem =
         boundary_conditions(common, only, mesh, &built, common.problem.problem(order))?;
     problem.tau = common.tau.clone();
@@ -461,10 +484,11 @@ fn prepare(
         max_iterations: common.max_iterations,
         tau: tau_name(&common.tau),
         verbose: common.verbose,
+        process: None,
         #[cfg(feature = "distributed")]
         partition: None,
     };
-    Ok(Prepared { solver, summary, regions: built.regions })
+    Ok(Prepared { solver, summary, regions: built.regions, mesh_seconds })
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
@@ -560,6 +584,7 @@ fn parse() -> Cli {
 }
 
 fn main() -> ExitCode {
+    hdg_examples::process_clock::start();
     let cli = parse();
     #[cfg(feature = "distributed")]
     {
@@ -735,20 +760,37 @@ mod over_mpi {
             distributed::output::pvtu_path(path).map_err(hdg::Error::into_core)?;
         }
         // The outputs are written here, not by `prepare`'s one-process writers.
-        let Prepared { solver, mut summary, regions } =
+        let Prepared { solver, mut summary, regions, mesh_seconds } =
             prepare(common, only, mesh, &SolutionOutputs::default())?;
         // The pieces need each rank's fields on the host; without them they stay on the device.
         let solver = solver.keep_solution(outputs.vtu.is_some());
         let mut log = StageLog::new(rank0 && !common.json, common.solver);
+        let started = Instant::now();
         let run = solver
             .run_distributed_with(world, &partition.partitioner(), &mut log)
             .map_err(hdg::Error::into_core)?;
+        let run_seconds = started.elapsed().as_secs_f64();
         drop(log);
+        let started = Instant::now();
         if let Some(path) = &outputs.vtu {
             summary.notes.push(write_vtu(world, &run, path, regions.as_deref())?);
         }
-        let (run, partitioned) = summary_run(world, &run, partition);
+        let outputs_seconds = started.elapsed().as_secs_f64();
+        let (summarized, partitioned) = summary_run(world, &run, partition);
         summary.partition = Some(partitioned);
+        let started = Instant::now();
+        drop(run);
+        let run = summarized;
+        // Rank 0's account: the partitioning is part of the run around the pipeline.
+        let pipeline = run.report.timings.total;
+        summary.process = Some(ProcessTimes {
+            wall: hdg_examples::process_clock::elapsed(),
+            mesh: mesh_seconds,
+            pipeline,
+            around_pipeline: (run_seconds - pipeline).max(0.0),
+            outputs: outputs_seconds,
+            teardown: started.elapsed().as_secs_f64(),
+        });
         if rank0 {
             if common.json {
                 println!("{}", summary_json(&run, &summary));

@@ -564,3 +564,41 @@ fn the_trace_solve_reports_its_iterations_to_progress() {
     assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (1..=iterations).collect::<Vec<_>>());
     assert!(seen.last().unwrap().1 <= 1e-8, "{:?}", seen.last());
 }
+
+/// The summary accounts for the program's wall time: its parts (the mesh, the pipeline's
+/// stages, the run around them, the outputs, the teardown) leave little unaccounted, and the
+/// program's own wall clock agrees with the one measured from outside (the start-up before
+/// `main` and the exit after the summary are all it cannot see). The mesh is large enough
+/// that its build is a visible share: a build moved outside every part would fail the test.
+#[test]
+fn the_summary_accounts_for_the_wall_time() {
+    let dir = std::env::temp_dir().join(format!("hdg-process-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let vtu = dir.join("u.vtu");
+    let args = ["solve", "--mesh", "square:300", "--order", "1", "--json", "--output"];
+    let started = std::time::Instant::now();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_hdg")).args(args).arg(&vtu).output().expect("runs hdg");
+    let outside = started.elapsed().as_secs_f64();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let p = &v["process"];
+    let seconds = |key: &str| p[key].as_f64().unwrap_or_else(|| panic!("process.{key} in {p}"));
+    let wall = seconds("wall_s");
+    let parts = ["mesh_s", "pipeline_s", "around_pipeline_s", "outputs_s", "teardown_s"];
+    let accounted: f64 = parts.iter().map(|k| seconds(k)).sum();
+    assert!(seconds("mesh_s") > 0.0 && seconds("outputs_s") > 0.0, "{p}");
+    assert_eq!(seconds("pipeline_s"), v["timings_s"]["total"].as_f64().expect("the total"));
+    assert!((seconds("rest_s") - (wall - accounted)).abs() < 1e-9, "{p}");
+    assert!(
+        wall - accounted < 0.1 + 0.1 * wall,
+        "unaccounted {:.3} s of {wall:.3} s: {p}",
+        wall - accounted
+    );
+    assert!(wall <= outside, "the program's wall {wall:.3} s above the outside's {outside:.3} s");
+    assert!(
+        outside - wall < 0.3 + 0.1 * outside,
+        "outside {outside:.3} s, the program's {wall:.3} s"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -427,6 +427,7 @@ impl ProblemFile {
             max_iterations: self.max_iterations,
             tau: tau_name(&self.tau),
             verbose: false,
+            process: None,
             #[cfg(feature = "distributed")]
             partition: None,
         };
