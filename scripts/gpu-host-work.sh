@@ -38,7 +38,10 @@ except ValueError:
 t = v["timings_s"]; p = v.get("process") or {}; d = v.get("device_memory") or {}
 stages = " ".join(f"{k}={t[k]:.3f}" for k in ("setup", "condense", "solve", "postprocess", "total"))
 proc = " ".join(f"{k[:-2]}={x:.3f}" for k, x in p.items())
-print(f"dofs={v[\"trace_dofs\"]:.3e} its={v[\"iterations\"]} {stages} u={v[\"errors\"][\"u\"]:.4e}"
+bpd = d.get("peak_bytes_per_trace_dof")
+dofs, its, u = v["trace_dofs"], v["iterations"], v["errors"]["u"]
+print(f"dofs={dofs:.3e} its={its} {stages} u={u:.4e}"
+      + (f" device_bytes_per_dof={bpd:.1f}" if bpd else "")
       + (f" process: {proc}" if proc else ""))
 ' "$line")"
     echo "$program mesh=$mesh k=$order rc=$rc wall=$wall $summary" | tee -a "$out/runs.log"
