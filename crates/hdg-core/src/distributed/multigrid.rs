@@ -24,13 +24,16 @@
 //! whole hierarchy formed on each) and the second level's allreduce: the next steps are the
 //! levels below distributed (aggregation inside each rank, the coarsest gathered onto fewer
 //! ranks) or hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::Communicator as _;
+use mpi::traits::*;
+use mpi::Count;
 
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
 use crate::backend::{HaloOps, MultigridOperator, MultigridOps};
 use crate::csr::HostCsr;
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::real::Real;
 use crate::topology::TraceTopology;
 
@@ -169,27 +172,96 @@ where
             }
             None => HostCsr { n, n_cols: n, indptr: vec![0; n + 1], ..HostCsr::default() },
         };
-        Ok(sum_over_ranks(self.comm, &local))
+        sum_over_ranks(self.comm, &local)
     }
 }
 
-/// The sum of every rank's `local` (all of the same shape), on every rank: the entries are
-/// gathered in rank order and each row's summed in that order, so every rank assembles the
-/// same bits.
-pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> HostCsr {
-    let mut rows = Vec::with_capacity(local.values.len());
-    for r in 0..local.n {
-        rows.extend(std::iter::repeat_n(r as u64, local.indptr[r + 1] - local.indptr[r]));
-    }
-    let columns: Vec<u64> = local.indices.iter().map(|&c| c as u64).collect();
-    let all_rows = agree::gather_all(comm, &rows);
-    let all_columns = agree::gather_all(comm, &columns);
-    let all_values = agree::gather_all(comm, &local.values);
-    let (start, entries) =
-        crate::sparse_rows::invert(all_rows.len(), local.n, |e| Some(all_rows[e] as usize));
-    crate::sparse_rows::assemble_rows(local.n, local.n_cols, |row, accumulator| {
-        for &e in &entries[start[row]..start[row + 1]] {
-            accumulator.add(all_columns[e as usize] as usize, all_values[e as usize]);
+/// The sum of every rank's `local` (all of the same shape), on every rank, in two steps:
+/// each rank sums one range of rows (every rank sends it its entries of those rows, and the
+/// entries of a row are added in rank order, each rank's in its own order), then every rank
+/// gathers the summed ranges. Every rank so holds the same bits, and each entry travels to
+/// one rank before the (smaller) sums travel to all: the whole level's raw entries gathered
+/// on every rank, and summed there, cost each rank the work and the traffic of all of them.
+///
+/// # Errors
+/// A rank's share of the entries above MPI's counts (2^31 - 1).
+pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> Result<HostCsr> {
+    let (size, n) = (comm.size() as usize, local.n);
+    let bound = |r: usize| r * n / size;
+    let count = |len: usize| {
+        Count::try_from(len).map_err(|_| CoreError::InvalidParameter {
+            name: "vertex level",
+            reason: format!("{len} entries to send to one rank: above MPI's counts"),
+        })
+    };
+    // Rank r sums rows bound(r)..bound(r + 1): this rank's row lengths, columns and values
+    // there, contiguous in its CSR.
+    let lengths: Vec<u32> =
+        (0..n).map(|i| (local.indptr[i + 1] - local.indptr[i]) as u32).collect();
+    let columns: Vec<u32> = local.indices.iter().map(|&c| c as u32).collect();
+    let row_counts =
+        (0..size).map(|r| count(bound(r + 1) - bound(r))).collect::<Result<Vec<_>>>()?;
+    let entry_counts = (0..size)
+        .map(|r| count(local.indptr[bound(r + 1)] - local.indptr[bound(r)]))
+        .collect::<Result<Vec<_>>>()?;
+    let mut incoming: Vec<Count> = vec![0; size];
+    comm.all_to_all_into(&entry_counts[..], &mut incoming[..]);
+    let mine = bound(comm.rank() as usize)..bound(comm.rank() as usize + 1);
+    let received_rows = vec![mine.len() as Count; size];
+    let their_lengths = exchange(comm, &lengths, &row_counts, &received_rows);
+    let their_columns = exchange(comm, &columns, &entry_counts, &incoming);
+    let their_values = exchange(comm, &local.values, &entry_counts, &incoming);
+    // Where each sender's entries of each of my rows start.
+    let mut starts = vec![0usize; size * (mine.len() + 1)];
+    let mut offset = 0;
+    for s in 0..size {
+        let first = s * (mine.len() + 1);
+        for i in 0..mine.len() {
+            starts[first + i] = offset;
+            offset += their_lengths[s * mine.len() + i] as usize;
         }
-    })
+        starts[first + mine.len()] = offset;
+    }
+    let summed = crate::sparse_rows::assemble_rows(mine.len(), local.n_cols, |row, accumulator| {
+        for s in 0..size {
+            let first = s * (mine.len() + 1) + row;
+            for e in starts[first]..starts[first + 1] {
+                accumulator.add(their_columns[e] as usize, their_values[e]);
+            }
+        }
+    });
+    // Every rank gathers the summed ranges, in rank order: the rows in order.
+    let lengths: Vec<u32> =
+        (0..summed.n).map(|i| (summed.indptr[i + 1] - summed.indptr[i]) as u32).collect();
+    let columns: Vec<u32> = summed.indices.iter().map(|&c| c as u32).collect();
+    count(columns.len())?;
+    let all_lengths = agree::gather_all(comm, &lengths);
+    let all_columns = agree::gather_all(comm, &columns);
+    let values = agree::gather_all(comm, &summed.values);
+    let mut indptr = Vec::with_capacity(n + 1);
+    indptr.push(0);
+    for &len in &all_lengths {
+        indptr.push(indptr[indptr.len() - 1] + len as usize);
+    }
+    let indices = all_columns.into_iter().map(|c| c as usize).collect();
+    Ok(HostCsr { n, n_cols: local.n_cols, indptr, indices, values })
+}
+
+/// One all-to-all of variable counts: `send[...]` in pieces of `send_counts` to the ranks in
+/// order; returns what the ranks sent this one, `receive_counts` from each, in rank order.
+fn exchange<V: mpi::datatype::Equivalence + Copy + Default>(
+    comm: &Communicator,
+    send: &[V],
+    send_counts: &[Count],
+    receive_counts: &[Count],
+) -> Vec<V> {
+    let displacements = |counts: &[Count]| -> Vec<Count> {
+        counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect()
+    };
+    let mut received = vec![V::default(); receive_counts.iter().map(|&c| c as usize).sum()];
+    let sent = Partition::new(send, send_counts, displacements(send_counts));
+    let mut into =
+        PartitionMut::new(&mut received[..], receive_counts, displacements(receive_counts));
+    comm.all_to_all_varcount_into(&sent, &mut into);
+    received
 }
