@@ -386,15 +386,13 @@ fn run_one(
     // The summary needs the report only: the fields and the trace matrix go now, so that
     // their freeing is counted.
     drop((run.solution.take(), run.trace_matrix.take()));
-    let pipeline = run.report.timings.total;
-    summary.process = Some(ProcessTimes {
-        wall: hdg_examples::process_clock::elapsed(),
-        mesh: mesh_seconds,
-        pipeline,
-        around_pipeline: (run_seconds - pipeline).max(0.0),
-        outputs: outputs_seconds,
-        teardown: started.elapsed().as_secs_f64(),
-    });
+    summary.process = Some(ProcessTimes::now(
+        mesh_seconds,
+        run_seconds,
+        run.report.timings.total,
+        outputs_seconds,
+        started.elapsed().as_secs_f64(),
+    ));
     Ok((run, summary))
 }
 
@@ -782,15 +780,13 @@ mod over_mpi {
         drop(run);
         let run = summarized;
         // Rank 0's account: the partitioning is part of the run around the pipeline.
-        let pipeline = run.report.timings.total;
-        summary.process = Some(ProcessTimes {
-            wall: hdg_examples::process_clock::elapsed(),
-            mesh: mesh_seconds,
-            pipeline,
-            around_pipeline: (run_seconds - pipeline).max(0.0),
-            outputs: outputs_seconds,
-            teardown: started.elapsed().as_secs_f64(),
-        });
+        summary.process = Some(ProcessTimes::now(
+            mesh_seconds,
+            run_seconds,
+            run.report.timings.total,
+            outputs_seconds,
+            started.elapsed().as_secs_f64(),
+        ));
         if rank0 {
             if common.json {
                 println!("{}", summary_json(&run, &summary));

@@ -47,6 +47,19 @@ pub struct ProcessTimes {
 }
 
 impl ProcessTimes {
+    /// The account at this moment, from the parts' seconds: `run` is the solver's whole run,
+    /// of which `pipeline` is the stages.
+    pub fn now(mesh: f64, run: f64, pipeline: f64, outputs: f64, teardown: f64) -> Self {
+        ProcessTimes {
+            wall: elapsed(),
+            mesh,
+            pipeline,
+            around_pipeline: (run - pipeline).max(0.0),
+            outputs,
+            teardown,
+        }
+    }
+
     /// What no part accounts for: start-up, options, the problem's set-up, reporting.
     pub fn rest(&self) -> f64 {
         self.wall - self.mesh - self.pipeline - self.around_pipeline - self.outputs - self.teardown
