@@ -20,8 +20,9 @@
 //! ranks that grew with the ranks and cost most of an iteration in 2D at 4 GPUs (measured:
 //! BENCHMARKS.md, "Distributed runs"). Distributing the first level cuts that allreduce to the
 //! second level's size and the first level's work to a rank's share. What stays replicated,
-//! and grows with the ranks, is the setup (the whole E^T A E gathered on every rank, the
-//! whole hierarchy formed on each) and the second level's allreduce: the next steps are the
+//! and grows with the ranks, is the setup (E^T A E, summed by row ranges
+//! ([`sum_over_ranks`]) but then gathered whole on every rank, the whole hierarchy formed on
+//! each, the vertex space of the whole mesh) and the second level's allreduce: the next steps are the
 //! levels below distributed (aggregation inside each rank, the coarsest gathered onto fewer
 //! ranks) or hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
 use mpi::datatype::{Partition, PartitionMut};
