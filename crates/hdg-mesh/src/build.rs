@@ -70,7 +70,8 @@ pub(crate) fn check_cells(
             } else {
                 continue;
             };
-            acc = acc.merge(CellChecks { connectivity: Some((c, error)), ..Default::default() });
+            // A fold takes its cells in order: the first is its lowest.
+            acc.connectivity.get_or_insert((c, error));
             return acc;
         }
         let mut coords = [0.0f64; 12];

@@ -2,7 +2,7 @@
 //! its cells, a refused input) fails on all, with that rank's message, instead of leaving the
 //! others waiting in the next collective operation.
 use mpi::collective::SystemOperation;
-use mpi::datatype::{Equivalence, PartitionMut};
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
@@ -43,14 +43,33 @@ pub fn gather_all<V: Equivalence + Copy + Default>(comm: &Communicator, local: &
     let size = comm.size() as usize;
     let mut counts: Vec<Count> = vec![0; size];
     comm.all_gather_into(&(local.len() as Count), &mut counts[..]);
-    let displacements: Vec<Count> =
-        counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect();
     let mut all = vec![V::default(); counts.iter().sum::<Count>() as usize];
     comm.all_gather_varcount_into(
         local,
-        &mut PartitionMut::new(&mut all[..], &counts[..], &displacements[..]),
+        &mut PartitionMut::new(&mut all[..], &counts[..], displacements(&counts)),
     );
     all
+}
+
+/// Where each rank's piece starts in a buffer of pieces of `counts`, in rank order.
+pub(super) fn displacements(counts: &[Count]) -> Vec<Count> {
+    counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect()
+}
+
+/// One all-to-all of variable counts: `send` in pieces of `send_counts` to the ranks in
+/// order; returns what the ranks sent this one, `receive_counts` from each, in rank order.
+pub(super) fn all_to_all<V: Equivalence + Copy + Default>(
+    comm: &Communicator,
+    send: &[V],
+    send_counts: &[Count],
+    receive_counts: &[Count],
+) -> Vec<V> {
+    let mut received = vec![V::default(); receive_counts.iter().map(|&c| c as usize).sum()];
+    let sent = Partition::new(send, send_counts, displacements(send_counts));
+    let mut into =
+        PartitionMut::new(&mut received[..], receive_counts, displacements(receive_counts));
+    comm.all_to_all_varcount_into(&sent, &mut into);
+    received
 }
 
 /// The sum over ranks of each entry.

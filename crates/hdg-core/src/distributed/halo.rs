@@ -7,7 +7,7 @@
 use std::any::Any;
 use std::sync::Mutex;
 
-use mpi::datatype::{Equivalence, Partition, PartitionMut};
+use mpi::datatype::Equivalence;
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
@@ -82,10 +82,6 @@ fn entries(rows: &[u32], n_f: usize) -> Vec<u32> {
     rows.iter().flat_map(|&r| (0..n_f as u32).map(move |m| r * n_f as u32 + m)).collect()
 }
 
-fn displacements(counts: &[Count]) -> Vec<Count> {
-    counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect()
-}
-
 impl<I> Halo<I> {
     /// The halo of the rows whose global faces are `row_faces` and owners `row_owners` (a
     /// rank's free rows: owned ones and ghosts), vectors of `n_f` entries per row.
@@ -145,14 +141,7 @@ impl<I> Halo<I> {
         let mut reply_counts: Vec<Count> = vec![0; size];
         comm.all_to_all_into(&request_counts[..], &mut reply_counts[..]);
         let requests: Vec<u64> = wanted.iter().flatten().map(|&(face, _)| face).collect();
-        let mut asked = vec![0u64; reply_counts.iter().sum::<Count>() as usize];
-        {
-            let send =
-                Partition::new(&requests[..], &request_counts[..], displacements(&request_counts));
-            let mut receive =
-                PartitionMut::new(&mut asked[..], &reply_counts[..], displacements(&reply_counts));
-            comm.all_to_all_varcount_into(&send, &mut receive);
-        }
+        let asked = super::agree::all_to_all(comm, &requests, &request_counts, &reply_counts);
         // The owned rows by global number, for the other ranks' requests (none: none needed),
         // sorted in parallel: a rank owns millions of rows.
         let n_rows = if asked.is_empty() { 0 } else { row_faces.len() };

@@ -25,7 +25,6 @@
 //! each, the vertex space of the whole mesh) and the second level's allreduce: the next steps are the
 //! levels below distributed (aggregation inside each rank, the coarsest gathered onto fewer
 //! ranks) or hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
-use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
@@ -197,21 +196,23 @@ pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> Result<HostCsr> {
     };
     // Rank r sums rows bound(r)..bound(r + 1): this rank's row lengths, columns and values
     // there, contiguous in its CSR.
-    let lengths: Vec<u32> =
-        (0..n).map(|i| (local.indptr[i + 1] - local.indptr[i]) as u32).collect();
-    let columns: Vec<u32> = local.indices.iter().map(|&c| c as u32).collect();
+    let (lengths, columns) = compact(local);
     let row_counts =
         (0..size).map(|r| count(bound(r + 1) - bound(r))).collect::<Result<Vec<_>>>()?;
-    let entry_counts = (0..size)
-        .map(|r| count(local.indptr[bound(r + 1)] - local.indptr[bound(r)]))
-        .collect::<Result<Vec<_>>>()?;
+    // A refusal on one rank is every rank's (before any rank waits in an exchange).
+    let entry_counts = agree::agree(
+        comm,
+        (0..size)
+            .map(|r| count(local.indptr[bound(r + 1)] - local.indptr[bound(r)]))
+            .collect::<Result<Vec<_>>>(),
+    )?;
     let mut incoming: Vec<Count> = vec![0; size];
     comm.all_to_all_into(&entry_counts[..], &mut incoming[..]);
     let mine = bound(comm.rank() as usize)..bound(comm.rank() as usize + 1);
     let received_rows = vec![mine.len() as Count; size];
-    let their_lengths = exchange(comm, &lengths, &row_counts, &received_rows);
-    let their_columns = exchange(comm, &columns, &entry_counts, &incoming);
-    let their_values = exchange(comm, &local.values, &entry_counts, &incoming);
+    let their_lengths = agree::all_to_all(comm, &lengths, &row_counts, &received_rows);
+    let their_columns = agree::all_to_all(comm, &columns, &entry_counts, &incoming);
+    let their_values = agree::all_to_all(comm, &local.values, &entry_counts, &incoming);
     // Where each sender's entries of each of my rows start.
     let mut starts = vec![0usize; size * (mine.len() + 1)];
     let mut offset = 0;
@@ -232,10 +233,8 @@ pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> Result<HostCsr> {
         }
     });
     // Every rank gathers the summed ranges, in rank order: the rows in order.
-    let lengths: Vec<u32> =
-        (0..summed.n).map(|i| (summed.indptr[i + 1] - summed.indptr[i]) as u32).collect();
-    let columns: Vec<u32> = summed.indices.iter().map(|&c| c as u32).collect();
-    count(columns.len())?;
+    let (lengths, columns) = compact(&summed);
+    agree::agree(comm, count(columns.len()))?;
     let all_lengths = agree::gather_all(comm, &lengths);
     let all_columns = agree::gather_all(comm, &columns);
     let values = agree::gather_all(comm, &summed.values);
@@ -248,21 +247,8 @@ pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> Result<HostCsr> {
     Ok(HostCsr { n, n_cols: local.n_cols, indptr, indices, values })
 }
 
-/// One all-to-all of variable counts: `send[...]` in pieces of `send_counts` to the ranks in
-/// order; returns what the ranks sent this one, `receive_counts` from each, in rank order.
-fn exchange<V: mpi::datatype::Equivalence + Copy + Default>(
-    comm: &Communicator,
-    send: &[V],
-    send_counts: &[Count],
-    receive_counts: &[Count],
-) -> Vec<V> {
-    let displacements = |counts: &[Count]| -> Vec<Count> {
-        counts.iter().scan(0, |acc, &c| Some(std::mem::replace(acc, *acc + c))).collect()
-    };
-    let mut received = vec![V::default(); receive_counts.iter().map(|&c| c as usize).sum()];
-    let sent = Partition::new(send, send_counts, displacements(send_counts));
-    let mut into =
-        PartitionMut::new(&mut received[..], receive_counts, displacements(receive_counts));
-    comm.all_to_all_varcount_into(&sent, &mut into);
-    received
+/// A CSR matrix's row lengths and columns as u32, what its messages carry.
+fn compact(a: &HostCsr) -> (Vec<u32>, Vec<u32>) {
+    let lengths = a.indptr.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+    (lengths, a.indices.iter().map(|&c| c as u32).collect())
 }
