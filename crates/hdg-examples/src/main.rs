@@ -11,7 +11,7 @@ use hdg::{
     Stage, TraceOperatorKind, DEFAULT_MAX_ITERATIONS,
 };
 use hdg_examples::problem_file::ProblemFile;
-use hdg_examples::process_clock::ProcessTimes;
+use hdg_examples::process_clock::{BackendStartTimes, ProcessTimes};
 use hdg_examples::{
     export_matrix, manufactured_formula, parse_tau, print_report, program_solver, summary_json,
     tau_name, BoundaryKind, Description, MeshKind, MeshSpec, ProblemKind, SolutionOutputs, Summary,
@@ -369,8 +369,10 @@ fn run_one(
     outputs: &SolutionOutputs,
     log: &mut StageLog,
 ) -> Result<(Run, Summary), CoreError> {
-    let Prepared { solver, mut summary, regions, mesh_seconds } =
-        prepare(common, only, mesh, outputs)?;
+    let Prepared { solver, mut summary, regions, mesh_seconds, start } =
+        prepare(common, only, mesh, outputs, 0)?;
+    let (started, backend) = wait_for(start);
+    let solver = solver.on_started(started?);
     let started = Instant::now();
     let mut run = solver.run(log).map_err(hdg::Error::into_core)?;
     let run_seconds = started.elapsed().as_secs_f64();
@@ -388,6 +390,7 @@ fn run_one(
     drop((run.solution.take(), run.trace_matrix.take()));
     summary.process = Some(ProcessTimes::now(
         mesh_seconds,
+        backend,
         run_seconds,
         run.report.timings.total,
         outputs_seconds,
@@ -404,14 +407,28 @@ struct Prepared {
     regions: Option<Vec<u32>>,
     /// Seconds spent building or reading the mesh.
     mesh_seconds: f64,
+    /// The backend, started beside the mesh: [`wait_for`] it.
+    start: hdg::BackendStart,
 }
 
-/// Checks the options and builds the mesh, the problem and the solver of one solve.
+/// The backend's start, and how long it took and was waited for.
+fn wait_for(
+    start: hdg::BackendStart,
+) -> (Result<hdg::StartedBackend, CoreError>, BackendStartTimes) {
+    let waiting = Instant::now();
+    let started = start.wait().map_err(hdg::Error::into_core);
+    let seconds = started.as_ref().map_or(0.0, hdg::StartedBackend::seconds);
+    (started, BackendStartTimes { seconds, waited: waiting.elapsed().as_secs_f64() })
+}
+
+/// Checks the options and builds the mesh, the problem and the solver of one solve, the
+/// backend started on `device` (modulo the devices seen) on another thread meanwhile.
 fn prepare(
     common: &Common,
     only: &SolveOptions,
     mesh: &MeshSpec,
     outputs: &SolutionOutputs,
+    device: usize,
 ) -> Result<Prepared, CoreError> {
     // A file name of another format is refused before the solve, not after it.
     outputs.check()?;
@@ -426,6 +443,7 @@ fn prepare(
     }
     let order = common.order as usize;
     mesh.check_size(order, common.backend, common.precision)?;
+    let start = common.backend.start_on(device);
     let started = Instant::now();
     let built = mesh.build(common.diagonal.into(), common.perturb, common.seed)?;
     let mesh_seconds = started.elapsed().as_secs_f64();
@@ -486,7 +504,7 @@ fn prepare(
         #[cfg(feature = "distributed")]
         partition: None,
     };
-    Ok(Prepared { solver, summary, regions: built.regions, mesh_seconds })
+    Ok(Prepared { solver, summary, regions: built.regions, mesh_seconds, start })
 }
 
 /// The boundary conditions of `--bc`, `--neumann` and `--robin`, with data from the problem's
@@ -758,8 +776,12 @@ mod over_mpi {
             distributed::output::pvtu_path(path).map_err(hdg::Error::into_core)?;
         }
         // The outputs are written here, not by `prepare`'s one-process writers.
-        let Prepared { solver, mut summary, regions, mesh_seconds } =
-            prepare(common, only, mesh, &SolutionOutputs::default())?;
+        let device = distributed::node_rank(world);
+        let Prepared { solver, mut summary, regions, mesh_seconds, start } =
+            prepare(common, only, mesh, &SolutionOutputs::default(), device)?;
+        // A start that failed on one rank fails on all (none waits in the run's collectives).
+        let (started, backend) = wait_for(start);
+        let solver = solver.on_started(hdg::core::distributed::agree(world, started)?);
         // The pieces need each rank's fields on the host; without them they stay on the device.
         let solver = solver.keep_solution(outputs.vtu.is_some());
         let mut log = StageLog::new(rank0 && !common.json, common.solver);
@@ -782,6 +804,7 @@ mod over_mpi {
         // Rank 0's account: the partitioning is part of the run around the pipeline.
         summary.process = Some(ProcessTimes::now(
             mesh_seconds,
+            backend,
             run_seconds,
             run.report.timings.total,
             outputs_seconds,

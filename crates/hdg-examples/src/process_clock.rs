@@ -28,6 +28,15 @@ pub fn elapsed() -> f64 {
     start.map_or(0.0, |s| now_ns().saturating_sub(s) as f64 * 1e-9)
 }
 
+/// The backend's start on its own thread while the mesh is built ([`hdg::Backend::start`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackendStartTimes {
+    /// How long the start took on its thread, seconds.
+    pub seconds: f64,
+    /// How long the program waited for it after the mesh was built, seconds.
+    pub waited: f64,
+}
+
 /// Where a run's wall time went, in seconds: the summary's `process` line.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessTimes {
@@ -35,10 +44,13 @@ pub struct ProcessTimes {
     pub wall: f64,
     /// Building or reading the mesh (and its checks and topology).
     pub mesh: f64,
+    /// The backend's start (the CUDA context and kernels), on another thread beside the mesh:
+    /// not part of the sum, but for the wait that followed the mesh, in `around_pipeline`.
+    pub backend_start: f64,
     /// The pipeline's stages (their total).
     pub pipeline: f64,
-    /// The solver's run around the stages: the backend's start (a device context), checks,
-    /// the results' hand-over.
+    /// The solver's run around the stages (checks, the results' hand-over) and the wait for
+    /// the backend's start after the mesh.
     pub around_pipeline: f64,
     /// Writing the outputs.
     pub outputs: f64,
@@ -49,12 +61,20 @@ pub struct ProcessTimes {
 impl ProcessTimes {
     /// The account at this moment, from the parts' seconds: `run` is the solver's whole run,
     /// of which `pipeline` is the stages.
-    pub fn now(mesh: f64, run: f64, pipeline: f64, outputs: f64, teardown: f64) -> Self {
+    pub fn now(
+        mesh: f64,
+        backend: BackendStartTimes,
+        run: f64,
+        pipeline: f64,
+        outputs: f64,
+        teardown: f64,
+    ) -> Self {
         ProcessTimes {
             wall: elapsed(),
             mesh,
+            backend_start: backend.seconds,
             pipeline,
-            around_pipeline: (run - pipeline).max(0.0),
+            around_pipeline: (run - pipeline).max(0.0) + backend.waited,
             outputs,
             teardown,
         }
@@ -68,10 +88,15 @@ impl ProcessTimes {
     /// The summary's line.
     pub fn line(&self) -> String {
         format!(
-            "wall {:.3} since the program started: mesh {:.3}, pipeline {:.3} (the stages), \
+            "wall {:.3} since the program started: mesh {:.3}{}, pipeline {:.3} (the stages), \
              around it {:.3}, outputs {:.3}, teardown {:.3}, the rest {:.3}",
             self.wall,
             self.mesh,
+            if self.backend_start > 0.0 {
+                format!(" (the backend's start beside it {:.3})", self.backend_start)
+            } else {
+                String::new()
+            },
             self.pipeline,
             self.around_pipeline,
             self.outputs,
@@ -85,6 +110,7 @@ impl ProcessTimes {
         serde_json::json!({
             "wall_s": self.wall,
             "mesh_s": self.mesh,
+            "backend_start_s": self.backend_start,
             "pipeline_s": self.pipeline,
             "around_pipeline_s": self.around_pipeline,
             "outputs_s": self.outputs,

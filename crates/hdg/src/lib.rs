@@ -95,6 +95,7 @@ pub mod json;
 pub mod matrix_market;
 pub mod png;
 mod solver;
+mod start;
 pub mod vtu;
 
 pub use hdg_backend_cpu as cpu;
@@ -118,6 +119,7 @@ pub use hdg_mesh::{generate, gmsh, CellType, Mesh};
 pub use solver::{
     host_peak_rss_bytes, host_threads, DeviceMemory, Run, Solver, MEMORY_SAMPLE_INTERVAL,
 };
+pub use start::{BackendStart, StartedBackend};
 
 use std::fmt;
 use std::str::FromStr;

@@ -10,7 +10,7 @@ use hdg_core::{
 use hdg_linalg::{SolverBackend, SolverChoice, SolverPrecision, SolverSettings};
 use hdg_mesh::Mesh;
 
-use crate::{Backend, Error};
+use crate::{Backend, Error, StartedBackend};
 
 /// How often a run that watches the device memory samples it.
 pub const MEMORY_SAMPLE_INTERVAL: Duration = Duration::from_micros(500);
@@ -37,6 +37,7 @@ pub struct Solver {
     watch_memory: bool,
     keep_operator: bool,
     keep_solution: bool,
+    started: Option<StartedBackend>,
 }
 
 /// Peak device memory of a run on the CUDA backend, sampled from a background thread every
@@ -90,7 +91,23 @@ impl Solver {
             watch_memory: false,
             keep_operator: false,
             keep_solution: true,
+            started: None,
         }
+    }
+
+    /// Runs on the backend `started` ([`Backend::start`]: started on another thread while
+    /// the mesh was built) instead of creating one: the backend becomes its kind, and the CUDA
+    /// runs (here and over MPI ranks) use its device.
+    pub fn on_started(mut self, started: StartedBackend) -> Solver {
+        self.backend = started.backend();
+        self.started = Some(started);
+        self
+    }
+
+    /// The CUDA backend started for this solver ([`Solver::on_started`]), if any.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn started_cuda(&self) -> Option<hdg_backend_cuda::CudaBackend> {
+        self.started.as_ref().and_then(|s| s.cuda.clone())
     }
 
     /// Polynomial order k (1 to 10 on the CPU, 1 to 8 on CUDA: [`Backend::max_order`]).
@@ -278,9 +295,11 @@ impl Solver {
     /// watched if asked.
     #[cfg(feature = "cuda")]
     fn run_on_cuda(&self, progress: &mut dyn Progress) -> Result<Run, Error> {
-        let cuda = hdg_backend_cuda::CudaBackend::new()?
-            .with_trace_operator(self.operator)
-            .with_settings(self.cuda.clone())?;
+        let cuda = match self.started_cuda() {
+            Some(cuda) => cuda,
+            None => hdg_backend_cuda::CudaBackend::new()?,
+        };
+        let cuda = cuda.with_trace_operator(self.operator).with_settings(self.cuda.clone())?;
         let watch = match self.watch_memory {
             true => Some(cuda.watch_memory(MEMORY_SAMPLE_INTERVAL)?),
             false => None,

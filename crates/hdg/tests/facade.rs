@@ -200,6 +200,56 @@ fn the_cuda_backend_gives_the_cpu_solution() {
     }
 }
 
+/// A backend started ahead of the run (`Backend::start`, here while the mesh is built) is the
+/// run's: the solver takes its kind, and the solution is the one of a solver that creates its
+/// backend itself. Without the CUDA feature, a CUDA start says so when waited for.
+#[test]
+fn a_started_backend_runs_the_solve() {
+    use hdg::Backend;
+    let start = Backend::Cpu.start();
+    let mesh = generate::unit_square(6, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
+    let started = start.wait().unwrap();
+    assert_eq!((started.backend(), started.seconds()), (Backend::Cpu, 0.0));
+    // `on_started` sets the backend: a solver set up for CUDA runs on the CPU it was given.
+    let solver = Solver::new(mesh.clone(), problem.clone()).backend(Backend::Cuda);
+    let solver = solver.on_started(started).order(2);
+    assert_eq!(solver.backend_choice(), Backend::Cpu);
+    let given = solver.solve().unwrap();
+    let own = Solver::new(mesh, problem).order(2).solve().unwrap();
+    assert_eq!(given.report().backend, "cpu");
+    assert_eq!(given.trace(), own.trace());
+    #[cfg(not(feature = "cuda"))]
+    {
+        let refused = Backend::Cuda.start().wait().unwrap_err().to_string();
+        assert!(refused.contains("no CUDA support"), "{refused}");
+    }
+}
+
+/// The CUDA backend started on its own thread while the mesh is built runs the solve: the
+/// same solution as a solver that creates its backend on the calling thread, and two solvers
+/// given clones of one started backend share its device.
+#[test]
+#[ignore = "needs a CUDA GPU and the cuda feature"]
+fn a_cuda_backend_started_beside_the_mesh_runs_the_solve() {
+    use hdg::Backend;
+    let start = Backend::Cuda.start();
+    let mesh = generate::unit_square(16, Diagonal::Right).unwrap();
+    let problem = Problem::manufactured(Manufactured::ExpSin, 1.0, 0.0);
+    let started = start.wait().unwrap();
+    assert_eq!(started.backend(), Backend::Cuda);
+    assert!(started.seconds() > 0.0);
+    let own = Solver::new(mesh.clone(), problem.clone()).order(3).backend(Backend::Cuda);
+    let own = own.solve().unwrap();
+    for _ in 0..2 {
+        let given = Solver::new(mesh.clone(), problem.clone()).order(3).on_started(started.clone());
+        let given = given.solve().unwrap();
+        assert_eq!(given.report().backend, "cuda");
+        assert_eq!(given.report().solve.iterations, own.report().solve.iterations);
+        assert_eq!(given.trace(), own.trace());
+    }
+}
+
 /// `Solver::run` is the whole run as a program reports it: it keeps what it is asked to (the
 /// trace matrix, square and symmetric, of the report's size; no solution when told not to),
 /// reports a capped solve instead of failing, and refuses what the chosen backend cannot do.

@@ -12,6 +12,22 @@ impl ProblemFile {
     /// large for the host ([`MeshSpec::check_size`]); [`CoreError::Io`] if the CUDA settings
     /// in the environment are malformed.
     pub fn build(&self) -> Result<Setup, CoreError> {
+        self.build_started(self.backend.start(), |start| {
+            start.wait().map_err(hdg::Error::into_core)
+        })
+    }
+
+    /// [`ProblemFile::build`] while the backend `start` (of this file's backend,
+    /// [`hdg::Backend::start_on`]) starts on another thread; `wait` waits for it after the
+    /// mesh was built or read (over MPI ranks: making a failure every rank's).
+    ///
+    /// # Errors
+    /// Those of [`ProblemFile::build`], and those `wait` returns.
+    pub fn build_started(
+        &self,
+        start: hdg::BackendStart,
+        wait: impl FnOnce(hdg::BackendStart) -> Result<hdg::StartedBackend, CoreError>,
+    ) -> Result<Setup, CoreError> {
         let built = self.build_mesh()?;
         let mesh = &built.mesh;
         let dim = mesh.dim();
@@ -167,7 +183,8 @@ impl ProblemFile {
             .precision(self.precision)
             .solver_settings(settings)
             .operator(self.operator)
-            .keep_solution(self.outputs.vtu.is_some() || self.outputs.png.is_some());
+            .keep_solution(self.outputs.vtu.is_some() || self.outputs.png.is_some())
+            .on_started(wait(start)?);
         Ok(Setup {
             solver,
             mesh_lines: built.summary,

@@ -25,7 +25,11 @@ impl ProblemFile {
             return Err(problem_error(&self.path, why.to_string()));
         }
         check_operator(self.operator)?;
-        let setup = self.build()?;
+        let start = self.backend.start_on(hdg::distributed::node_rank(world));
+        // A start that failed on one rank fails on all (none waits in the run's collectives).
+        let setup = self.build_started(start, |start| {
+            hdg::core::distributed::agree(world, start.wait().map_err(hdg::Error::into_core))
+        })?;
         let run = setup
             .solver
             .run_distributed_with(world, &partition.partitioner(), progress)

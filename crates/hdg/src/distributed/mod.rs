@@ -111,7 +111,8 @@ impl Solver {
     /// (direct, mixed precision).
     ///
     /// On the CUDA backend each rank takes one GPU of its node: device [`node_rank`] modulo
-    /// the devices it sees (so `mpirun -np 4` on a node of 4 GPUs uses each once).
+    /// the devices it sees (so `mpirun -np 4` on a node of 4 GPUs uses each once), or the
+    /// device of the backend it was started on ([`Solver::on_started`]).
     pub fn run_distributed(
         &self,
         comm: &Communicator,
@@ -152,12 +153,16 @@ impl Solver {
             }
             #[cfg(feature = "cuda")]
             Backend::Cuda => {
-                let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
-                let device = node_rank(comm) % devices;
+                let cuda = match self.started_cuda() {
+                    Some(cuda) => Ok(cuda),
+                    None => {
+                        let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
+                        hdg_backend_cuda::CudaBackend::on_device(node_rank(comm) % devices)
+                    }
+                };
                 let cuda = hdg_core::distributed::agree(
                     comm,
-                    hdg_backend_cuda::CudaBackend::on_device(device)
-                        .and_then(|b| b.with_settings(self.cuda_settings_choice().clone()))
+                    cuda.and_then(|b| b.with_settings(self.cuda_settings_choice().clone()))
                         .map(|b| b.with_trace_operator(self.operator_choice())),
                 )?;
                 self.run_ranks(comm, &cuda, &partition, progress)
