@@ -678,6 +678,8 @@ struct WatchShared {
     stop: AtomicBool,
     /// Largest device-wide used memory seen (total - free), bytes.
     peak_used: AtomicUsize,
+    /// When the sampler first saw `peak_used`, nanoseconds since the watch started.
+    peak_at_ns: AtomicU64,
     samples: AtomicU64,
     /// The sampling thread's first error, if any.
     error: Mutex<Option<CoreError>>,
@@ -693,6 +695,8 @@ pub struct MemoryPeak {
     pub baseline_used_bytes: usize,
     /// The largest device memory in use seen while watching, bytes.
     pub peak_used_bytes: usize,
+    /// When it was first seen, seconds since the watch started (which stage held it).
+    pub peak_at_seconds: f64,
     /// The device's memory, bytes.
     pub total_bytes: usize,
     /// Samples taken (one at the start, one per interval, one at the stop).
@@ -740,10 +744,12 @@ impl CudaBackend {
         let shared = Arc::new(WatchShared {
             stop: AtomicBool::new(false),
             peak_used: AtomicUsize::new(baseline_used),
+            peak_at_ns: AtomicU64::new(0),
             samples: AtomicU64::new(1),
             error: Mutex::new(None),
         });
         let (gpu, sampler) = (Arc::clone(&self.gpu), Arc::clone(&shared));
+        let start = Instant::now();
         let thread = std::thread::Builder::new()
             .name("hdg-memory-watch".into())
             .spawn(move || {
@@ -751,7 +757,11 @@ impl CudaBackend {
                     gpu.bind()?;
                     while !sampler.stop.load(Ordering::Acquire) {
                         let (used, _) = used_and_total()?;
-                        sampler.peak_used.fetch_max(used, Ordering::AcqRel);
+                        // The one writer until the stop: a new peak is this sample's.
+                        if sampler.peak_used.fetch_max(used, Ordering::AcqRel) < used {
+                            let at = start.elapsed().as_nanos() as u64;
+                            sampler.peak_at_ns.store(at, Ordering::Release);
+                        }
                         sampler.samples.fetch_add(1, Ordering::Relaxed);
                         std::thread::sleep(interval);
                     }
@@ -771,7 +781,7 @@ impl CudaBackend {
             baseline_used,
             total,
             interval,
-            start: Instant::now(),
+            start,
         })
     }
 }
@@ -786,10 +796,16 @@ impl MemoryWatch {
         }
         self.gpu.bind()?;
         let (used, _) = used_and_total()?;
-        let peak_used = self.shared.peak_used.load(Ordering::Acquire).max(used);
+        let sampled = self.shared.peak_used.load(Ordering::Acquire);
+        let peak_at_seconds = if used > sampled {
+            self.start.elapsed().as_secs_f64()
+        } else {
+            self.shared.peak_at_ns.load(Ordering::Acquire) as f64 * 1e-9
+        };
         Ok(MemoryPeak {
             baseline_used_bytes: self.baseline_used,
-            peak_used_bytes: peak_used,
+            peak_used_bytes: sampled.max(used),
+            peak_at_seconds,
             total_bytes: self.total,
             samples: self.shared.samples.load(Ordering::Relaxed) + 1,
             interval: self.interval,

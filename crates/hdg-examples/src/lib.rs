@@ -619,9 +619,10 @@ fn print_memory(run: &Run, verbose: bool) {
     let dofs = run.report.trace_dofs.max(1) as f64;
     if let Some(d) = run.device_memory {
         println!(
-            "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
+            "  device memory  peak {:.3} GiB above the {:.3} GiB in use at the start, {:.3} s into the run ({:.1} bytes per trace dof; {} samples every {:.1} ms; device {:.1} GiB)",
             d.peak_bytes as f64 / GIB,
             d.baseline_used_bytes as f64 / GIB,
+            d.peak_at_s,
             d.peak_bytes as f64 / dofs,
             d.samples,
             d.interval_s * 1e3,

@@ -54,6 +54,7 @@ pub fn run(run: &Run) -> Value {
         Some(d) => json!({
             "peak_bytes": d.peak_bytes,
             "peak_bytes_per_trace_dof": d.peak_bytes as f64 / dofs,
+            "peak_at_s": d.peak_at_s,
             "baseline_used_bytes": d.baseline_used_bytes,
             "total_bytes": d.total_bytes,
             "samples": d.samples,

@@ -48,6 +48,9 @@ pub struct DeviceMemory {
     /// The largest device memory in use during the run, above what was in use at its start
     /// (the context, the kernels, other processes), bytes.
     pub peak_bytes: u64,
+    /// When the peak was first seen, seconds since the run started: with the stages' times,
+    /// which stage held it.
+    pub peak_at_s: f64,
     /// Device memory in use when the run started, bytes.
     pub baseline_used_bytes: u64,
     /// The device's memory, bytes.
@@ -309,6 +312,7 @@ impl Solver {
             let peak = watch.stop()?;
             run.device_memory = Some(DeviceMemory {
                 peak_bytes: peak.peak_bytes() as u64,
+                peak_at_s: peak.peak_at_seconds,
                 baseline_used_bytes: peak.baseline_used_bytes as u64,
                 total_bytes: peak.total_bytes as u64,
                 samples: peak.samples,

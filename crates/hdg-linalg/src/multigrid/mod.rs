@@ -369,6 +369,14 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
                 ),
             });
         }
+        // The vertex level first: its temporaries (the blocks projected onto the vertex space)
+        // are freed before the smoothing copy and the smoother's factors exist, so the device
+        // never holds all of them at once.
+        let t = Instant::now();
+        let (mut matrix, mut uploaded) = trace.vertex_level(backend, space, topology)?;
+        let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
+        timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
         let t = Instant::now();
         let trace_smoothing = match settings.compressed_smoothing && !settings.singular {
             true => trace.smoothing_copy()?,
@@ -390,11 +398,6 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         )?;
         timed("trace level: block factors and lambda_max", t);
 
-        let t = Instant::now();
-        let (mut matrix, mut uploaded) = trace.vertex_level(backend, space, topology)?;
-        let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
-        let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
-        timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
 
         let mut levels: Vec<VertexLevel<'a, T, B>> = Vec::new();
         let mut smoothing = vec![SmoothingPolynomial {
