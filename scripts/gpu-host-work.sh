@@ -7,7 +7,7 @@
 #
 #   bash scripts/gpu-host-work.sh "square:2800 3" "square:1054 2" ...   # (mesh order) pairs
 #
-# Output: one line per run, also in ${OUT:-/tmp/hdg-host}/runs.log.
+# Output: one line per run, also in ${OUT:-/tmp/hdg-host}/runs.log, and each run's JSON there.
 set -uo pipefail
 out="${OUT:-/tmp/hdg-host}"
 b=/tmp/hdg-bin
@@ -28,6 +28,7 @@ for case in "$@"; do
     line="$(CUDA_VISIBLE_DEVICES=0 "$b/$program" solve --mesh "$mesh" --order "$order" \
       --backend cuda --tol 1e-9 --json 2>>"$out/stderr.log")"
     rc=$?
+    printf '%s\n' "$line" > "$out/$program-${mesh/:/-}-k$order.json"
     wall=$(python3 -c "print(round($EPOCHREALTIME - $t0, 3))")
     summary="$(python3 -c '
 import json, sys
@@ -39,9 +40,11 @@ t = v["timings_s"]; p = v.get("process") or {}; d = v.get("device_memory") or {}
 stages = " ".join(f"{k}={t[k]:.3f}" for k in ("setup", "condense", "solve", "postprocess", "total"))
 proc = " ".join(f"{k[:-2]}={x:.3f}" for k, x in p.items())
 bpd = d.get("peak_bytes_per_trace_dof")
+at = d.get("peak_at_s")
 dofs, its, u = v["trace_dofs"], v["iterations"], v["errors"]["u"]
 print(f"dofs={dofs:.3e} its={its} {stages} u={u:.4e}"
       + (f" device_bytes_per_dof={bpd:.1f}" if bpd else "")
+      + (f" peak_at={at:.3f}" if at is not None else "")
       + (f" process: {proc}" if proc else ""))
 ' "$line")"
     echo "$program mesh=$mesh k=$order rc=$rc wall=$wall $summary" | tee -a "$out/runs.log"

@@ -456,6 +456,16 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         Ok(Some(coarsening))
     }
 
+    /// The f64 values go: only the level's coarsening read them.
+    fn release_coarsening_values(&self, matrix: &mut DeviceCsr<T>) -> Result<()> {
+        if let Some(exact) = matrix.exact.take() {
+            // The coarsening's kernels must have read them before they are freed.
+            self.gpu.synchronize()?;
+            drop(exact);
+        }
+        Ok(())
+    }
+
     fn csr_apply(
         &self,
         m: &DeviceCsr<T>,

@@ -173,8 +173,11 @@ impl VertexSpace {
 
     /// The same coarse unknowns seen from the rows `rows` of this space (in that order): one
     /// rank's rows of a distributed run, whose transfer E restricts to the whole space's
-    /// unknowns and prolongs from them.
-    pub fn restricted_to_rows(&self, rows: &[usize]) -> VertexSpace {
+    /// unknowns and prolongs from them. Only the rows with `owned[i]` (row `rows[i]` is this
+    /// rank's) are in the incidence ([`VertexSpace::vertex_rows`]): what the restriction and
+    /// E^T A E gather from is the rank's own rows, the others' being their owners' to add;
+    /// every row keeps its vertices (a column of an owned row may be another rank's face).
+    pub fn restricted_to_rows(&self, rows: &[usize], owned: &[bool]) -> VertexSpace {
         let d = self.vertices_per_face;
         let row_vertices: Vec<u32> = rows
             .iter()
@@ -182,7 +185,9 @@ impl VertexSpace {
             .collect();
         let (vertex_row_start, vertex_rows) =
             invert(row_vertices.len(), self.n_free_vertices, |e| {
-                Some(row_vertices[e]).filter(|&v| v != NONE).map(|v| v as usize)
+                Some(row_vertices[e])
+                    .filter(|&v| v != NONE && owned.get(e / d) == Some(&true))
+                    .map(|v| v as usize)
             });
         VertexSpace {
             n_f: self.n_f,

@@ -57,6 +57,14 @@ pub trait MultigridOps<T: Real>: FusedOps<T> + BlockOps<T> {
         let _ = (fine, fine_on_backend, tentative, omega_over_rho);
         Ok(None)
     }
+    /// `matrix`, a level the multigrid has coarsened ([`MultigridOps::coarsen`]), keeps only
+    /// what its products need from now on: what the backend held for its coarsening goes (on
+    /// the CUDA backend the level's values in f64 beside those in the cycle's precision). The
+    /// default holds nothing more.
+    fn release_coarsening_values(&self, matrix: &mut Self::Csr) -> Result<()> {
+        let _ = matrix;
+        Ok(())
+    }
 }
 
 /// What [`MultigridOps::coarsen`] gives: the transfers on the backend, the coarse matrix on

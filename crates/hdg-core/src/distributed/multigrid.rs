@@ -89,7 +89,8 @@ where
         }
         self.halo.clear_ghosts::<T, B>(self.local, trace)
     }
-    /// Each rank restricts its owned rows (ghost rows hold zeros); the sums are reduced.
+    /// Each rank restricts its owned rows (the incidence of its vertex space lists no others);
+    /// the sums are reduced.
     fn restrict(
         &self,
         transfer: &B::FaceTransfer,
@@ -113,6 +114,9 @@ where
         omega_over_rho: f64,
     ) -> Result<Option<crate::backend::Coarsening<B::Csr>>> {
         self.local.coarsen(fine, fine_on_backend, tentative, omega_over_rho)
+    }
+    fn release_coarsening_values(&self, matrix: &mut B::Csr) -> Result<()> {
+        self.local.release_coarsening_values(matrix)
     }
 }
 
@@ -160,19 +164,18 @@ where
         Ok((a1, None))
     }
 
-    /// E^T A E over every rank's owned rows (`space`: the whole vertex space seen from this
-    /// rank's rows, [`VertexSpace::restricted_to_rows`]), the same matrix on every rank.
+    /// E^T A E over every rank's owned rows, the same matrix on every rank. `space` is the
+    /// whole vertex space seen from this rank's rows with the incidence on its owned rows
+    /// ([`VertexSpace::restricted_to_rows`]), so the backend's own E^T A E of the local
+    /// operator (on the device for CUDA) gathers the owned rows alone; the ranks' matrices are
+    /// then summed ([`sum_over_ranks`]).
     fn vertex_operator(&self, space: &VertexSpace, topology: &TraceTopology) -> Result<HostCsr> {
         let n = space.n_free_vertices;
         let local = match self.local.get() {
-            Some(_) => {
-                let d = space.vertices_per_face;
-                let projected = self.project_blocks(&space.face_transfer, d, d)?;
-                crate::auxiliary::vertex_operator(space, topology, &projected)?
-            }
-            None => HostCsr { n, n_cols: n, indptr: vec![0; n + 1], ..HostCsr::default() },
+            Some(local) => local.vertex_operator(space, topology),
+            None => Ok(HostCsr { n, n_cols: n, indptr: vec![0; n + 1], ..HostCsr::default() }),
         };
-        sum_over_ranks(self.comm, &local)
+        sum_over_ranks(self.comm, &agree(self.comm, local)?)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The trace solvers of a distributed run ([`DistributedSolver`]): what they are given
 //! besides the operator and vectors, and the vertex space the multigrid asks for.
 use hdg_mesh::{Mesh, MeshPart};
+use mpi::topology::Communicator as _;
 
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
@@ -47,7 +48,8 @@ pub trait DistributedSolver<T: Real, B: Backend<T> + HaloOps<T>> {
 }
 
 /// The vertex space of the whole mesh seen from this rank's rows (`local`: its part's
-/// discretization, None without cells). Every rank builds the whole space from the whole mesh
+/// discretization, None without cells), its incidence on the rows it owns
+/// ([`VertexSpace::restricted_to_rows`]). Every rank builds the whole space from the whole mesh
 /// (the topology of its free faces, kappa per cell gathered from the owners): the coarse
 /// unknowns' numbering is then the one-process run's.
 pub fn part_vertex_space<T: Real>(
@@ -77,14 +79,11 @@ pub fn part_vertex_space<T: Real>(
     all_cells.iter().zip(&all_values).for_each(|(&c, &k)| kappa[c as usize] = k);
     let space =
         VertexSpace::from_free_faces(mesh, &free_faces, element.as_ref(), &kappa, split_ratio)?;
-    let rows: Vec<usize> = match local {
-        Some(d) => d
-            .topology
-            .free_faces
-            .iter()
-            .map(|&f| free_index[part.global_faces[f as usize]] as usize)
-            .collect(),
-        None => Vec::new(),
-    };
-    Ok(space.restricted_to_rows(&rows))
+    let free_faces = local.map_or(&[][..], |d| &d.topology.free_faces[..]);
+    let rows: Vec<usize> =
+        free_faces.iter().map(|&f| free_index[part.global_faces[f as usize]] as usize).collect();
+    let rank = comm.rank() as u32;
+    let owned: Vec<bool> =
+        free_faces.iter().map(|&f| part.face_owner[f as usize] == rank).collect();
+    Ok(space.restricted_to_rows(&rows, &owned))
 }

@@ -68,6 +68,12 @@ impl<T: Real, B: MultigridOps<T>> CsrOperator<'_, T, B> {
     pub(crate) fn matrix(&self) -> &B::Csr {
         &self.matrix
     }
+
+    /// The level has been coarsened: what only its coarsening read goes
+    /// ([`MultigridOps::release_coarsening_values`]).
+    pub(crate) fn coarsened(&mut self) -> Result<()> {
+        self.backend.release_coarsening_values(&mut self.matrix)
+    }
 }
 
 impl<T: Real, B: MultigridOps<T>> TraceOperator<T> for CsrOperator<'_, T, B> {

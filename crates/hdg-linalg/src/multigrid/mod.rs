@@ -398,7 +398,6 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         )?;
         timed("trace level: block factors and lambda_max", t);
 
-
         let mut levels: Vec<VertexLevel<'a, T, B>> = Vec::new();
         let mut smoothing = vec![SmoothingPolynomial {
             degree: settings.trace_smoothing_degree,
@@ -416,7 +415,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         };
         while matrix.n > 0 {
             nonzeros.push(matrix.indices.len());
-            let operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
+            let mut operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
             let jacobi = Jacobi::new(backend, &operator)?;
             split(0);
             let last = matrix.n <= settings.max_direct || levels.len() + 2 >= settings.max_levels;
@@ -473,6 +472,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
                 }
             };
             uploaded = coarse_on_backend;
+            operator.coarsened()?;
             split(3);
             transfers.push(Transfer::Csr { restrict, prolong });
             levels.push(VertexLevel { operator, jacobi });
