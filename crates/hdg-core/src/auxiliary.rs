@@ -201,6 +201,87 @@ impl VertexSpace {
         }
     }
 
+    /// What [`VertexSpace::from_free_faces`] of the whole `mesh` followed by
+    /// [`VertexSpace::restricted_to_rows`] gives for the rows whose faces of `mesh` are `faces`
+    /// (`owned`: the rows in the incidence), built without the whole space where that space is
+    /// plain P1: kappa within the split ratio everywhere, which the caller has checked as
+    /// [`VertexSpace::from_free_faces`] does. `dirichlet[f]`: face f of `mesh` is a Dirichlet
+    /// face. The numbering is the whole space's (a vertex's unknown counts the used vertices
+    /// below it); beyond one pass over the mesh's faces and vertices, the work is the rows'.
+    pub fn plain_on_faces(
+        mesh: &Mesh,
+        dirichlet: &[bool],
+        element: &dyn ReferenceElement,
+        faces: &[usize],
+        owned: &[bool],
+    ) -> Result<VertexSpace> {
+        if element.cell_type() != mesh.cell_type() {
+            return Err(CoreError::CellTypeMismatch(format!(
+                "vertex space: mesh of {:?}, reference element of {:?}",
+                mesh.cell_type(),
+                element.cell_type()
+            )));
+        }
+        let n_faces = mesh.n_faces();
+        if dirichlet.len() != n_faces
+            || owned.len() != faces.len()
+            || faces.iter().any(|&f| f >= n_faces)
+        {
+            return Err(CoreError::InvalidParameter {
+                name: "vertex space",
+                reason: format!(
+                    "{} Dirichlet flags for {n_faces} faces, {} rows with {} ownership flags \
+                     (faces below {n_faces})",
+                    dirichlet.len(),
+                    faces.len(),
+                    owned.len()
+                ),
+            });
+        }
+        let d = mesh.dim();
+        let face_transfer = reference_transfer(element, d)?;
+        let flags = || -> Vec<AtomicBool> {
+            (0..mesh.n_vertices()).into_par_iter().map(|_| AtomicBool::new(false)).collect()
+        };
+        // A vertex of a Dirichlet face is a Dirichlet vertex; one of a free face is used.
+        let (dirichlet_vertex, used) = (flags(), flags());
+        (0..n_faces).into_par_iter().for_each(|f| {
+            let mark = if dirichlet[f] { &dirichlet_vertex } else { &used };
+            mesh.face_vertices(f).iter().for_each(|&v| mark[v].store(true, Relaxed));
+        });
+        let dirichlet_vertex: Vec<bool> =
+            dirichlet_vertex.into_par_iter().map(AtomicBool::into_inner).collect();
+        let vertex_unknowns = prefix_sums(
+            used.iter()
+                .zip(&dirichlet_vertex)
+                .map(|(u, &fixed)| (u.load(Relaxed) && !fixed) as usize),
+        );
+        let n = vertex_unknowns[mesh.n_vertices()];
+        let row_vertices: Vec<u32> = faces
+            .par_iter()
+            .flat_map_iter(|&f| {
+                let unknown = |v: usize| match dirichlet_vertex[v] {
+                    true => NONE,
+                    false => vertex_unknowns[v] as u32,
+                };
+                mesh.face_vertices(f).iter().map(move |&v| unknown(v))
+            })
+            .collect();
+        let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |e| {
+            Some(row_vertices[e]).filter(|&v| v != NONE && owned[e / d]).map(|v| v as usize)
+        });
+        Ok(VertexSpace {
+            n_f: element.n_face(),
+            vertices_per_face: d,
+            vertex_unknowns,
+            n_free_vertices: n,
+            row_vertices,
+            face_transfer,
+            vertex_row_start,
+            vertex_rows,
+        })
+    }
+
     /// Free face rows.
     pub fn n_rows(&self) -> usize {
         self.row_vertices.len() / self.vertices_per_face
@@ -536,6 +617,49 @@ mod tests {
             for (got, want) in s.face_transfer.iter().zip(expected) {
                 assert!((got - want).abs() < 1e-14, "{:?}", s.face_transfer);
             }
+        }
+    }
+
+    /// The plain space built on some rows alone is the whole space's restricted to them: the
+    /// same numbering, the rows' vertices, the incidence of the owned rows only.
+    #[test]
+    fn the_plain_space_on_some_faces_is_the_whole_one_restricted() {
+        let square = generate::unit_square(5, Diagonal::Alternating).unwrap();
+        let cube = generate::unit_cube(2).unwrap();
+        for mesh in [square, cube] {
+            let element = reference_element(mesh.cell_type(), 2).unwrap();
+            // Dirichlet on the faces whose centroid has x = 0 or y = 0, Neumann elsewhere.
+            let dirichlet: Vec<bool> = (0..mesh.n_faces())
+                .map(|f| {
+                    let fv = mesh.face_vertices(f);
+                    mesh.is_boundary_face(f)
+                        && (0..2).any(|k| fv.iter().all(|&v| mesh.vertex(v)[k].abs() < 1e-12))
+                })
+                .collect();
+            let free: Vec<u32> =
+                (0..mesh.n_faces() as u32).filter(|&f| !dirichlet[f as usize]).collect();
+            let kappa = vec![1.0; mesh.n_cells()];
+            let whole =
+                VertexSpace::from_free_faces(&mesh, &free, element.as_ref(), &kappa, 10.0).unwrap();
+            // Every third free face, backwards, every other one owned.
+            let rows: Vec<usize> = (0..free.len()).rev().step_by(3).collect();
+            let owned: Vec<bool> = (0..rows.len()).map(|i| i % 2 == 0).collect();
+            let faces: Vec<usize> = rows.iter().map(|&r| free[r] as usize).collect();
+            let expected = whole.restricted_to_rows(&rows, &owned);
+            let built =
+                VertexSpace::plain_on_faces(&mesh, &dirichlet, element.as_ref(), &faces, &owned)
+                    .unwrap();
+            assert_eq!(built.n_free_vertices, expected.n_free_vertices);
+            assert_eq!(built.vertex_unknowns, expected.vertex_unknowns);
+            assert_eq!(built.row_vertices, expected.row_vertices);
+            assert_eq!(built.vertex_row_start, expected.vertex_row_start);
+            assert_eq!(built.vertex_rows, expected.vertex_rows);
+            assert_eq!(built.face_transfer, expected.face_transfer);
+            assert_eq!(built.n_f, expected.n_f);
+            // Only owned rows in the incidence, and some owned rows there.
+            assert!(!built.vertex_rows.is_empty());
+            let d = built.vertices_per_face;
+            assert!(built.vertex_rows.iter().all(|&e| owned[e as usize / d]));
         }
     }
 

@@ -78,6 +78,11 @@ fn mixed(dim: usize) -> Problem {
 /// Robin on the outer sides; "exact" u = 0, so that the errors are the norms of u_h, q_h
 /// (none: no gradient given) and u*.
 fn plate() -> (Mesh, Problem) {
+    plate_with(10.0)
+}
+
+/// [`plate`] with kappa `ring` on the ring.
+fn plate_with(ring_kappa: f64) -> (Mesh, Problem) {
     let file =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/meshes/plate-with-hole-1.msh");
     let read = gmsh::read(&file).unwrap();
@@ -87,7 +92,7 @@ fn plate() -> (Mesh, Problem) {
     let kappa = Coefficient::per_region(
         "kappa",
         &read.cell_regions,
-        &BTreeMap::from([(plate, 1.0), (ring, 10.0)]),
+        &BTreeMap::from([(plate, 1.0), (ring, ring_kappa)]),
     )
     .unwrap();
     let problem = Problem::builder()
@@ -267,9 +272,19 @@ fn worker() {
             }
         }
         "plate-mg" => {
-            let (mesh, problem) = plate();
-            let solver = Solver::new(Arc::new(mesh), problem).order(2);
-            compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
+            // Kappa within the multigrid's split ratio (10): the vertex space is built on each
+            // rank's rows; beyond it (1000) the coefficient regions around a vertex may span
+            // ranks, and every rank builds the whole space.
+            for (ring, how) in
+                [(10.0, "built on each rank's rows"), (1000.0, "the whole mesh's on every rank")]
+            {
+                let (mesh, problem) = plate_with(ring);
+                let solver = Solver::new(Arc::new(mesh), problem).order(2);
+                let run = solver.run_distributed(&world, &mut Silent).unwrap();
+                let notes = &run.report.report.solve.notes;
+                assert!(notes.iter().any(|n| n.starts_with("vertex space") && n.contains(how)));
+                compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
+            }
         }
         "vertex-mg" => {
             // Meshes whose vertex level is not the last: it runs distributed by vertex

@@ -273,7 +273,7 @@ where
     let no_rows = TraceTopology::empty(fpc);
     let setup = DistributedSetup {
         topology: local.as_ref().map_or(&no_rows, |l| &l.disc.topology),
-        vertex_space: vertex_space.as_ref(),
+        vertex_space: vertex_space.as_ref().map(|(space, _)| space),
         dim,
         order,
     };
@@ -294,11 +294,11 @@ where
     let mut solve_report = agree::agree(comm, report)?;
     solve_report.notes.push(ops.communication_note());
     solve_report.notes.push(phases.note(rank));
-    if let Some(space) = &vertex_space {
+    if let Some((space, how)) = &vertex_space {
         solve_report.notes.insert(
             0,
             format!(
-                "vertex space ({} unknowns, the whole mesh's on every rank): {:.1} ms",
+                "vertex space ({} unknowns, {how}): {:.1} ms",
                 space.n_free_vertices,
                 space_seconds * 1e3
             ),

@@ -1,7 +1,9 @@
 //! The trace solvers of a distributed run ([`DistributedSolver`]): what they are given
 //! besides the operator and vectors, and the vertex space the multigrid asks for.
 use hdg_mesh::{Mesh, MeshPart};
+use mpi::collective::SystemOperation;
 use mpi::topology::Communicator as _;
+use mpi::traits::*;
 
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
@@ -49,9 +51,12 @@ pub trait DistributedSolver<T: Real, B: Backend<T> + HaloOps<T>> {
 
 /// The vertex space of the whole mesh seen from this rank's rows (`local`: its part's
 /// discretization, None without cells), its incidence on the rows it owns
-/// ([`VertexSpace::restricted_to_rows`]). Every rank builds the whole space from the whole mesh
-/// (the topology of its free faces, kappa per cell gathered from the owners): the coarse
-/// unknowns' numbering is then the one-process run's.
+/// ([`VertexSpace::restricted_to_rows`]); the coarse unknowns' numbering is the one-process
+/// run's. Where kappa stays within `split_ratio` over the whole mesh (its extremes reduced
+/// over the ranks), the space is plain P1 and is built on the rank's rows alone
+/// ([`VertexSpace::plain_on_faces`]); otherwise every rank builds the whole space from the
+/// whole mesh (kappa per cell gathered from the owners: the coefficient regions around a
+/// vertex may span ranks) and restricts it. With the space, how it was built (for the notes).
 pub fn part_vertex_space<T: Real>(
     comm: &Communicator,
     mesh: &Mesh,
@@ -60,30 +65,43 @@ pub fn part_vertex_space<T: Real>(
     local: Option<&Discretization<'_, T>>,
     order: usize,
     split_ratio: f64,
-) -> Result<VertexSpace> {
+) -> Result<(VertexSpace, &'static str)> {
     let element = crate::reference::reference_element(mesh.cell_type(), order)?;
-    // The whole mesh's free faces and their rows (its trace numbering), without the DBF
-    // structure the whole topology would build.
     let dirichlet = crate::boundary::dirichlet_faces(mesh, problem);
-    let free_faces: Vec<u32> =
-        (0..mesh.n_faces() as u32).filter(|&f| !dirichlet[f as usize]).collect();
-    let mut free_index = vec![crate::topology::NONE; mesh.n_faces()];
-    free_faces.iter().enumerate().for_each(|(row, &f)| free_index[f as usize] = row as u32);
-    let owned = part.owned_cells;
-    let cells: Vec<u64> = part.global_cells[..owned].iter().map(|&c| c as u64).collect();
-    let values: Vec<f64> =
-        local.map(|d| d.kappa[..owned].iter().map(|k| k.as_f64()).collect()).unwrap_or_default();
-    let (all_cells, all_values) =
-        (agree::gather_all(comm, &cells), agree::gather_all(comm, &values));
-    let mut kappa = vec![0.0; mesh.n_cells()];
-    all_cells.iter().zip(&all_values).for_each(|(&c, &k)| kappa[c as usize] = k);
-    let space =
-        VertexSpace::from_free_faces(mesh, &free_faces, element.as_ref(), &kappa, split_ratio)?;
+    let owned_cells = part.owned_cells;
+    let kappa_of_part: Vec<f64> = local
+        .map(|d| d.kappa[..owned_cells].iter().map(|k| k.as_f64()).collect())
+        .unwrap_or_default();
+    // This rank's rows: their faces of the whole mesh, and which of them it owns.
     let free_faces = local.map_or(&[][..], |d| &d.topology.free_faces[..]);
-    let rows: Vec<usize> =
-        free_faces.iter().map(|&f| free_index[part.global_faces[f as usize]] as usize).collect();
+    let faces: Vec<usize> = free_faces.iter().map(|&f| part.global_faces[f as usize]).collect();
     let rank = comm.rank() as u32;
     let owned: Vec<bool> =
         free_faces.iter().map(|&f| part.face_owner[f as usize] == rank).collect();
-    Ok(space.restricted_to_rows(&rows, &owned))
+    let (lo, hi) =
+        kappa_of_part.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+    let (mut min, mut max) = (0.0f64, 0.0f64);
+    comm.all_reduce_into(&lo, &mut min, SystemOperation::min());
+    comm.all_reduce_into(&hi, &mut max, SystemOperation::max());
+    if max <= split_ratio * min {
+        let space =
+            VertexSpace::plain_on_faces(mesh, &dirichlet, element.as_ref(), &faces, &owned)?;
+        return Ok((space, "built on each rank's rows"));
+    }
+    // The whole mesh's free faces and their rows (its trace numbering), without the DBF
+    // structure the whole topology would build.
+    let free_of_mesh: Vec<u32> =
+        (0..mesh.n_faces() as u32).filter(|&f| !dirichlet[f as usize]).collect();
+    let mut free_index = vec![crate::topology::NONE; mesh.n_faces()];
+    free_of_mesh.iter().enumerate().for_each(|(row, &f)| free_index[f as usize] = row as u32);
+    let cells: Vec<u64> = part.global_cells[..owned_cells].iter().map(|&c| c as u64).collect();
+    let (all_cells, all_values) =
+        (agree::gather_all(comm, &cells), agree::gather_all(comm, &kappa_of_part));
+    let mut kappa = vec![0.0; mesh.n_cells()];
+    all_cells.iter().zip(&all_values).for_each(|(&c, &k)| kappa[c as usize] = k);
+    let space =
+        VertexSpace::from_free_faces(mesh, &free_of_mesh, element.as_ref(), &kappa, split_ratio)?;
+    let rows: Vec<usize> = faces.iter().map(|&f| free_index[f] as usize).collect();
+    let how = "the whole mesh's on every rank: coefficient regions";
+    Ok((space.restricted_to_rows(&rows, &owned), how))
 }
