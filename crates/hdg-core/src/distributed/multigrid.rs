@@ -19,12 +19,15 @@
 //! over the ranks (an allreduce of the whole P1 vector) and ran its smoother on it; on GPU
 //! ranks that grew with the ranks and cost most of an iteration in 2D at 4 GPUs (measured:
 //! BENCHMARKS.md, "Distributed runs"). Distributing the first level cuts that allreduce to the
-//! second level's size and the first level's work to a rank's share. What stays replicated,
-//! and grows with the ranks, is the setup (E^T A E, summed by row ranges
-//! ([`sum_over_ranks`]) but then gathered whole on every rank, the whole hierarchy formed on
-//! each, the vertex space of the whole mesh) and the second level's allreduce: the next steps are the
-//! levels below distributed (aggregation inside each rank, the coarsest gathered onto fewer
-//! ranks) or hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
+//! second level's size and the first level's work to a rank's share. Each rank's share of
+//! E^T A E is its backend's own assembly over the rows it owns, and where kappa needs no
+//! coefficient regions its vertex space is built on its rows alone
+//! ([`super::part_vertex_space`]). What stays replicated, and grows with the ranks, is the
+//! rest of the setup (E^T A E, summed by row ranges ([`sum_over_ranks`]) but then gathered
+//! whole on every rank, the whole hierarchy formed on each, a pass over the whole mesh's faces
+//! to number the vertices) and the second level's allreduce: the next steps are the levels
+//! below distributed (aggregation inside each rank, the coarsest gathered onto fewer ranks) or
+//! hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
