@@ -113,13 +113,7 @@ impl VertexSpace {
         kappa: &[f64],
         split_ratio: f64,
     ) -> Result<Self> {
-        if element.cell_type() != mesh.cell_type() {
-            return Err(CoreError::CellTypeMismatch(format!(
-                "vertex space: mesh of {:?}, reference element of {:?}",
-                mesh.cell_type(),
-                element.cell_type()
-            )));
-        }
+        same_cell_type(mesh, element)?;
         if kappa.len() != mesh.n_cells() || split_ratio.is_nan() || split_ratio < 1.0 {
             return Err(CoreError::InvalidParameter {
                 name: "vertex space",
@@ -153,13 +147,24 @@ impl VertexSpace {
         } else {
             split_numbering(mesh, free_faces, kappa, split_ratio, &dirichlet_vertex)
         };
-        let n = vertex_unknowns[mesh.n_vertices()];
+        let parts = (n_f, d, face_transfer);
+        Ok(Self::with_incidence(parts, vertex_unknowns, row_vertices, |_| true))
+    }
 
-        // Unknown -> (row, local vertex) incidence, rows in increasing order within each unknown.
-        let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |entry| {
-            Some(row_vertices[entry]).filter(|&v| v != NONE).map(|v| v as usize)
+    /// The space of these parts (`n_f`, d, E^), its vertices' unknowns and its rows' vertices,
+    /// with the unknown -> (row, local vertex) incidence of the rows that `listed` keeps (rows
+    /// in increasing order within each unknown).
+    fn with_incidence(
+        (n_f, d, face_transfer): (usize, usize, Vec<f64>),
+        vertex_unknowns: Vec<usize>,
+        row_vertices: Vec<u32>,
+        listed: impl Fn(usize) -> bool + Sync,
+    ) -> VertexSpace {
+        let n = vertex_unknowns[vertex_unknowns.len() - 1];
+        let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |e| {
+            Some(row_vertices[e]).filter(|&v| v != NONE && listed(e / d)).map(|v| v as usize)
         });
-        Ok(VertexSpace {
+        VertexSpace {
             n_f,
             vertices_per_face: d,
             vertex_unknowns,
@@ -168,7 +173,7 @@ impl VertexSpace {
             face_transfer,
             vertex_row_start,
             vertex_rows,
-        })
+        }
     }
 
     /// The same coarse unknowns seen from the rows `rows` of this space (in that order): one
@@ -183,22 +188,10 @@ impl VertexSpace {
             .iter()
             .flat_map(|&r| self.row_vertices[r * d..(r + 1) * d].iter().copied())
             .collect();
-        let (vertex_row_start, vertex_rows) =
-            invert(row_vertices.len(), self.n_free_vertices, |e| {
-                Some(row_vertices[e])
-                    .filter(|&v| v != NONE && owned.get(e / d) == Some(&true))
-                    .map(|v| v as usize)
-            });
-        VertexSpace {
-            n_f: self.n_f,
-            vertices_per_face: d,
-            vertex_unknowns: self.vertex_unknowns.clone(),
-            n_free_vertices: self.n_free_vertices,
-            row_vertices,
-            face_transfer: self.face_transfer.clone(),
-            vertex_row_start,
-            vertex_rows,
-        }
+        let parts = (self.n_f, d, self.face_transfer.clone());
+        Self::with_incidence(parts, self.vertex_unknowns.clone(), row_vertices, |row| {
+            owned.get(row) == Some(&true)
+        })
     }
 
     /// What [`VertexSpace::from_free_faces`] of the whole `mesh` followed by
@@ -215,13 +208,7 @@ impl VertexSpace {
         faces: &[usize],
         owned: &[bool],
     ) -> Result<VertexSpace> {
-        if element.cell_type() != mesh.cell_type() {
-            return Err(CoreError::CellTypeMismatch(format!(
-                "vertex space: mesh of {:?}, reference element of {:?}",
-                mesh.cell_type(),
-                element.cell_type()
-            )));
-        }
+        same_cell_type(mesh, element)?;
         let n_faces = mesh.n_faces();
         if dirichlet.len() != n_faces
             || owned.len() != faces.len()
@@ -256,30 +243,20 @@ impl VertexSpace {
                 .zip(&dirichlet_vertex)
                 .map(|(u, &fixed)| (u.load(Relaxed) && !fixed) as usize),
         );
-        let n = vertex_unknowns[mesh.n_vertices()];
         let row_vertices: Vec<u32> = faces
             .par_iter()
             .flat_map_iter(|&f| {
-                let unknown = |v: usize| match dirichlet_vertex[v] {
-                    true => NONE,
-                    false => vertex_unknowns[v] as u32,
-                };
+                let unknown =
+                    |v: usize| if dirichlet_vertex[v] { NONE } else { vertex_unknowns[v] as u32 };
                 mesh.face_vertices(f).iter().map(move |&v| unknown(v))
             })
             .collect();
-        let (vertex_row_start, vertex_rows) = invert(row_vertices.len(), n, |e| {
-            Some(row_vertices[e]).filter(|&v| v != NONE && owned[e / d]).map(|v| v as usize)
-        });
-        Ok(VertexSpace {
-            n_f: element.n_face(),
-            vertices_per_face: d,
+        Ok(Self::with_incidence(
+            (element.n_face(), d, face_transfer),
             vertex_unknowns,
-            n_free_vertices: n,
             row_vertices,
-            face_transfer,
-            vertex_row_start,
-            vertex_rows,
-        })
+            |row| owned[row],
+        ))
     }
 
     /// Free face rows.
@@ -308,6 +285,18 @@ impl VertexSpace {
             }
         }
         csr
+    }
+}
+
+/// The vertex space's mesh and reference element must be of one cell type.
+fn same_cell_type(mesh: &Mesh, element: &dyn ReferenceElement) -> Result<()> {
+    match element.cell_type() == mesh.cell_type() {
+        true => Ok(()),
+        false => Err(CoreError::CellTypeMismatch(format!(
+            "vertex space: mesh of {:?}, reference element of {:?}",
+            mesh.cell_type(),
+            element.cell_type()
+        ))),
     }
 }
 
