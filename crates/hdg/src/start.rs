@@ -10,7 +10,8 @@
 //! use hdg::{generate, Backend, Problem, Solver};
 //! let start = Backend::Cuda.start(); // the device starts while the mesh is built
 //! let mesh = generate::unit_square(1000, generate::Diagonal::Right)?;
-//! let solver = Solver::new(mesh, Problem::default()).order(3).on_started(start.wait()?);
+//! let problem = Problem::builder().source(|_| 1.0).build();
+//! let solver = Solver::new(mesh, problem).order(3).on_started(start.wait()?);
 //! let solution = solver.solve()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
