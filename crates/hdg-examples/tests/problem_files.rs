@@ -387,3 +387,28 @@ fn set_overrides_keys_of_the_file_and_unknown_keys_are_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("KEY=VALUE"), "{err}");
 }
+
+/// `hdg run` accounts for its wall time as `hdg solve` does, up to its report (made before the
+/// outputs are written): the parts add up to the wall time since the program started within a
+/// small slack, the pipeline is the stages' total, and the mesh (large enough here to be a
+/// visible share) is counted.
+#[test]
+fn a_run_accounts_for_its_wall_time() {
+    let file = examples().join("square-variable-kappa.toml");
+    let args = ["run", file.to_str().unwrap(), "--json", "--set", "mesh.generate=square:300"];
+    let started = std::time::Instant::now();
+    let (code, out, err) = hdg(&args);
+    let outside = started.elapsed().as_secs_f64();
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let p = &v["process"];
+    let seconds = |key: &str| p[key].as_f64().unwrap_or_else(|| panic!("process.{key} in {p}"));
+    let wall = seconds("wall_s");
+    let parts = ["mesh_s", "pipeline_s", "around_pipeline_s", "outputs_s", "teardown_s"];
+    let accounted: f64 = parts.iter().map(|k| seconds(k)).sum();
+    assert!(seconds("mesh_s") > 0.0, "{p}");
+    assert_eq!(seconds("pipeline_s"), v["timings_s"]["total"].as_f64().expect("the total"));
+    assert!((seconds("rest_s") - (wall - accounted)).abs() < 1e-9, "{p}");
+    assert!(wall - accounted < 0.1 + 0.1 * wall, "unaccounted {:.3} s: {p}", wall - accounted);
+    assert!(wall <= outside, "the program's wall {wall:.3} s above the outside's {outside:.3} s");
+}

@@ -28,7 +28,9 @@ impl ProblemFile {
         start: hdg::BackendStart,
         wait: impl FnOnce(hdg::BackendStart) -> Result<hdg::StartedBackend, CoreError>,
     ) -> Result<Setup, CoreError> {
+        let started = std::time::Instant::now();
         let built = self.build_mesh()?;
+        let mesh_seconds = started.elapsed().as_secs_f64();
         let mesh = &built.mesh;
         let dim = mesh.dim();
         let mut notes = Vec::new();
@@ -183,10 +185,18 @@ impl ProblemFile {
             .precision(self.precision)
             .solver_settings(settings)
             .operator(self.operator)
-            .keep_solution(self.outputs.vtu.is_some() || self.outputs.png.is_some())
-            .on_started(wait(start)?);
+            .keep_solution(self.outputs.vtu.is_some() || self.outputs.png.is_some());
+        let waiting = std::time::Instant::now();
+        let started = wait(start)?;
+        let backend = BackendStartTimes {
+            seconds: started.seconds(),
+            waited: waiting.elapsed().as_secs_f64(),
+        };
+        let solver = solver.on_started(started);
         Ok(Setup {
             solver,
+            mesh_seconds,
+            backend,
             mesh_lines: built.summary,
             regions: built.regions,
             outputs: self.outputs.clone(),

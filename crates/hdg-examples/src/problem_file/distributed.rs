@@ -30,12 +30,13 @@ impl ProblemFile {
         let setup = self.build_started(start, |start| {
             hdg::core::distributed::agree(world, start.wait().map_err(hdg::Error::into_core))
         })?;
+        let started = std::time::Instant::now();
         let run = setup
             .solver
             .run_distributed_with(world, &partition.partitioner(), progress)
             .map_err(hdg::Error::into_core)?;
         let (plain, partitioned) = summary_run(world, &run, partition);
-        let mut solved = self.solved(setup, plain);
+        let mut solved = self.solved(setup, plain, started.elapsed().as_secs_f64());
         solved.summary.partition = Some(partitioned);
         Ok((solved, run))
     }
@@ -50,7 +51,7 @@ impl Solved {
     /// The VTU writer's, the same on every rank; on rank 0, [`CoreError::Io`] if the JSON
     /// report cannot be written.
     pub fn finish_distributed(
-        self,
+        mut self,
         world: &Communicator,
         run: &DistributedRun,
         json: bool,
@@ -62,6 +63,7 @@ impl Solved {
             None => Vec::new(),
         };
         if hdg::distributed::rank(world) == 0 {
+            self.account();
             let report = self.json();
             self.write_json(&report)?;
             self.present(&report, json, &pending);

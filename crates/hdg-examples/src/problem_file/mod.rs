@@ -112,6 +112,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+use crate::process_clock::{BackendStartTimes, ProcessTimes};
 use crate::{
     parse_tau, print_report, program_solver, summary_json, tau_name, BuiltMesh, Description,
     MeshSpec, Summary,
@@ -300,6 +301,10 @@ pub struct Setup {
     /// The mesh, the problem, the order, the backend and precision, the trace solver and
     /// operator.
     pub solver: hdg::Solver,
+    /// Seconds spent building or reading the mesh.
+    pub mesh_seconds: f64,
+    /// The backend's start beside the mesh.
+    pub backend: BackendStartTimes,
     /// The mesh's summary lines ([`BuiltMesh::summary`]).
     pub mesh_lines: Vec<String>,
     /// Each cell's region, for a mesh read from a file.
@@ -324,6 +329,9 @@ pub struct Solved {
     pub summary: Summary,
     /// The run: its report, solution and memory figures.
     pub run: Run,
+    /// The mesh's seconds, the backend's start and the run's seconds, for the summary's
+    /// account of the wall time ([`Solved::account`]).
+    times: (f64, BackendStartTimes, f64),
 }
 
 /// The line (1-based) and column (1-based, in characters) of byte `offset` of `text`.
@@ -409,12 +417,15 @@ impl ProblemFile {
     /// Those of [`ProblemFile::build`] and of the solve.
     pub fn solve(&self, progress: &mut dyn Progress) -> Result<Solved, CoreError> {
         let setup = self.build()?;
+        let started = std::time::Instant::now();
         let run = setup.solver.run(progress).map_err(hdg::Error::into_core)?;
-        Ok(self.solved(setup, run))
+        Ok(self.solved(setup, run, started.elapsed().as_secs_f64()))
     }
 
-    /// The solved file: `run` of `setup`, with what the summary says about them.
-    fn solved(&self, setup: Setup, run: Run) -> Solved {
+    /// The solved file: `run` of `setup`, which took `run_seconds`, with what the summary says
+    /// about them.
+    fn solved(&self, setup: Setup, run: Run, run_seconds: f64) -> Solved {
+        let times = (setup.mesh_seconds, setup.backend, run_seconds);
         let mut notes = setup.mesh_lines;
         notes.extend(setup.notes);
         let title = self.title.as_ref().map_or_else(String::new, |t| format!(" ({t})"));
@@ -439,6 +450,7 @@ impl ProblemFile {
             regions: setup.regions,
             summary,
             run,
+            times,
         }
     }
 }

@@ -8,7 +8,8 @@ impl Solved {
     ///
     /// # Errors
     /// [`CoreError::Io`] if the JSON report cannot be written.
-    pub fn finish(self, json: bool) -> Result<bool, CoreError> {
+    pub fn finish(mut self, json: bool) -> Result<bool, CoreError> {
+        self.account();
         let report = self.json();
         self.write_json(&report)?;
         let files =
@@ -19,6 +20,14 @@ impl Solved {
         };
         self.present(&report, json, &pending);
         Ok(self.converged())
+    }
+
+    /// The summary's account of the wall time up to now (its `process` line): the report is
+    /// made before the outputs are written, so they are not in it.
+    pub(super) fn account(&mut self) {
+        let (mesh, backend, run) = self.times;
+        let pipeline = self.run.report.timings.total;
+        self.summary.process = Some(ProcessTimes::now(mesh, backend, run, pipeline, 0.0, 0.0));
     }
 
     /// Writes the JSON report where the file asks for it.
