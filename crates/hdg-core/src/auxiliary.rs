@@ -138,11 +138,7 @@ impl VertexSpace {
         });
         let dirichlet_vertex: Vec<bool> =
             dirichlet_vertex.into_par_iter().map(AtomicBool::into_inner).collect();
-        let (min, max) = kappa
-            .par_iter()
-            .fold(|| (f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)))
-            .reduce(|| (f64::INFINITY, 0.0f64), |a, b| (a.0.min(b.0), a.1.max(b.1)));
-        let (vertex_unknowns, row_vertices) = if max <= split_ratio * min {
+        let (vertex_unknowns, row_vertices) = if is_plain(kappa_range(kappa), split_ratio) {
             plain_numbering(mesh, free_faces, &dirichlet_vertex)
         } else {
             split_numbering(mesh, free_faces, kappa, split_ratio, &dirichlet_vertex)
@@ -286,6 +282,22 @@ impl VertexSpace {
         }
         csr
     }
+}
+
+/// The least and the greatest of `kappa` (infinity and 0 for none): with
+/// [`is_plain`], whether a vertex space needs coefficient regions.
+pub fn kappa_range(kappa: &[f64]) -> (f64, f64) {
+    kappa
+        .par_iter()
+        .fold(|| (f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)))
+        .reduce(|| (f64::INFINITY, 0.0f64), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// Whether kappa ranging over `(min, max)` ([`kappa_range`]) stays within `split_ratio`:
+/// then the vertex space is plain P1, without coefficient regions
+/// ([`VertexSpace::from_parts`]).
+pub fn is_plain((min, max): (f64, f64), split_ratio: f64) -> bool {
+    max <= split_ratio * min
 }
 
 /// The vertex space's mesh and reference element must be of one cell type.

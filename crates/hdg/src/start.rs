@@ -63,13 +63,18 @@ impl Backend {
             thread: (self == Backend::Cuda).then(|| {
                 std::thread::spawn(move || {
                     let started = Instant::now();
-                    let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
-                    let cuda = hdg_backend_cuda::CudaBackend::on_device(device % devices);
-                    (cuda, started.elapsed().as_secs_f64())
+                    (cuda_on(device), started.elapsed().as_secs_f64())
                 })
             }),
         }
     }
+}
+
+/// The CUDA backend on device `device` modulo the devices the process sees.
+#[cfg(feature = "cuda")]
+pub(crate) fn cuda_on(device: usize) -> hdg_core::Result<hdg_backend_cuda::CudaBackend> {
+    let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
+    hdg_backend_cuda::CudaBackend::on_device(device % devices)
 }
 
 impl BackendStart {

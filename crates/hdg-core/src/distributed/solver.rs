@@ -78,12 +78,11 @@ pub fn part_vertex_space<T: Real>(
     let rank = comm.rank() as u32;
     let owned: Vec<bool> =
         free_faces.iter().map(|&f| part.face_owner[f as usize] == rank).collect();
-    let (lo, hi) =
-        kappa_of_part.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+    let (lo, hi) = crate::auxiliary::kappa_range(&kappa_of_part);
     let (mut min, mut max) = (0.0f64, 0.0f64);
     comm.all_reduce_into(&lo, &mut min, SystemOperation::min());
     comm.all_reduce_into(&hi, &mut max, SystemOperation::max());
-    if max <= split_ratio * min {
+    if crate::auxiliary::is_plain((min, max), split_ratio) {
         let space =
             VertexSpace::plain_on_faces(mesh, &dirichlet, element.as_ref(), &faces, &owned)?;
         return Ok((space, "built on each rank's rows"));

@@ -155,10 +155,7 @@ impl Solver {
             Backend::Cuda => {
                 let cuda = match self.started_cuda() {
                     Some(cuda) => Ok(cuda),
-                    None => {
-                        let devices = hdg_backend_cuda::CudaBackend::device_count().max(1);
-                        hdg_backend_cuda::CudaBackend::on_device(node_rank(comm) % devices)
-                    }
+                    None => crate::start::cuda_on(node_rank(comm)),
                 };
                 let cuda = hdg_core::distributed::agree(
                     comm,
