@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
 use cust::error::CudaError;
-use cust::memory::{bytemuck::Pod, CopyDestination, DeviceBuffer, DeviceCopy, LockedBuffer};
+use cust::memory::{
+    bytemuck, bytemuck::Pod, CopyDestination, DeviceBuffer, DeviceCopy, LockedBuffer,
+};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use hdg_core::{CoreError, Real, Result};
@@ -23,6 +25,7 @@ use rayon::prelude::*;
 use crate::cublas::Cublas;
 use crate::nvrtc::Nvrtc;
 use crate::settings::CudaSettings;
+use crate::staging::{Staging, STAGED_BYTES};
 use crate::TraceOperatorKind;
 
 /// One kernel file (`kernels/STEM.cu`) as build.rs compiles it: SASS for compute capability
@@ -224,6 +227,8 @@ pub(crate) struct Gpu {
     /// NVRTC, loaded on first use (`CudaBackend::nvrtc`), or why it could not be.
     nvrtc: OnceLock<std::result::Result<Nvrtc, CoreError>>,
     pub(crate) scratch: Mutex<Scratch>,
+    /// The page-locked buffers of large copies, allocated on first use.
+    staging: Mutex<Option<Staging>>,
     /// The modules of [`FIXED_KERNELS`], in its order.
     modules: Vec<Module>,
     /// The modules compiled at run time ([`Gpu::add_compiled`]), one kernel each.
@@ -368,19 +373,38 @@ impl Gpu {
         Ok(buffer)
     }
 
-    /// A device buffer holding a copy of `data`.
-    pub(crate) fn upload<T: DeviceCopy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+    /// The staging buffers of large copies ([`crate::staging`]), allocated on first use.
+    fn staging(&self) -> Result<MutexGuard<'_, Option<Staging>>> {
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|_| CoreError::Backend("the staging buffers' lock is poisoned".into()))?;
+        if staging.is_none() {
+            *staging = Some(Staging::new()?);
+        }
+        Ok(staging)
+    }
+
+    /// A device buffer holding a copy of `data` (large ones staged: [`crate::staging`]).
+    pub(crate) fn upload<T: DeviceCopy + Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         self.bind()?;
         // SAFETY: every element is written by the copy below before anything reads it (the copy
         // is synchronous with respect to the host and ordered before later stream work).
         let mut buffer = unsafe { DeviceBuffer::uninitialized(data.len()) }
             .map_err(|e| alloc_error::<T>(data.len(), e))?;
-        buffer.copy_from(data).map_err(|e| cuda_error("host-to-device copy failed", e))?;
+        if std::mem::size_of_val(data) < STAGED_BYTES {
+            buffer.copy_from(data).map_err(|e| cuda_error("host-to-device copy failed", e))?;
+        } else if let Some(staging) = self.staging()?.as_mut() {
+            // SAFETY: the buffer, just allocated in this context, holds the bytes of `data`
+            // and lives (unused elsewhere) until the staged copy has completed.
+            unsafe { staging.upload(&self.stream, bytemuck::cast_slice(data), address(&buffer))? };
+        }
         Ok(buffer)
     }
 
-    /// A host copy of `buffer` (waits for the stream first).
-    pub(crate) fn download<T: DeviceCopy + Default + Clone + Send + Sync>(
+    /// A host copy of `buffer` (waits for the stream first; large ones staged:
+    /// [`crate::staging`]).
+    pub(crate) fn download<T: DeviceCopy + Pod + Send + Sync>(
         &self,
         buffer: &DeviceBuffer<T>,
     ) -> Result<Vec<T>> {
@@ -388,9 +412,31 @@ impl Gpu {
         // Fresh pages are touched first by all threads: faulted in by the copy, they cost
         // more than the copy itself (one thread, a fault per 4 KiB).
         let mut host = Vec::with_capacity(buffer.len());
-        host.par_extend(rayon::iter::repeat_n(T::default(), buffer.len()));
-        buffer.copy_to(&mut host[..]).map_err(|e| cuda_error("device-to-host copy failed", e))?;
+        host.par_extend(rayon::iter::repeat_n(T::zeroed(), buffer.len()));
+        if std::mem::size_of_val(&host[..]) < STAGED_BYTES {
+            buffer
+                .copy_to(&mut host[..])
+                .map_err(|e| cuda_error("device-to-host copy failed", e))?;
+        } else if let Some(staging) = self.staging()?.as_mut() {
+            // SAFETY: the buffer of this context holds the bytes of `host` and lives until the
+            // staged copy has returned (borrowed); the backend's work is on this one stream.
+            unsafe {
+                staging.download(
+                    &self.stream,
+                    address(buffer),
+                    bytemuck::cast_slice_mut(&mut host),
+                )?
+            };
+        }
         Ok(host)
+    }
+}
+
+/// The error of a raw driver call that did not succeed.
+pub(crate) fn driver_status(what: &str, status: cust::sys::CUresult) -> Result<()> {
+    match status {
+        cust::sys::CUresult::CUDA_SUCCESS => Ok(()),
+        other => Err(CoreError::Backend(format!("{what} failed: {other:?}"))),
     }
 }
 
@@ -544,6 +590,7 @@ impl CudaBackend {
             cublas: OnceLock::new(),
             nvrtc: OnceLock::new(),
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
+            staging: Mutex::new(None),
             modules,
             compiled: Mutex::new(Vec::new()),
             functions: Mutex::new(HashMap::new()),

@@ -8,7 +8,7 @@
 //! rows) are uploaded in their row-major host layout and transposed into element-fastest
 //! planes by one kernel, instead of being transposed by the host first; the assembly's slot
 //! planes are derived on the device from its rows and the cells' faces (`topology_slots`).
-use cust::memory::{DeviceBuffer, DeviceCopy};
+use cust::memory::{bytemuck::Pod, DeviceBuffer, DeviceCopy};
 use hdg_core::{CoreError, Result};
 use hdg_mesh::Mesh;
 use rayon::prelude::*;
@@ -92,7 +92,7 @@ impl DeviceMesh {
 }
 
 /// A type the transpose kernels exist for.
-pub(crate) trait PlaneValue: DeviceCopy + Default + Clone {
+pub(crate) trait PlaneValue: DeviceCopy + Pod + Default + Clone {
     /// Suffix of the kernel name.
     const NAME: &'static str;
 }

@@ -76,6 +76,8 @@ mod operator;
 pub mod settings;
 #[cfg(feature = "cuda")]
 pub mod stages;
+#[cfg(feature = "cuda")]
+mod staging;
 // build.rs includes it too (the solutions with device code): some of it serves only there.
 #[cfg(feature = "cuda")]
 mod runtime_library;

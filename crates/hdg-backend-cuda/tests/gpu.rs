@@ -236,6 +236,35 @@ fn level1_f32_matches_cpu() {
     level1::<f32>();
 }
 
+/// Copies from 8 MiB on go through the backend's page-locked staging buffers (16 MiB chunks,
+/// two in flight): every byte arrives, at lengths below, at and past the threshold, across
+/// several chunks and ending in a partial one, and in order with the stream's kernels.
+fn staged_copies<T: DeviceReal>(seed: u64) {
+    let b = gpu();
+    let per_mib = (1 << 20) / std::mem::size_of::<T>();
+    for n in [8 * per_mib - 1, 8 * per_mib, 8 * per_mib + 1, 16 * per_mib, 53 * per_mib + 7] {
+        let x = random::<T>(n, seed + n as u64);
+        let mut v = upload(&b, &x);
+        assert!(download(&b, &v) == x, "{n} values of {}: the round trip", T::SUFFIX);
+        // Queued after a kernel that writes the vector: the download sees its result.
+        b.scale(T::from_f64_lossy(2.0), &mut v).unwrap();
+        let doubled: Vec<T> = x.iter().map(|&e| e + e).collect();
+        assert!(download(&b, &v) == doubled, "{n} values of {}: after a kernel", T::SUFFIX);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn staged_copies_arrive_whole_f64() {
+    staged_copies::<f64>(71);
+}
+
+#[test]
+#[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
+fn staged_copies_arrive_whole_f32() {
+    staged_copies::<f32>(72);
+}
+
 #[test]
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn empty_vectors_are_fine() {

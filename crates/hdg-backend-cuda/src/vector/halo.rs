@@ -9,7 +9,7 @@ use cust::memory::DeviceBuffer;
 use hdg_core::{check_lengths, CoreError, HaloOps, Result};
 
 use super::DeviceVector;
-use crate::device::{address, arg, CudaBackend, DeviceReal};
+use crate::device::{address, arg, driver_status, CudaBackend, DeviceReal};
 
 /// Vector entries on the device, with the staging buffer their exchanges pass through.
 pub struct DeviceIndices {
@@ -36,13 +36,6 @@ impl DeviceIndices {
             });
         }
         Ok(())
-    }
-}
-
-fn driver_status(what: &str, status: cust::sys::CUresult) -> Result<()> {
-    match status {
-        cust::sys::CUresult::CUDA_SUCCESS => Ok(()),
-        other => Err(CoreError::Backend(format!("{what} failed: {other:?}"))),
     }
 }
 
