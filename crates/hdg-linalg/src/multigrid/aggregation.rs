@@ -5,7 +5,11 @@
 //! 2. Aggregation, three passes over the unknowns in order (deterministic): an unknown whose
 //!    strong neighbours are all free starts an aggregate with them; a leftover unknown joins an
 //!    aggregate of the first pass that one of its strong neighbours is in; what is still left
-//!    starts an aggregate with its free strong neighbours.
+//!    starts an aggregate with its free strong neighbours. Serial on purpose: the parallel
+//!    aggregation of GPU multigrid codes (roots a distance-2 independent set with hashed
+//!    priorities) took several more iterations on structured meshes, where index order packs
+//!    the roots regularly (`benchmarks/history/multigrid.md`, 'A parallel aggregation tried
+//!    and not taken').
 //! 3. The tentative prolongator T interpolates the near null space (the constants) exactly:
 //!    `T[i][agg(i)] = 1 / sqrt(|agg(i)|)` (orthonormal columns).
 //! 4. The prolongator is T smoothed by one damped Jacobi step, P = (I - omega / rho D^-1 A) T
