@@ -1,5 +1,5 @@
 //! Large copies between pageable host memory and the device, staged through page-locked
-//! buffers ([`Gpu::upload`](crate::device::Gpu::upload), [`Gpu::download`](crate::device::Gpu::download)).
+//! buffers (what `Gpu::upload` and `Gpu::download` do from [`STAGED_BYTES`] on).
 //!
 //! A copy from or to pageable memory (a `Vec`) runs at a few GB/s: the driver stages it
 //! through its own page-locked memory with one host thread. From [`STAGED_BYTES`] on the

@@ -1321,7 +1321,7 @@ fn coarsening_on_device_is_the_hosts() {
         same_bits::<T>(&label, &kept.to_host(g).unwrap(), &a);
         for level in 1..=2 {
             let label = format!("{:?} k = {k} {} level {level}", mesh.cell_type(), T::NAME);
-            let (start, neighbours) = strong_neighbours(&a, 0.08);
+            let (start, neighbours) = strong_neighbours(&a, 0.08).unwrap();
             let (aggregates, count) = aggregate(&start, &neighbours);
             assert!(count > 1 && count < a.n, "{label}: {count} aggregates of {}", a.n);
             let tentative = tentative_prolongator(&aggregates, count);

@@ -17,17 +17,26 @@
 //!    is the Galerkin product P^T A P ([`galerkin_products`], through the sparse products of
 //!    `multigrid/sparse.rs`).
 use hdg_core::sparse_rows::{assemble_rows, for_each_group};
-use hdg_core::{Coarsening, HostCsr};
+use hdg_core::{Coarsening, CoreError, HostCsr, Result};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use super::sparse::{add_row_product, multiply, transpose};
 
 /// Marks an unknown without aggregate.
-const FREE: usize = usize::MAX;
+const FREE: u32 = u32::MAX;
 
-/// The strong neighbours of every unknown, as a CSR graph (no diagonal), rows in parallel.
-pub fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
+/// The strong neighbours of every unknown, as a CSR graph (no diagonal; 32-bit columns, half
+/// the bytes that the aggregation's passes read), rows in parallel.
+///
+/// Errors: a matrix of 2^32 rows or more.
+pub fn strong_neighbours(a: &HostCsr, theta: f64) -> Result<(Vec<usize>, Vec<u32>)> {
+    if u32::try_from(a.n).is_err() {
+        return Err(CoreError::Solver(format!(
+            "multigrid: a level of {} unknowns, beyond 32-bit indices",
+            a.n
+        )));
+    }
     let diagonal = &diagonal(a);
     let strong = |i: usize| {
         (a.indptr[i]..a.indptr[i + 1]).filter(move |&p| {
@@ -44,10 +53,11 @@ pub fn strong_neighbours(a: &HostCsr, theta: f64) -> (Vec<usize>, Vec<usize>) {
     let mut neighbours = vec![0; start[a.n]];
     for_each_group(&mut neighbours, &start, |i, row, _: &mut ()| {
         for (slot, p) in row.iter_mut().zip(strong(i)) {
-            *slot = a.indices[p];
+            // Below 2^32 (checked above).
+            *slot = a.indices[p] as u32;
         }
     });
-    (start, neighbours)
+    Ok((start, neighbours))
 }
 
 /// The diagonal of a square CSR matrix (zero where not stored).
@@ -61,33 +71,36 @@ pub(crate) fn diagonal(a: &HostCsr) -> Vec<f64> {
         .collect()
 }
 
-/// The aggregate of every unknown and the number of aggregates (standard aggregation).
-pub fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
+/// The aggregate of every unknown and the number of aggregates (standard aggregation, step 2 of
+/// the [module docs](self)) of the strength graph `start`, `neighbours`. The first and third
+/// passes run in order; the second reads only the first's result, so it runs in parallel.
+pub fn aggregate(start: &[usize], neighbours: &[u32]) -> (Vec<usize>, usize) {
     let n = start.len() - 1;
-    let strong = |i: usize| &neighbours[start[i]..start[i + 1]];
-    let mut aggregate = vec![FREE; n];
+    let strong = |i: usize| neighbours[start[i]..start[i + 1]].iter().map(|&j| j as usize);
+    // 32-bit aggregates (fewer than the unknowns, which strong_neighbours keeps below 2^32):
+    // the first pass's reads and writes are half the bytes.
+    let mut first = vec![FREE; n];
     let mut count = 0;
     for i in 0..n {
-        if aggregate[i] == FREE && strong(i).iter().all(|&j| aggregate[j] == FREE) {
-            aggregate[i] = count;
-            for &j in strong(i) {
-                aggregate[j] = count;
+        if first[i] == FREE && strong(i).all(|j| first[j] == FREE) {
+            first[i] = count;
+            for j in strong(i) {
+                first[j] = count;
             }
             count += 1;
         }
     }
-    let first_pass = aggregate.clone();
-    for i in 0..n {
-        if aggregate[i] == FREE {
-            if let Some(&j) = strong(i).iter().find(|&&j| first_pass[j] != FREE) {
-                aggregate[i] = first_pass[j];
-            }
-        }
-    }
+    let mut aggregate: Vec<u32> = (0..n)
+        .into_par_iter()
+        .map(|i| match first[i] {
+            FREE => strong(i).map(|j| first[j]).find(|&g| g != FREE).unwrap_or(FREE),
+            g => g,
+        })
+        .collect();
     for i in 0..n {
         if aggregate[i] == FREE {
             aggregate[i] = count;
-            for &j in strong(i) {
+            for j in strong(i) {
                 if aggregate[j] == FREE {
                     aggregate[j] = count;
                 }
@@ -95,7 +108,7 @@ pub fn aggregate(start: &[usize], neighbours: &[usize]) -> (Vec<usize>, usize) {
             count += 1;
         }
     }
-    (aggregate, count)
+    (aggregate.into_par_iter().map(|g| g as usize).collect(), count as usize)
 }
 
 /// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row.
@@ -166,7 +179,7 @@ mod tests {
     #[test]
     fn a_path_aggregates_in_threes() {
         let a = laplacian(9);
-        let (start, neighbours) = strong_neighbours(&a, 0.25);
+        let (start, neighbours) = strong_neighbours(&a, 0.25).unwrap();
         let (agg, count) = aggregate(&start, &neighbours);
         // 0 starts {0, 1}; 2 has a taken neighbour (1), so 3 starts {2, 3, 4}; 6 starts
         // {5, 6, 7}; 8 joins the first-pass aggregate of its neighbour 7.
@@ -188,15 +201,15 @@ mod tests {
         let mut a = laplacian(3);
         a.values[1] = -1e-3; // a_01
         a.values[2] = -1e-3; // a_10
-        let (start, neighbours) = strong_neighbours(&a, 0.1);
-        assert_eq!(&neighbours[start[0]..start[1]], &[] as &[usize]);
+        let (start, neighbours) = strong_neighbours(&a, 0.1).unwrap();
+        assert_eq!(&neighbours[start[0]..start[1]], &[] as &[u32]);
         assert_eq!(&neighbours[start[1]..start[2]], &[2]);
     }
 
     #[test]
     fn smoothed_prolongator_keeps_constants_and_galerkin_is_symmetric() {
         let a = laplacian(12);
-        let (start, neighbours) = strong_neighbours(&a, 0.0);
+        let (start, neighbours) = strong_neighbours(&a, 0.0).unwrap();
         let (agg, count) = aggregate(&start, &neighbours);
         let t = tentative_prolongator(&agg, count);
         let p = smooth_prolongator(&a, &diagonal(&a), &t, 4.0 / 3.0 / 2.0);

@@ -9,11 +9,12 @@
 //! per-cell coefficients, tau and unstructured meshes need nothing special. Levels 2, 3, ...
 //! coarsen A_1 algebraically by smoothed aggregation ([`aggregation`]); the last level (at most
 //! [`MultigridSettings::max_direct`] unknowns) is solved exactly by a dense inverse applied as one
-//! more sparse product. The setup's graph work (strength, aggregates) runs on the host, in parallel
-//! where it is large; the products of each coarsening (P, P^T, P^T A P) run on the backend where it
-//! has them ([`MultigridOps::coarsen`]: the CUDA backend's kernels, the same numbers to the bit),
-//! else on the host ([`aggregation::galerkin_products`]), and every matrix reaches the backend
-//! once.
+//! more sparse product. The setup's graph work (strength, aggregates) runs on the host, on a
+//! thread of its own beside the backend's work on the same level (its upload, smoother and
+//! spectrum estimate); the products of each coarsening (P, P^T, P^T A P) run on the backend
+//! where it has them ([`MultigridOps::coarsen`]: the CUDA backend's kernels, the same numbers to
+//! the bit), else on the host ([`aggregation::galerkin_products`]), and every matrix reaches the
+//! backend once.
 //!
 //! **Cycle.** A symmetric V-cycle: on every level l above the last,
 //!
@@ -68,7 +69,7 @@ pub mod aggregation;
 mod level;
 mod sparse;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hdg_core::{
@@ -245,6 +246,55 @@ pub struct Multigrid<'a, T: Real, B: MultigridOps<T>> {
 /// aggregated again with every coupling strong.
 const SLOW_COARSENING: usize = 3;
 
+/// The aggregates of a level and their number ([`aggregation`], step 2).
+fn aggregates_of(matrix: &HostCsr, settings: &MultigridSettings) -> Result<(Vec<usize>, usize)> {
+    let (start, neighbours) = strong_neighbours(matrix, settings.strength_threshold)?;
+    let (mut aggregates, mut count) = aggregate(&start, &neighbours);
+    if count * SLOW_COARSENING > matrix.n {
+        // Coarsening slower than SLOW_COARSENING (weak couplings everywhere: on SA's denser
+        // coarse levels in 3D) keeps levels large and dense; with every coupling strong the
+        // aggregates are whole neighbourhoods.
+        let (start, neighbours) = strong_neighbours(matrix, 0.0)?;
+        let (all, all_count) = aggregate(&start, &neighbours);
+        if all_count < count {
+            (aggregates, count) = (all, all_count);
+        }
+    }
+    Ok((aggregates, count))
+}
+
+/// A level's aggregation on a host thread of its own, so that the backend's work on the level
+/// (its upload, smoother and spectrum estimate) runs meanwhile: the aggregation reads only the
+/// host matrix, the backend only its own copy.
+struct PendingAggregation(Option<std::thread::JoinHandle<Result<Aggregates>>>);
+
+/// The aggregate of every unknown, their number, and the seconds it took to find them.
+type Aggregates = (Vec<usize>, usize, f64);
+
+impl PendingAggregation {
+    /// Starts the aggregation of `matrix` if `wanted` (not for a last level).
+    fn start(matrix: &Arc<HostCsr>, settings: &MultigridSettings, wanted: bool) -> Self {
+        let (matrix, settings) = (Arc::clone(matrix), *settings);
+        PendingAggregation(wanted.then(|| {
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let (aggregates, count) = aggregates_of(&matrix, &settings)?;
+                Ok((aggregates, count, started.elapsed().as_secs_f64()))
+            })
+        }))
+    }
+
+    /// The aggregates, their number and the seconds the aggregation took.
+    fn finish(&mut self) -> Result<Aggregates> {
+        let thread = self.0.take().ok_or_else(|| {
+            CoreError::Solver("multigrid: a level's aggregation was not started".into())
+        })?;
+        thread
+            .join()
+            .map_err(|_| CoreError::Solver("multigrid: the aggregation's thread panicked".into()))?
+    }
+}
+
 /// Deterministic pseudo-random values in [-1, 1] (xorshift64*): start vectors for the
 /// spectrum estimates, the same on every backend.
 fn pseudo_random<T: Real>(n: usize, seed: u64) -> Vec<T> {
@@ -373,8 +423,15 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         // are freed before the smoothing copy and the smoother's factors exist, so the device
         // never holds all of them at once.
         let t = Instant::now();
-        let (mut matrix, mut uploaded) = trace.vertex_level(backend, space, topology)?;
+        let (matrix, mut uploaded) = trace.vertex_level(backend, space, topology)?;
         let galerkin_ms = t.elapsed().as_secs_f64() * 1e3;
+        // Each level's aggregation runs on the host beside the backend's work on that level (and
+        // on the first, beside the trace level's), except on the last level (solved exactly, not
+        // aggregated): a small or deep enough one.
+        let is_last =
+            |n: usize, depth: usize| n <= settings.max_direct || depth + 2 >= settings.max_levels;
+        let mut matrix = Arc::new(matrix);
+        let mut pending = PendingAggregation::start(&matrix, settings, !is_last(matrix.n, 0));
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
         timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
         let t = Instant::now();
@@ -408,6 +465,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         let mut nonzeros = Vec::new();
         // Seconds spent on: uploads, lambda estimates, aggregation, sparse products.
         let mut phases = [0.0f64; 4];
+        let mut host_aggregation = 0.0;
         let mut lap = Instant::now();
         let mut split = |phase: usize| {
             phases[phase] += lap.elapsed().as_secs_f64();
@@ -418,8 +476,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             let mut operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
             let jacobi = Jacobi::new(backend, &operator)?;
             split(0);
-            let last = matrix.n <= settings.max_direct || levels.len() + 2 >= settings.max_levels;
-            if last {
+            if is_last(matrix.n, levels.len()) {
                 levels.push(VertexLevel { operator, jacobi });
                 break;
             }
@@ -428,18 +485,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             let steps = (settings.lanczos_steps, settings.lambda_safety);
             let rho = lambda_max(backend, &operator, &jacobi, steps, gershgorin, seed)?;
             split(1);
-            let (start, neighbours) = strong_neighbours(&matrix, settings.strength_threshold);
-            let (mut aggregates, mut count) = aggregate(&start, &neighbours);
-            if count * SLOW_COARSENING > matrix.n {
-                // Coarsening slower than SLOW_COARSENING (weak couplings everywhere: on SA's
-                // denser coarse levels in 3D) keeps levels large and dense; with every coupling
-                // strong the aggregates are whole neighbourhoods.
-                let (start, neighbours) = strong_neighbours(&matrix, 0.0);
-                let (all, all_count) = aggregate(&start, &neighbours);
-                if all_count < count {
-                    (aggregates, count) = (all, all_count);
-                }
-            }
+            let (aggregates, count, seconds) = pending.finish()?;
+            host_aggregation += seconds;
             if count == 0 || count * 10 > matrix.n * 9 {
                 return Err(CoreError::Solver(format!(
                     "multigrid: aggregation cannot coarsen a level of {} unknowns ({count} \
@@ -476,19 +523,22 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             split(3);
             transfers.push(Transfer::Csr { restrict, prolong });
             levels.push(VertexLevel { operator, jacobi });
-            matrix = coarse;
+            matrix = Arc::new(coarse);
+            pending =
+                PendingAggregation::start(&matrix, settings, !is_last(matrix.n, levels.len()));
         }
         let direct = match matrix.n {
             0 => None,
             _ => Some(backend.upload_csr(&dense_inverse(&matrix, settings.singular)?)?),
         };
         split(0);
-        let [uploads, estimates, aggregation, products] = phases.map(|p| p * 1e3);
+        let [uploads, estimates, waited, products] = phases.map(|p| p * 1e3);
+        let aggregation = host_aggregation * 1e3;
         timed(
             &format!(
                 "vertex hierarchy (smoothed aggregation; uploads {uploads:.1} ms, lambda \
-                 estimates {estimates:.1} ms, aggregation {aggregation:.1} ms, products P, P^T \
-                 A P {products:.1} ms)"
+                 estimates {estimates:.1} ms, aggregation {aggregation:.1} ms on the host beside \
+                 them ({waited:.1} ms waited for), products P, P^T A P {products:.1} ms)"
             ),
             t,
         );
