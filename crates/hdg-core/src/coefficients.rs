@@ -97,7 +97,7 @@ pub fn evaluate<T: Real>(
     let (kappa, reaction) = (&problem.kappa, &problem.reaction);
     if !kappa.varies_in_cells() && !reaction.varies_in_cells() {
         let per_cell = |c: &Coefficient| -> Vec<f64> {
-            (0..n_cells).map(|e| c.cell_value(e).unwrap_or(f64::NAN)).collect()
+            (0..n_cells).into_par_iter().map(|e| c.cell_value(e).unwrap_or(f64::NAN)).collect()
         };
         return Ok(EvaluatedCoefficients {
             at_points: None,

@@ -89,7 +89,7 @@ impl<'a, T: Real> Discretization<'a, T> {
         let coefficients = run_user("kappa or c (a function of x)", || {
             crate::coefficients::evaluate(mesh, problem, &tables)
         })??;
-        let any_reaction = coefficients.reaction.iter().any(|&c| c > 0.0);
+        let any_reaction = coefficients.reaction.par_iter().any(|&c| c > 0.0);
         let constant_null_space = match whole {
             Whole::Mesh => {
                 crate::boundary::constant_left_free(mesh, problem, &topology, any_reaction)?
@@ -216,11 +216,18 @@ fn project_dirichlet<T: Real>(
             }
         },
     );
-    match values.iter().position(|v| !v.is_finite()) {
-        Some(i) => Err(not_finite(
+    // Only the Dirichlet faces' values are written (and read by the stages): the others stay
+    // zero pages, never touched here.
+    let bad = values
+        .par_chunks(n_f)
+        .enumerate()
+        .filter(|(f, _)| topology.is_dirichlet(*f))
+        .find_map_first(|(f, face)| face.iter().find(|v| !v.is_finite()).map(|v| (f, *v)));
+    match bad {
+        Some((f, value)) => Err(not_finite(
             "the Dirichlet data g_D (its projection)",
-            values[i].as_f64(),
-            crate::boundary::face_place(mesh, i / n_f),
+            value.as_f64(),
+            crate::boundary::face_place(mesh, f),
         )),
         None => Ok(values),
     }

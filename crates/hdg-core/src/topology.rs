@@ -15,8 +15,12 @@
 //! it, and assembly moves a Dirichlet column into the right-hand side. The arrays here are built
 //! once on the host; assembly is then a lock-free gather per block row (each row reads the
 //! element trace matrices it needs), with no atomics and no sort at solve time.
+use std::ops::Range;
+
 use hdg_mesh::{Mesh, NO_CELL};
 use rayon::prelude::*;
+
+use crate::sparse_rows::split_at_offsets;
 
 /// Sentinel index: no face, no cell, no neighbour.
 pub const NONE: u32 = u32::MAX;
@@ -50,6 +54,9 @@ pub struct TraceTopology {
 }
 
 /// `n` copies of `value`, written by all threads.
+/// Faces per parallel task when the free faces are numbered.
+const FACES_PER_TASK: usize = 1 << 16;
+
 pub(crate) fn filled<T: Copy + Send + Sync>(value: T, n: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(n);
     out.par_extend(rayon::iter::repeat_n(value, n));
@@ -69,14 +76,37 @@ impl TraceTopology {
         let fpc = mesh.cell_type().faces_per_cell();
         let slots = 1 + 2 * (fpc - 1);
         let n_faces = mesh.n_faces();
-        let mut free_index = vec![NONE; n_faces];
-        let mut free_faces = Vec::new();
-        for f in 0..n_faces {
-            if !dirichlet[f] {
-                free_index[f] = free_faces.len() as u32;
-                free_faces.push(f as u32);
-            }
+        // Free faces numbered in face order, chunks of faces in parallel: each chunk's count,
+        // then its free faces written from its offset.
+        let chunks: Vec<Range<usize>> = (0..n_faces)
+            .step_by(FACES_PER_TASK)
+            .map(|first| first..(first + FACES_PER_TASK).min(n_faces))
+            .collect();
+        let counts: Vec<usize> = chunks
+            .par_iter()
+            .map(|faces| faces.clone().filter(|&f| !dirichlet[f]).count())
+            .collect();
+        let mut bounds = vec![0];
+        for count in counts {
+            bounds.push(bounds[bounds.len() - 1] + count);
         }
+        let mut free_index = filled(NONE, n_faces);
+        let mut free_faces = filled(0u32, bounds[chunks.len()]);
+        free_index
+            .par_chunks_mut(FACES_PER_TASK)
+            .zip(split_at_offsets(&mut free_faces, &bounds))
+            .zip(&chunks)
+            .enumerate()
+            .for_each(|(task, ((index, faces), range))| {
+                let mut next = 0;
+                for (slot, f) in index.iter_mut().zip(range.clone()) {
+                    if !dirichlet[f] {
+                        *slot = (bounds[task] + next) as u32;
+                        faces[next] = f as u32;
+                        next += 1;
+                    }
+                }
+            });
         let n_rows = free_faces.len();
         // Filled in parallel: the first touch of these pages (hundreds of MB at 1e7 unknowns)
         // is most of the cost of building them.

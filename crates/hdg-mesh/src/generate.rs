@@ -3,6 +3,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use crate::{CellType, Mesh, MeshError};
 
@@ -73,17 +74,18 @@ pub fn rectangle(
             lo + (hi - lo) * (i as f64 / n as f64)
         }
     };
-    let mut vertices = Vec::with_capacity(n_coords);
-    for j in 0..=ny {
+    // Rows of the grid in parallel (one thread's first touch of these pages cost more than
+    // the rest of the generation).
+    let mut vertices = vec![0.0; n_coords];
+    vertices.par_chunks_mut(2 * (nx + 1)).enumerate().for_each(|(j, row)| {
         let yj = coord(y[0], y[1], j, ny);
-        for i in 0..=nx {
-            vertices.push(coord(x[0], x[1], i, nx));
-            vertices.push(yj);
+        for (i, point) in row.chunks_mut(2).enumerate() {
+            point.copy_from_slice(&[coord(x[0], x[1], i, nx), yj]);
         }
-    }
-    let mut cells = Vec::with_capacity(n_cell_entries);
-    for j in 0..ny {
-        for i in 0..nx {
+    });
+    let mut cells = vec![0; n_cell_entries];
+    cells.par_chunks_mut(6 * nx).enumerate().for_each(|(j, row)| {
+        for (i, square) in row.chunks_mut(6).enumerate() {
             let v00 = j * (nx + 1) + i;
             let (v10, v01, v11) = (v00 + 1, v00 + nx + 1, v00 + nx + 2);
             let right = match diagonal {
@@ -92,12 +94,12 @@ pub fn rectangle(
                 Diagonal::Alternating => (i + j) % 2 == 0,
             };
             if right {
-                cells.extend_from_slice(&[v00, v10, v11, v00, v11, v01]);
+                square.copy_from_slice(&[v00, v10, v11, v00, v11, v01]);
             } else {
-                cells.extend_from_slice(&[v00, v10, v01, v10, v11, v01]);
+                square.copy_from_slice(&[v00, v10, v01, v10, v11, v01]);
             }
         }
-    }
+    });
     // Boundary face centroids are edge midpoints: exactly on their side, at least half a cell
     // away from the others.
     let (tol_x, tol_y) = (0.25 * (x[1] - x[0]) / nx as f64, 0.25 * (y[1] - y[0]) / ny as f64);
@@ -200,16 +202,15 @@ pub fn box_mesh(n: [usize; 3], x: [f64; 2], y: [f64; 2], z: [f64; 2]) -> Result<
             lo + (hi - lo) * (i as f64 / n as f64)
         }
     };
-    let mut vertices = Vec::with_capacity(3 * n_vertices);
-    for k in 0..=nz {
-        let zk = coord(z[0], z[1], k, nz);
-        for j in 0..=ny {
-            let yj = coord(y[0], y[1], j, ny);
-            for i in 0..=nx {
-                vertices.extend_from_slice(&[coord(x[0], x[1], i, nx), yj, zk]);
-            }
+    // Rows of the grid in parallel, as in `rectangle`.
+    let mut vertices = vec![0.0; 3 * n_vertices];
+    vertices.par_chunks_mut(3 * (nx + 1)).enumerate().for_each(|(row, points)| {
+        let (j, k) = (row % (ny + 1), row / (ny + 1));
+        let (yj, zk) = (coord(y[0], y[1], j, ny), coord(z[0], z[1], k, nz));
+        for (i, point) in points.chunks_mut(3).enumerate() {
+            point.copy_from_slice(&[coord(x[0], x[1], i, nx), yj, zk]);
         }
-    }
+    });
     // Corner c = a + 2 b + 4 c' of box (i, j, k) is grid vertex (i + a, j + b, k + c').
     let vertex = |i: usize, j: usize, k: usize| (k * (ny + 1) + j) * (nx + 1) + i;
     let offsets: [usize; 8] = std::array::from_fn(|c| vertex(c & 1, (c >> 1) & 1, c >> 2));
@@ -231,17 +232,18 @@ pub fn box_mesh(n: [usize; 3], x: [f64; 2], y: [f64; 2], z: [f64; 2]) -> Result<
         }
         t
     });
-    let mut cells = Vec::with_capacity(24 * n_boxes);
-    for k in 0..nz {
-        for j in 0..ny {
-            for i in 0..nx {
-                let base = vertex(i, j, k);
-                for t in &tets {
-                    cells.extend(t.iter().map(|&c| base + offsets[c]));
+    let mut cells = vec![0; 24 * n_boxes];
+    cells.par_chunks_mut(24 * nx).enumerate().for_each(|(row, boxes)| {
+        let (j, k) = (row % ny, row / ny);
+        for (i, cells) in boxes.chunks_mut(24).enumerate() {
+            let base = vertex(i, j, k);
+            for (t, cell) in tets.iter().zip(cells.chunks_mut(4)) {
+                for (slot, &c) in cell.iter_mut().zip(t) {
+                    *slot = base + offsets[c];
                 }
             }
         }
-    }
+    });
     // Boundary face centroids lie exactly on their side and at least a third of a box away
     // from the other sides.
     let tol: [f64; 3] = std::array::from_fn(|d| 0.25 * (bounds[d][1] - bounds[d][0]) / n[d] as f64);

@@ -153,10 +153,12 @@ impl Mesh {
         let mut mesh = Self::build(cell_type, vertices, cells)?;
         let dim = mesh.dim();
         let mut centroid = vec![0.0; dim];
-        for f in 0..mesh.n_faces() {
-            if mesh.face_cells[f][1] != NO_CELL {
-                continue;
-            }
+        // The boundary faces found in parallel, then tagged in order (the tag may be any Fn).
+        let boundary: Vec<usize> = (0..mesh.n_faces())
+            .into_par_iter()
+            .filter(|&f| mesh.face_cells[f][1] == NO_CELL)
+            .collect();
+        for f in boundary {
             centroid.iter_mut().for_each(|x| *x = 0.0);
             let fv = mesh.face_vertices(f);
             for &v in fv {
@@ -213,8 +215,8 @@ impl Mesh {
             face_local,
         } = crate::build::match_faces(cell_type, n_v, &cells)?;
         let boundary_tags: Vec<u32> =
-            face_cells.iter().map(|fc| u32::from(fc[1] == NO_CELL)).collect();
-        let n_boundary_faces = boundary_tags.iter().filter(|&&t| t != 0).count();
+            face_cells.par_iter().map(|fc| u32::from(fc[1] == NO_CELL)).collect();
+        let n_boundary_faces = boundary_tags.par_iter().filter(|&&t| t != 0).count();
 
         let mesh = Mesh {
             cell_type,
