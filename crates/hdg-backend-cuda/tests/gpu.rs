@@ -236,9 +236,9 @@ fn level1_f32_matches_cpu() {
     level1::<f32>();
 }
 
-/// Copies from 8 MiB on go through the backend's page-locked staging buffers (16 MiB chunks,
-/// two in flight): every byte arrives, at lengths below, at and past the threshold, across
-/// several chunks and ending in a partial one, and in order with the stream's kernels.
+/// Copies from 8 MiB on go through the backend's page-locked staging buffers, chunk by chunk:
+/// every byte arrives, at lengths below, at and past that threshold, across several chunks and
+/// ending in a partial one, and in order with the stream's kernels.
 fn staged_copies<T: DeviceReal>(seed: u64) {
     let b = gpu();
     let per_mib = (1 << 20) / std::mem::size_of::<T>();

@@ -38,7 +38,7 @@ use crate::discretization::Discretization;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
 use crate::reference::{face_parameter_barycentric, ReferenceElement};
-use crate::sparse_rows::{for_each_group, invert};
+use crate::sparse_rows::{for_each_group, invert, prefix_sums};
 use crate::topology::{filled, TraceTopology, NONE};
 use hdg_mesh::Mesh;
 
@@ -310,16 +310,6 @@ fn same_cell_type(mesh: &Mesh, element: &dyn ReferenceElement) -> Result<()> {
             element.cell_type()
         ))),
     }
-}
-
-/// Prefix sums of `counts`, starting at 0 (one more entry than `counts`).
-fn prefix_sums(counts: impl Iterator<Item = usize>) -> Vec<usize> {
-    let mut sums = vec![0usize];
-    sums.extend(counts.scan(0usize, |total, count| {
-        *total += count;
-        Some(*total)
-    }));
-    sums
 }
 
 /// Plain P1 (kappa within the split ratio everywhere): one coarse unknown per vertex of a free

@@ -48,6 +48,17 @@ fn concatenate(blocks: Vec<RowBlock>, n_cols: usize) -> HostCsr {
     HostCsr { n, n_cols, indptr, indices, values }
 }
 
+/// Prefix sums of `counts`, starting at 0 (one more entry than `counts`): the starts of groups
+/// of those sizes in a CSR-like array.
+pub fn prefix_sums(counts: impl Iterator<Item = usize>) -> Vec<usize> {
+    let mut sums = vec![0usize];
+    sums.extend(counts.scan(0usize, |total, count| {
+        *total += count;
+        Some(*total)
+    }));
+    sums
+}
+
 /// `slice` cut at `offsets` (non-decreasing, from 0 to `slice.len()`): piece p is
 /// `slice[offsets[p]..offsets[p + 1]]`. For filling the rows of a CSR-like array in parallel.
 pub fn split_at_offsets<'a, T>(mut slice: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {

@@ -20,7 +20,7 @@ use std::ops::Range;
 use hdg_mesh::{Mesh, NO_CELL};
 use rayon::prelude::*;
 
-use crate::sparse_rows::split_at_offsets;
+use crate::sparse_rows::{prefix_sums, split_at_offsets};
 
 /// Sentinel index: no face, no cell, no neighbour.
 pub const NONE: u32 = u32::MAX;
@@ -53,10 +53,10 @@ pub struct TraceTopology {
     pub slot_local: Vec<[u8; 2]>,
 }
 
-/// `n` copies of `value`, written by all threads.
 /// Faces per parallel task when the free faces are numbered.
 const FACES_PER_TASK: usize = 1 << 16;
 
+/// `n` copies of `value`, written by all threads.
 pub(crate) fn filled<T: Copy + Send + Sync>(value: T, n: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(n);
     out.par_extend(rayon::iter::repeat_n(value, n));
@@ -86,10 +86,7 @@ impl TraceTopology {
             .par_iter()
             .map(|faces| faces.clone().filter(|&f| !dirichlet[f]).count())
             .collect();
-        let mut bounds = vec![0];
-        for count in counts {
-            bounds.push(bounds[bounds.len() - 1] + count);
-        }
+        let bounds = prefix_sums(counts.into_iter());
         let mut free_index = filled(NONE, n_faces);
         let mut free_faces = filled(0u32, bounds[chunks.len()]);
         free_index

@@ -16,7 +16,7 @@
 //!    with omega = 4/3 and rho an estimate of the spectral radius of D^-1 A; the coarse matrix
 //!    is the Galerkin product P^T A P ([`galerkin_products`], through the sparse products of
 //!    `multigrid/sparse.rs`).
-use hdg_core::sparse_rows::{assemble_rows, for_each_group};
+use hdg_core::sparse_rows::{assemble_rows, for_each_group, prefix_sums};
 use hdg_core::{Coarsening, CoreError, HostCsr, Result};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -45,11 +45,7 @@ pub fn strong_neighbours(a: &HostCsr, theta: f64) -> Result<(Vec<usize>, Vec<u32
         })
     };
     let counts: Vec<usize> = (0..a.n).into_par_iter().map(|i| strong(i).count()).collect();
-    let mut start = Vec::with_capacity(a.n + 1);
-    start.push(0);
-    for count in counts {
-        start.push(start[start.len() - 1] + count);
-    }
+    let start = prefix_sums(counts.into_iter());
     let mut neighbours = vec![0; start[a.n]];
     for_each_group(&mut neighbours, &start, |i, row, _: &mut ()| {
         for (slot, p) in row.iter_mut().zip(strong(i)) {
