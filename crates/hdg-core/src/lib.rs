@@ -52,8 +52,8 @@ pub use auxiliary::VertexSpace;
 pub use backend::{
     check_lengths, whole_blocks, Assembler, Backend, BlockOps, Coarsening, DemoteOperator,
     ErrorNorms, FusedOps, HaloOps, HostCondensed, HostFields, LocalSolver, MixedPrecisionOps,
-    MultigridOperator, MultigridOps, Postprocessor, RecurrenceStep, SmoothingCopy, TraceOperator,
-    TraceOperatorKind, VectorOps,
+    MultigridOperator, MultigridOps, Postprocessor, RecurrenceStep, SmoothingCopy, SplitLevel,
+    TraceOperator, TraceOperatorKind, VectorOps,
 };
 pub use csr::HostCsr;
 pub use dbf::DbfEntries;

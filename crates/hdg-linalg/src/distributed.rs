@@ -1,7 +1,8 @@
 //! The suite's solvers in a distributed run (feature `distributed`): every Krylov solver runs
 //! unchanged over `hdg_core::distributed`'s operations and operator; `pcg-mg` builds its
-//! hierarchy on the rank's rows with the vertex levels replicated (`hdg_core::distributed`'s
-//! multigrid), its V-cycle in f32 in an f64 solve as on one process. Not distributed: the
+//! hierarchy on the rank's rows, the first vertex level split among the ranks and coarsened
+//! where it lies, the coarser ones replicated (`hdg_core::distributed`'s multigrid), its
+//! V-cycle in f32 in an f64 solve as on one process. Not distributed: the
 //! direct solver (it needs the whole matrix on one process) and mixed-precision refinement;
 //! the trace smoother's bfloat16 copy (`MultigridSettings::compressed_smoothing`) is not
 //! used.
@@ -48,19 +49,23 @@ fn space<'s>(setup: &DistributedSetup<'s>) -> Result<&'s hdg_core::VertexSpace> 
 /// the trace vectors by its reductions (`DistributedOps`): refused rather than wrong (on every
 /// rank alike).
 fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
-    check_sizes(ops, sizes)?;
-    // The first vertex level distributed where levels lie below it (else it is solved whole).
-    if sizes.len() > 2 {
-        ops.distribute_vertex_level();
-    }
-    Ok(())
+    check_sizes(ops, sizes)
 }
 
 /// The notes of a distributed multigrid: its own, and how its first vertex level is laid out.
-fn notes<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize], own: &[String]) -> Vec<String> {
+fn notes<T, B>(
+    ops: &DistributedOps<'_, B, B::Indices>,
+    sizes: &[usize],
+    own: &[String],
+) -> Vec<String>
+where
+    T: Real,
+    B: HaloOps<T> + MultigridOps<T>,
+{
     let mut notes = own.to_vec();
     let ranks = hdg_core::distributed::size(ops.comm);
-    notes.push(match (ranks > 1, sizes.len() > 2) {
+    let split = sizes.get(1).is_some_and(|&n| MultigridOps::<T>::split_level(ops, n).is_some());
+    notes.push(match (ranks > 1, split) {
         (true, true) => {
             "vertex levels: the first distributed by vertex ownership (halo exchanges), the \
                          coarser ones whole on every rank"
@@ -102,7 +107,7 @@ where
             Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
         let sizes = mg.level_sizes();
         check_levels(ops, &sizes)?;
-        pcg_with(suite, ops, operator, &mg, &notes(ops, &sizes, mg.notes()), rhs, x)
+        pcg_with(suite, ops, operator, &mg, &notes::<f32, B>(ops, &sizes, mg.notes()), rhs, x)
     }
 }
 
@@ -136,7 +141,7 @@ where
         )?;
         let sizes = mg.level_sizes();
         check_levels(ops, &sizes)?;
-        let notes = notes(ops, &sizes, mg.notes());
+        let notes = notes::<f32, B>(ops, &sizes, mg.notes());
         pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), &notes, rhs, x)
     }
 }

@@ -287,26 +287,30 @@ fn worker() {
             }
         }
         "vertex-mg" => {
-            // Meshes whose vertex level is not the last: it runs distributed by vertex
-            // ownership (checked by the report's note), the levels below it whole.
-            let distributed = |solver: &Solver, p: Partitioner| {
+            // Meshes whose vertex level is not the last: it runs split by vertex ownership
+            // (checked by the report's notes), the levels below it whole; METIS parts are
+            // aggregated inside each rank.
+            let distributed = |solver: &Solver, p: Partitioner, aggregated: &str| {
                 let run = solver.run_distributed_with(&world, &p, &mut Silent).unwrap();
-                let note = "the first distributed by vertex ownership";
-                let has = run.report.report.solve.notes.iter().any(|n| n.contains(note));
-                assert_eq!(has, np > 1, "{:?}", run.report.report.solve.notes);
+                let notes = &run.report.report.solve.notes;
+                let has = |note: &str| notes.iter().any(|n| n.contains(note));
+                assert_eq!(has("the first distributed by vertex ownership"), np > 1, "{notes:?}");
+                assert_eq!(has(aggregated), np > 1, "{notes:?}");
+                notes.iter().filter(|n| n.contains("split among")).for_each(|n| println!("{n}"));
             };
+            let inside = "split among the processes: aggregated inside each process";
             for k in 1..=2 {
                 let solver = Solver::new(Arc::new(square(40)), mixed(2)).order(k);
-                distributed(&solver, Partitioner::Metis);
+                distributed(&solver, Partitioner::Metis, inside);
                 compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
             }
             let cube = Solver::new(Arc::new(hdg::generate::unit_cube(8).unwrap()), mixed(3));
-            distributed(&cube, Partitioner::Metis);
+            distributed(&cube, Partitioner::Metis, inside);
             compare_within(&world, cube, Partitioner::Metis, MG_SLACK);
             let mesh = square(40);
             let p = random(mesh.n_cells(), np);
             let solver = Solver::new(Arc::new(mesh), mixed(2)).order(1);
-            distributed(&solver, Partitioner::Given(p.clone()));
+            distributed(&solver, Partitioner::Given(p.clone()), "split among the processes: ");
             compare_within(&world, solver, Partitioner::Given(p), MG_SLACK);
         }
         "random-mg" => {

@@ -22,7 +22,7 @@ mod operator;
 mod stages;
 mod vector;
 
-pub use multigrid::{Coarsening, MultigridOperator, MultigridOps, SmoothingCopy};
+pub use multigrid::{Coarsening, MultigridOperator, MultigridOps, SmoothingCopy, SplitLevel};
 pub use operator::{DemoteOperator, TraceOperator, TraceOperatorKind};
 pub use stages::{Assembler, ErrorNorms, HostCondensed, HostFields, LocalSolver, Postprocessor};
 pub use vector::{

@@ -65,6 +65,39 @@ pub trait MultigridOps<T: Real>: FusedOps<T> + BlockOps<T> {
         let _ = matrix;
         Ok(())
     }
+    /// How a level of `n` unknowns is split among processes, if it is (a distributed run's
+    /// first vertex level): each process then holds only the rows it owns, and the hierarchy
+    /// aggregates and coarsens through [`SplitLevel`]. None, the default: the level is whole
+    /// here.
+    fn split_level(&self, n: usize) -> Option<&dyn SplitLevel> {
+        let _ = n;
+        None
+    }
+}
+
+/// A multigrid level split among processes by row ownership ([`MultigridOps::split_level`]):
+/// its vectors keep the whole level's length on every process, each process computing the
+/// entries of the rows it owns (the others zero); its matrix on each process is the owned
+/// rows, with columns into rows that other processes own (ghosts). What the hierarchy's setup
+/// needs to coarsen such a level without gathering it: each operation is collective (every
+/// process calls it, in the same order).
+pub trait SplitLevel {
+    /// Which rows this process owns.
+    fn owned(&self) -> &std::sync::Arc<[bool]>;
+    /// `rows` (the level's length, this process's owned rows filled) with every ghost row (a
+    /// row that this process's rows reach, owned elsewhere) filled from its owner.
+    fn fill_ghost_rows(&self, rows: &HostCsr) -> Result<HostCsr>;
+    /// The sum over the processes of each one's `local` (all of the same shape), the same
+    /// matrix on every process. A matrix of owned rows so becomes the whole level.
+    fn sum(&self, local: &HostCsr) -> Result<HostCsr>;
+    /// The largest `x` over the processes.
+    fn max(&self, x: f64) -> Result<f64>;
+    /// Numbers this process's `count` items after those of the lower processes: its first
+    /// number and the total. An error on one process is every process's.
+    fn number(&self, count: Result<usize>) -> Result<(usize, usize)>;
+    /// The level's vectors are whole on every process from now on (a level solved exactly
+    /// needs every entry); its matrix must then be the whole one ([`SplitLevel::sum`]).
+    fn join(&self);
 }
 
 /// What [`MultigridOps::coarsen`] gives: the transfers on the backend, the coarse matrix on

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use super::Communicator;
 use crate::backend::HaloOps;
+use crate::csr::HostCsr;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
 
@@ -52,6 +53,9 @@ pub struct Halo<I> {
     send_unique_len: usize,
     /// For each value sent, its entry's place in `send_unique`.
     send_slot: Vec<u32>,
+    /// `send` and `receive` on the host (the exchanges of sparse rows, [`Halo::exchange_rows`]).
+    host_send: Vec<u32>,
+    host_receive: Vec<u32>,
     /// Exchanges so far (both directions) and the nanoseconds they took, waits included.
     clock: super::CommClock,
 }
@@ -210,6 +214,8 @@ impl<I> Halo<I> {
             buffers: Mutex::new(Buffers::default()),
             send: backend.upload_indices(&send)?,
             receive: backend.upload_indices(&receive)?,
+            host_send: send,
+            host_receive: receive,
         })
     }
 
@@ -331,6 +337,78 @@ impl<I> Halo<I> {
         backend.scatter(&sums, &self.send_unique, v)
     }
 
+    /// `rows`, a sparse row per entry of the vectors this is the halo of (one entry per row,
+    /// as [`Halo::at_positions`] builds: a level split among the ranks), with every ghost row
+    /// replaced by its owner's. The owned rows that neighbours hold as ghosts travel: one
+    /// message per neighbour each way for their lengths, two for their entries.
+    ///
+    /// # Errors
+    /// A halo of several entries per row, or a column beyond 32 bits.
+    pub(super) fn exchange_rows(&self, comm: &Communicator, rows: &HostCsr) -> Result<HostCsr> {
+        if rows.n != self.len || u32::try_from(rows.n_cols).is_err() {
+            return Err(CoreError::InvalidParameter {
+                name: "halo rows",
+                reason: format!(
+                    "{} x {} rows for a halo of {} entries (one per row, 32-bit columns)",
+                    rows.n, rows.n_cols, self.len
+                ),
+            });
+        }
+        let row = |i: u32| rows.indptr[i as usize]..rows.indptr[i as usize + 1];
+        let lengths: Vec<u32> = self.host_send.iter().map(|&i| row(i).len() as u32).collect();
+        let mut received_lengths = vec![0u32; self.host_receive.len()];
+        self.transfer(comm, &lengths, &mut received_lengths, false);
+        // Each neighbour's entries, from its rows' lengths.
+        let entry_ranges = |lengths: &[u32], rows: fn(&Neighbour) -> std::ops::Range<usize>| {
+            let mut start = 0;
+            self.neighbours
+                .iter()
+                .map(|n| {
+                    let len: usize = lengths[rows(n)].iter().map(|&l| l as usize).sum();
+                    start += len;
+                    start - len..start
+                })
+                .collect::<Vec<_>>()
+        };
+        let sent = entry_ranges(&lengths, |n| n.send.clone());
+        let received = entry_ranges(&received_lengths, |n| n.receive.clone());
+        let total = received.last().map_or(0, |r| r.end);
+        let columns: Vec<u32> = self
+            .host_send
+            .iter()
+            .flat_map(|&i| rows.indices[row(i)].iter().map(|&c| c as u32))
+            .collect();
+        let values: Vec<f64> =
+            self.host_send.iter().flat_map(|&i| rows.values[row(i)].iter().copied()).collect();
+        let mut their_columns = vec![0u32; total];
+        let mut their_values = vec![0.0f64; total];
+        self.transfer_ranges(comm, (&columns, &sent), (&mut their_columns, &received));
+        self.transfer_ranges(comm, (&values, &sent), (&mut their_values, &received));
+        // Where each received row's entries start.
+        let mut from = vec![u32::MAX; rows.n];
+        self.host_receive.iter().enumerate().for_each(|(k, &i)| from[i as usize] = k as u32);
+        let starts = crate::sparse_rows::prefix_sums(received_lengths.iter().map(|&l| l as usize));
+        let mut filled = HostCsr { n: rows.n, n_cols: rows.n_cols, ..HostCsr::default() };
+        filled.indptr.reserve(rows.n + 1);
+        filled.indptr.push(0);
+        for (i, &k) in from.iter().enumerate() {
+            match k {
+                u32::MAX => {
+                    let r = rows.indptr[i]..rows.indptr[i + 1];
+                    filled.indices.extend_from_slice(&rows.indices[r.clone()]);
+                    filled.values.extend_from_slice(&rows.values[r]);
+                }
+                k => {
+                    let r = starts[k as usize]..starts[k as usize + 1];
+                    filled.indices.extend(their_columns[r.clone()].iter().map(|&c| c as usize));
+                    filled.values.extend_from_slice(&their_values[r]);
+                }
+            }
+            filled.indptr.push(filled.indices.len());
+        }
+        Ok(filled)
+    }
+
     /// Sends each neighbour its share of `outgoing` and receives its share of `incoming`
     /// (non-blocking, all posted before any wait).
     /// `reverse`: the ghosts' values go to their owners instead.
@@ -343,18 +421,35 @@ impl<I> Halo<I> {
     ) {
         let sent = |n: &Neighbour| if reverse { n.receive.clone() } else { n.send.clone() };
         let received = |n: &Neighbour| if reverse { n.send.clone() } else { n.receive.clone() };
+        let sent: Vec<_> = self.neighbours.iter().map(sent).collect();
+        let received: Vec<_> = self.neighbours.iter().map(received).collect();
+        self.transfer_ranges(comm, (outgoing, &sent), (incoming, &received));
+    }
+
+    /// Sends each neighbour its range of `outgoing` and receives its range of `incoming`
+    /// (ranges in neighbour order; the incoming ones contiguous), non-blocking, all posted
+    /// before any wait.
+    fn transfer_ranges<X: Equivalence>(
+        &self,
+        comm: &Communicator,
+        (outgoing, sent): (&[X], &[std::ops::Range<usize>]),
+        (incoming, received): (&mut [X], &[std::ops::Range<usize>]),
+    ) {
         mpi::request::scope(|scope| {
             let mut rest = incoming;
             let mut receives = Vec::with_capacity(self.neighbours.len());
-            for n in &self.neighbours {
-                let (buf, tail) = std::mem::take(&mut rest).split_at_mut(received(n).len());
+            for (n, range) in self.neighbours.iter().zip(received) {
+                let (buf, tail) = std::mem::take(&mut rest).split_at_mut(range.len());
                 rest = tail;
                 receives.push(comm.process_at_rank(n.rank).immediate_receive_into(scope, buf));
             }
             let sends: Vec<_> = self
                 .neighbours
                 .iter()
-                .map(|n| comm.process_at_rank(n.rank).immediate_send(scope, &outgoing[sent(n)]))
+                .zip(sent)
+                .map(|(n, range)| {
+                    comm.process_at_rank(n.rank).immediate_send(scope, &outgoing[range.clone()])
+                })
                 .collect();
             receives.into_iter().for_each(|r| {
                 r.wait();

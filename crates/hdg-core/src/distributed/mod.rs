@@ -13,8 +13,9 @@
 //!   [`DistributedOperator`] (a product exchanges the halo, [`Halo`], then applies the rank's
 //!   rows). Ghost rows of the solvers' vectors hold zeros, so local dot products count each
 //!   row on its owner, and (block) Jacobi sees identity blocks there.
-//! - **Multigrid.** The trace level is distributed like the solvers' vectors; the vertex
-//!   levels are replicated on every rank (`multigrid.rs` says why and what it costs).
+//! - **Multigrid.** The trace level is distributed like the solvers' vectors; the first vertex
+//!   level is split by vertex ownership and coarsened where it lies, the coarser vertex levels
+//!   are replicated on every rank (`multigrid.rs` says why and what it costs).
 //! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
 //!   run on the part; error norms are summed over owned cells and reduced.
 //! - **Failures.** Each step ends in [`agree()`]: a failure on one rank is every rank's error.
@@ -32,7 +33,7 @@ mod solver;
 pub use agree::agree;
 pub use halo::Halo;
 pub use mpi;
-pub use multigrid::sum_over_ranks;
+pub use multigrid::{rows_to_owners, sum_over_ranks};
 pub use operator::DistributedOperator;
 pub use ops::DistributedOps;
 pub use pipeline::{solve, DistributedReport, DistributedRun, RankReport};

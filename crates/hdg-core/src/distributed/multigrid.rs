@@ -2,39 +2,44 @@
 //! distributed like the solver's vectors: its smoother needs only the operator's products
 //! (halo exchanges) and block Jacobi on owned rows.
 //!
-//! The vertex levels are built whole on every rank: E^T A E is summed over the ranks' owned
-//! rows, and every rank forms the same hierarchy bit for bit (the same sums in the same
-//! order), with the one-process run's aggregation, smoothers and spectrum estimates: the
-//! iterations are the one-process run's. In the cycle the first vertex level (P1, the largest)
-//! is then distributed by vertex ownership ([`DistributedOps::distribute_vertex_level`]): a
-//! vertex belongs to the lowest rank whose owned face rows use it; each rank computes its own
-//! vertices' entries and keeps the others zero; its products fill the ghost vertices from their
-//! owners first; the restriction from the trace level sends the contributions to other ranks'
-//! vertices to their owners; and the restriction to the second level is the local product
-//! followed by one allreduce of that level, the prolongation from it local. The second and
-//! coarser levels (a sixth of the first in 2D at k = 3, an eighth in 3D) are whole on every
-//! rank.
+//! The first vertex level (P1, the largest) is split among the ranks by vertex ownership: a
+//! vertex belongs to the lowest rank whose owned face rows use it. Each rank's backend forms
+//! E^T A E over its owned face rows (on the device for CUDA), and the rows of vertices that
+//! other ranks own go to their owners ([`rows_to_owners`]: only a part's interface rows
+//! travel), so that each rank holds its owned rows of A_1 with columns into ghost vertices.
+//! The level's vectors keep the whole level's length on every rank, each rank computing its
+//! own vertices' entries and keeping the others zero: its products fill the ghost vertices
+//! from their owners first; the restriction from the trace level sends the contributions to
+//! other ranks' vertices to their owners; the restriction to the second level is the local
+//! product followed by one allreduce of that level, the prolongation from it local.
 //!
-//! Why: with the first vertex level whole on every rank, every cycle summed the whole level
-//! over the ranks (an allreduce of the whole P1 vector) and ran its smoother on it; on GPU
-//! ranks that grew with the ranks and cost most of an iteration in 2D at 4 GPUs (measured:
-//! BENCHMARKS.md, "Distributed runs"). Distributing the first level cuts that allreduce to the
-//! second level's size and the first level's work to a rank's share. Each rank's share of
-//! E^T A E is its backend's own assembly over the rows it owns, and where kappa needs no
-//! coefficient regions its vertex space is built on its rows alone
-//! ([`super::part_vertex_space`]). What stays replicated, and grows with the ranks, is the
-//! rest of the setup (E^T A E, summed by row ranges ([`sum_over_ranks`]) but then gathered
-//! whole on every rank, the whole hierarchy formed on each, a pass over the whole mesh's faces
-//! to number the vertices) and the second level's allreduce: the next steps are the levels
-//! below distributed (aggregation inside each rank, the coarsest gathered onto fewer ranks) or
-//! hypre's BoomerAMG on the distributed P1 matrix, neither built nor measured yet.
+//! The hierarchy (`hdg_linalg::multigrid`) coarsens the split level where it lies
+//! ([`SplitLevel`], implemented by the level's layout in `ops.rs`): each rank aggregates its
+//! own vertices on the couplings among them (aggregates never cross ranks, as in hypre's and
+//! MueLu's uncoupled aggregation), forms the smoothed prolongator's owned rows with the ghost
+//! vertices' tentative rows from their owners, A P's owned rows with P's ghost rows from their
+//! owners, and its share of P^T A P; the shares are summed over the ranks
+//! ([`sum_over_ranks`]), so the second and coarser levels (a sixth of the first in 2D at k = 3,
+//! an eighth in 3D) are whole on every rank, formed bit for bit alike. Where the aggregates
+//! inside the ranks coarsen less than threefold (a part scattered in pieces: a random
+//! partition), the level is gathered whole for its aggregation instead, its vectors still
+//! split; a first level solved exactly (small meshes) is gathered and joined.
+//!
+//! Why: with the first vertex level whole on every rank, every rank gathered the whole A_1 (20
+//! bytes per nonzero from every rank), aggregated it and formed its whole coarsening, work and
+//! traffic that grew with the ranks and was most of the 2D setup on 4 GPUs (measured:
+//! BENCHMARKS.md, "Distributed runs"); earlier still every cycle summed the whole level over
+//! the ranks. What stays replicated: the levels from the second down (their setup and
+//! the second level's allreduce in each cycle) and a pass over the whole mesh's faces to
+//! number the vertices; the next steps are the second level split the same way, the coarsest
+//! gathered onto fewer ranks, or hypre's BoomerAMG on the split P1 matrix (not built).
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;
 
 use super::{agree, Communicator, DistributedOperator, DistributedOps};
 use crate::auxiliary::VertexSpace;
-use crate::backend::{HaloOps, MultigridOperator, MultigridOps};
+use crate::backend::{HaloOps, MultigridOperator, MultigridOps, SplitLevel};
 use crate::csr::HostCsr;
 use crate::error::{CoreError, Result};
 use crate::real::Real;
@@ -121,6 +126,9 @@ where
     fn release_coarsening_values(&self, matrix: &mut B::Csr) -> Result<()> {
         self.local.release_coarsening_values(matrix)
     }
+    fn split_level(&self, n: usize) -> Option<&dyn SplitLevel> {
+        self.vertex_layout(n).map(|layout| layout as &dyn SplitLevel)
+    }
 }
 
 impl<'a, T, B, A> MultigridOperator<T, DistributedOps<'a, B, B::Indices>>
@@ -143,27 +151,37 @@ where
         Ok(projected)
     }
 
-    /// A_1 = E^T A E, the whole level on every rank ([`Self::vertex_operator`]); with more
-    /// than one rank, the level's distribution by vertex ownership is set up alongside
-    /// ([`DistributedOps::distribute_vertex_level`] switches it on).
+    /// A_1 = E^T A E split among the ranks by vertex ownership: each rank's backend forms
+    /// the products of its owned trace rows (the incidence of its vertex space lists no
+    /// others; on the device for CUDA), the rows of vertices that other ranks own travel to
+    /// them ([`rows_to_owners`]), and the level is split
+    /// ([`DistributedOps::split_vertex_level`]): a rank returns its owned rows, and the
+    /// hierarchy coarsens the level where it lies (`hdg_linalg::multigrid`). On one rank, the
+    /// whole level.
     fn vertex_level(
         &self,
         backend: &DistributedOps<'a, B, B::Indices>,
         space: &VertexSpace,
         topology: &TraceTopology,
     ) -> Result<(HostCsr, Option<B::Csr>)> {
-        let a1 = self.vertex_operator(space, topology)?;
-        if self.comm.size() > 1 {
-            let d = space.vertices_per_face;
-            let owned_rows: Vec<u32> = space
-                .row_vertices
-                .chunks(d.max(1))
-                .zip(&self.owned)
-                .filter(|(_, &owned)| owned)
-                .flat_map(|(v, _)| v.iter().copied())
-                .collect();
-            agree(self.comm, backend.set_vertex_layout::<T>(&a1, &owned_rows))?;
+        if self.comm.size() == 1 {
+            return Ok((self.vertex_operator(space, topology)?, None));
         }
+        let (n, d) = (space.n_free_vertices, space.vertices_per_face);
+        let row_vertices: Vec<u32> = space
+            .row_vertices
+            .chunks(d.max(1))
+            .zip(&self.owned)
+            .filter(|(_, &owned)| owned)
+            .flat_map(|(v, _)| v.iter().copied())
+            .collect();
+        let owner = backend.vertex_owners(n, &row_vertices);
+        let local = match self.local.get() {
+            Some(local) => local.vertex_operator(space, topology),
+            None => Ok(HostCsr { n, n_cols: n, indptr: vec![0; n + 1], ..HostCsr::default() }),
+        };
+        let a1 = rows_to_owners(self.comm, &agree(self.comm, local)?, &owner)?;
+        agree(self.comm, backend.split_vertex_level::<T>(&a1, &owner, &row_vertices))?;
         Ok((a1, None))
     }
 
@@ -180,6 +198,70 @@ where
         };
         sum_over_ranks(self.comm, &agree(self.comm, local)?)
     }
+}
+
+/// Each rank's `local` rows summed on their owners (`owner[row]`): a rank keeps the rows it
+/// owns and sends the others' to them (only the rows it has entries in: at a part's
+/// interface), one all-to-all each for the rows, their lengths, columns and values. Row r of
+/// the result holds, on its owner, the rank's own entries and then each sender's in rank
+/// order, and is empty elsewhere.
+///
+/// # Errors
+/// More rows or entries for one rank than MPI's counts (2^31 - 1).
+pub fn rows_to_owners(comm: &Communicator, local: &HostCsr, owner: &[u32]) -> Result<HostCsr> {
+    let (size, me, n) = (comm.size() as usize, comm.rank() as u32, local.n);
+    let row = |r: usize| local.indptr[r]..local.indptr[r + 1];
+    let mut sent: Vec<Vec<u32>> = vec![Vec::new(); size];
+    for r in (0..n).filter(|&r| owner[r] != me && !row(r).is_empty()) {
+        sent[owner[r] as usize].push(r as u32);
+    }
+    let count = |len: usize| {
+        Count::try_from(len).map_err(|_| CoreError::InvalidParameter {
+            name: "vertex level",
+            reason: format!("{len} rows or entries to send to one rank: above MPI's counts"),
+        })
+    };
+    let counts = |f: &dyn Fn(&[u32]) -> usize| -> Result<Vec<Count>> {
+        sent.iter().map(|rows| count(f(rows))).collect()
+    };
+    let row_counts = agree::agree(comm, counts(&|rows| rows.len()))?;
+    let entry_counts = counts(&|rows| rows.iter().map(|&r| row(r as usize).len()).sum())?;
+    let exchange_counts = |mine: &[Count]| {
+        let mut theirs: Vec<Count> = vec![0; size];
+        comm.all_to_all_into(mine, &mut theirs[..]);
+        theirs
+    };
+    let (their_row_counts, their_entry_counts) =
+        (exchange_counts(&row_counts), exchange_counts(&entry_counts));
+    let rows: Vec<u32> = sent.concat();
+    let lengths: Vec<u32> = rows.iter().map(|&r| row(r as usize).len() as u32).collect();
+    let columns: Vec<u32> = rows
+        .iter()
+        .flat_map(|&r| local.indices[row(r as usize)].iter().map(|&c| c as u32))
+        .collect();
+    let values: Vec<f64> =
+        rows.iter().flat_map(|&r| local.values[row(r as usize)].iter().copied()).collect();
+    let their_rows = agree::all_to_all(comm, &rows, &row_counts, &their_row_counts);
+    let their_lengths = agree::all_to_all(comm, &lengths, &row_counts, &their_row_counts);
+    let their_columns = agree::all_to_all(comm, &columns, &entry_counts, &their_entry_counts);
+    let their_values = agree::all_to_all(comm, &values, &entry_counts, &their_entry_counts);
+    // Each received row's entries, and the received rows of each vertex in sender order.
+    let starts = crate::sparse_rows::prefix_sums(their_lengths.iter().map(|&l| l as usize));
+    let (first, received) =
+        crate::sparse_rows::invert(their_rows.len(), n, |k| Some(their_rows[k] as usize));
+    Ok(crate::sparse_rows::assemble_rows(n, local.n_cols, |r, accumulator| {
+        if owner[r] != me {
+            return;
+        }
+        for p in row(r) {
+            accumulator.add(local.indices[p], local.values[p]);
+        }
+        for &k in &received[first[r]..first[r + 1]] {
+            for e in starts[k as usize]..starts[k as usize + 1] {
+                accumulator.add(their_columns[e] as usize, their_values[e]);
+            }
+        }
+    }))
 }
 
 /// The sum of every rank's `local` (all of the same shape), on every rank, in two steps:

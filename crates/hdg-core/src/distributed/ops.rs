@@ -3,8 +3,9 @@
 //! the local one followed by one allreduce (a fused reduction of several dot products stays
 //! one allreduce). Ghost rows of the solvers' trace vectors hold zeros
 //! ([`super::DistributedOperator`] keeps them so), so a local dot product counts each row once,
-//! on its owner. Vectors of another length are the multigrid's vertex levels, which every rank
-//! holds whole (replicated): their reductions are the local ones. Every reduction is one
+//! on its owner. So are the multigrid's first vertex level's while it is split among the ranks
+//! ([`VertexLayout`]). Vectors of another length are the coarser vertex levels, which every
+//! rank holds whole (replicated): their reductions are the local ones. Every reduction is one
 //! allreduce all the same, which carries whether each rank took the vectors for its trace
 //! vectors: a vertex level that happens to have a rank's trace length is then still told apart
 //! (some rank sees another length), and no rank skips a collective another rank makes.
@@ -17,7 +18,10 @@ use mpi::topology::Communicator as _;
 use mpi::traits::CommunicatorCollectives as _;
 
 use super::{agree, Communicator, Halo};
-use crate::backend::{BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, VectorOps};
+use crate::backend::{
+    BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, SplitLevel, VectorOps,
+};
+use crate::csr::HostCsr;
 use crate::error::Result;
 use crate::real::Real;
 
@@ -32,21 +36,27 @@ pub struct DistributedOps<'a, B, I> {
     /// Every entry of a vector of each length summed over the ranks so far (the replicated
     /// vertex level's restriction), on the backend: its values move through them.
     whole: Mutex<HashMap<usize, I>>,
-    /// The multigrid's first vertex level distributed by vertex ownership (set up with the
-    /// level, used once [`DistributedOps::distribute_vertex_level`] switched it on).
+    /// The multigrid's first vertex level split among the ranks by vertex ownership (from
+    /// the level's setup until it is joined).
     vertex: OnceLock<VertexLayout<I>>,
     /// The allreduces of its reductions and restrictions.
     reductions: super::CommClock,
 }
 
-/// The first vertex level's vectors keep the whole level's length on every rank, but each
-/// rank computes only the entries of the vertices it owns and keeps the others zero: its
-/// products fill the ghost entries they read from their owners first (a halo exchange), its
-/// restriction from the trace level sends the contributions to other ranks' vertices to them,
-/// and the restriction to the next level (replicated) is one allreduce of that level.
+/// The first vertex level split among the ranks: its vectors keep the whole level's length on
+/// every rank, but each rank computes only the entries of the vertices it owns and keeps the
+/// others zero: its products fill the ghost entries they read from their owners first (a halo
+/// exchange), its restriction from the trace level sends the contributions to other ranks'
+/// vertices to them, and the restriction to the next level (replicated) is one allreduce of
+/// that level. It is the hierarchy's [`SplitLevel`] too (its setup's collective operations).
 pub struct VertexLayout<I> {
     /// Unknowns of the level.
     n: usize,
+    /// The ranks' communicator, duplicated: the level's collective operations
+    /// ([`SplitLevel`]) run on it.
+    comm: Communicator,
+    /// Whether this rank owns each unknown.
+    owned: std::sync::Arc<[bool]>,
     /// Owned and ghost vertices.
     pub(super) halo: Halo<I>,
     /// Every entry this rank does not own.
@@ -82,6 +92,31 @@ impl<I> VertexLayout<I> {
     }
 }
 
+/// The split first vertex level's collective operations (one rank's side).
+impl<I> SplitLevel for VertexLayout<I> {
+    fn owned(&self) -> &std::sync::Arc<[bool]> {
+        &self.owned
+    }
+    fn fill_ghost_rows(&self, rows: &HostCsr) -> Result<HostCsr> {
+        self.halo.exchange_rows(&self.comm, rows)
+    }
+    fn sum(&self, local: &HostCsr) -> Result<HostCsr> {
+        super::sum_over_ranks(&self.comm, local)
+    }
+    fn max(&self, x: f64) -> Result<f64> {
+        Ok(agree::min_max(&self.comm, (x, x)).1)
+    }
+    fn number(&self, count: Result<usize>) -> Result<(usize, usize)> {
+        let count = agree(&self.comm, count)? as u64;
+        let counts = agree::gather_all(&self.comm, &[count]);
+        let first = counts[..self.comm.rank() as usize].iter().sum::<u64>() as usize;
+        Ok((first, counts.iter().sum::<u64>() as usize))
+    }
+    fn join(&self) {
+        self.active.store(false, Ordering::Relaxed);
+    }
+}
+
 impl<'a, B, I> DistributedOps<'a, B, I> {
     /// `local` reducing over `comm`, trace vectors with the ghosts of `halo`.
     pub fn new(local: &'a B, comm: &'a Communicator, halo: &'a Halo<I>) -> Self {
@@ -95,19 +130,12 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
         }
     }
 
-    /// Sets up the first vertex level's distribution from its matrix `a1` (the whole level,
-    /// the same on every rank) and `row_vertices` (the level's unknowns of this rank's owned
-    /// trace rows, `NONE` for none): a vertex belongs to the lowest rank whose owned rows use
-    /// it. Collective. Not in use until [`DistributedOps::distribute_vertex_level`].
-    pub(super) fn set_vertex_layout<T: Real>(
-        &self,
-        a1: &crate::csr::HostCsr,
-        row_vertices: &[u32],
-    ) -> Result<()>
-    where
-        B: HaloOps<T, Indices = I>,
-    {
-        let (n, me) = (a1.n, self.comm.rank() as u32);
+    /// The owner of each of the first vertex level's `n` unknowns, from `row_vertices` (the
+    /// level's unknowns of this rank's owned trace rows, `NONE` for none): the lowest rank whose
+    /// owned rows use it (rank 0 for an unknown no rank's rows use). Collective: one allreduce
+    /// of the level's length.
+    pub(super) fn vertex_owners(&self, n: usize, row_vertices: &[u32]) -> Vec<u32> {
+        let me = self.comm.rank() as u32;
         let mut proposed = vec![u32::MAX; n];
         for &v in row_vertices.iter().filter(|&&v| v != crate::topology::NONE) {
             proposed[v as usize] = me;
@@ -119,6 +147,24 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
             mpi::collective::SystemOperation::min(),
         );
         owner.iter_mut().filter(|o| **o == u32::MAX).for_each(|o| *o = 0);
+        owner
+    }
+
+    /// Splits the first vertex level among the ranks by `owner` ([`Self::vertex_owners`]):
+    /// `a1` holds this rank's owned rows of it, `row_vertices` are as for the owners. From
+    /// here on the level's vectors and products are this rank's share
+    /// ([`MultigridOps::split_level`](crate::backend::MultigridOps::split_level) answers for
+    /// it) until the level is joined ([`SplitLevel::join`]). Collective.
+    pub(super) fn split_vertex_level<T: Real>(
+        &self,
+        a1: &crate::csr::HostCsr,
+        owner: &[u32],
+        row_vertices: &[u32],
+    ) -> Result<()>
+    where
+        B: HaloOps<T, Indices = I>,
+    {
+        let (n, me) = (a1.n, self.comm.rank() as u32);
         // What this rank reads: its vertices, their neighbours in A_1, its rows' vertices.
         let mut used = vec![false; n];
         for v in (0..n).filter(|&v| owner[v] == me) {
@@ -136,23 +182,15 @@ impl<'a, B, I> DistributedOps<'a, B, I> {
         let not_owned: Vec<u32> = (0..n as u32).filter(|&v| owner[v as usize] != me).collect();
         let layout = VertexLayout {
             n,
+            comm: self.comm.duplicate(),
             halo,
             not_owned: self.local.upload_indices(&not_owned)?,
-            active: AtomicBool::new(false),
+            owned: owner.iter().map(|&o| o == me).collect(),
+            active: AtomicBool::new(true),
             filled: Mutex::new(None),
         };
         let _ = self.vertex.set(layout);
         Ok(())
-    }
-
-    /// Switches the first vertex level to its distributed layout (set up with the level):
-    /// call once the multigrid is built (its setup ran on the whole level) and the level is
-    /// not the last (solved exactly, it stays whole). Nothing where there is no layout (one
-    /// rank).
-    pub fn distribute_vertex_level(&self) {
-        if let Some(layout) = self.vertex.get() {
-            layout.active.store(true, Ordering::Relaxed);
-        }
     }
 
     /// What this rank's communication took so far, as a note: halo exchanges of the trace

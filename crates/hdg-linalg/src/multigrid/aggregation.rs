@@ -17,7 +17,7 @@
 //!    is the Galerkin product P^T A P ([`galerkin_products`], through the sparse products of
 //!    `multigrid/sparse.rs`).
 use hdg_core::sparse_rows::{assemble_rows, for_each_group, prefix_sums};
-use hdg_core::{Coarsening, CoreError, HostCsr, Result};
+use hdg_core::{Coarsening, CoreError, HostCsr, Result, SplitLevel};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -107,32 +107,74 @@ pub fn aggregate(start: &[usize], neighbours: &[u32]) -> (Vec<usize>, usize) {
     (aggregate.into_par_iter().map(|g| g as usize).collect(), count as usize)
 }
 
-/// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row.
+/// The aggregate of an unknown that this process does not aggregate (a row of a split
+/// level that another process owns).
+pub const NO_AGGREGATE: usize = usize::MAX;
+
+/// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row, none in a row whose
+/// aggregate is [`NO_AGGREGATE`] (an aggregate's size counts the rows listed here: on a split
+/// level every aggregate lies within one process).
 pub fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
     let size: Vec<AtomicUsize> = (0..count).map(|_| AtomicUsize::new(0)).collect();
-    aggregate.par_iter().for_each(|&g| {
+    aggregate.par_iter().filter(|&&g| g != NO_AGGREGATE).for_each(|&g| {
         size[g].fetch_add(1, Relaxed);
     });
     let size: Vec<usize> = size.into_iter().map(AtomicUsize::into_inner).collect();
+    let indices: Vec<usize> =
+        aggregate.par_iter().copied().filter(|&g| g != NO_AGGREGATE).collect();
     HostCsr {
         n: aggregate.len(),
         n_cols: count,
-        indptr: (0..=aggregate.len()).into_par_iter().collect(),
-        indices: aggregate.to_vec(),
-        values: aggregate.par_iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
+        indptr: match indices.len() == aggregate.len() {
+            true => (0..=aggregate.len()).into_par_iter().collect(),
+            false => prefix_sums(aggregate.iter().map(|&g| (g != NO_AGGREGATE) as usize)),
+        },
+        values: indices.par_iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
+        indices,
     }
+}
+
+/// The aggregates of the rows `owned` of a split level (`a` holding those rows), found on the
+/// couplings among them alone (aggregation inside each process, "uncoupled" as hypre and
+/// MueLu call it): `aggregates_of` applied to the owned block, numbered from 0, and
+/// [`NO_AGGREGATE`] for the other rows; and their number.
+pub(crate) fn owned_aggregates(
+    a: &HostCsr,
+    owned: &[bool],
+    aggregates_of: impl Fn(&HostCsr) -> Result<(Vec<usize>, usize)>,
+) -> Result<(Vec<usize>, usize)> {
+    let rows: Vec<usize> = (0..a.n).filter(|&i| owned[i]).collect();
+    let mut local = vec![NO_AGGREGATE; a.n];
+    rows.iter().enumerate().for_each(|(k, &i)| local[i] = k);
+    let block = assemble_rows(rows.len(), rows.len(), |k, accumulator| {
+        let i = rows[k];
+        for p in a.indptr[i]..a.indptr[i + 1] {
+            if let Some(&j) = local.get(a.indices[p]).filter(|&&j| j != NO_AGGREGATE) {
+                accumulator.add(j, a.values[p]);
+            }
+        }
+    });
+    let (block_aggregates, count) = aggregates_of(&block)?;
+    let mut aggregates = vec![NO_AGGREGATE; a.n];
+    rows.iter().zip(block_aggregates).for_each(|(&i, g)| aggregates[i] = g);
+    Ok((aggregates, count))
 }
 
 /// P = (I - c D^-1 A) T, c = omega / rho, rows in parallel: row i is (A T)'s row i times
 /// -c / a_ii, plus T's row i.
+/// With `owned`, only those rows (the rest empty).
 pub(crate) fn smooth_prolongator(
     a: &HostCsr,
     diagonal: &[f64],
     tentative: &HostCsr,
     omega_over_rho: f64,
+    owned: Option<&[bool]>,
 ) -> HostCsr {
     debug_assert_eq!(a.n_cols, tentative.n);
     assemble_rows(a.n, tentative.n_cols, |i, accumulator| {
+        if owned.is_some_and(|owned| !owned[i]) {
+            return;
+        }
         add_row_product(a, tentative, i, accumulator);
         accumulator.scale(-omega_over_rho / diagonal[i]);
         for q in tentative.indptr[i]..tentative.indptr[i + 1] {
@@ -149,10 +191,32 @@ pub fn galerkin_products(
     tentative: &HostCsr,
     omega_over_rho: f64,
 ) -> Coarsening<HostCsr> {
-    let p = smooth_prolongator(a, &diagonal(a), tentative, omega_over_rho);
+    let p = smooth_prolongator(a, &diagonal(a), tentative, omega_over_rho, None);
     let restrict = transpose(&p);
     let coarse = multiply(&restrict, &multiply(a, &p));
     Coarsening { prolong: p, restrict, coarse, coarse_on_backend: None }
+}
+
+/// [`galerkin_products`] of a level split among processes (`split`; `a` and `tentative`
+/// holding this process's rows): each process forms P's owned rows, for which it needs the
+/// tentative rows of its ghost unknowns (the columns of its rows of A), then A P's owned rows,
+/// for which it needs P's ghost rows, and its share P_own^T (A P)_own of P^T A P; the shares
+/// are summed over the processes, so that every process holds the whole coarse matrix. P and
+/// P^T keep the owned rows (columns) only: the cycle's restriction sums them over the
+/// processes, its prolongation keeps the owned entries.
+pub(crate) fn split_galerkin_products(
+    split: &dyn SplitLevel,
+    a: &HostCsr,
+    tentative: &HostCsr,
+    omega_over_rho: f64,
+) -> Result<Coarsening<HostCsr>> {
+    let owned = split.owned();
+    let tentative = split.fill_ghost_rows(tentative)?;
+    let p = smooth_prolongator(a, &diagonal(a), &tentative, omega_over_rho, Some(owned));
+    let product = multiply(a, &split.fill_ghost_rows(&p)?);
+    let restrict = transpose(&p);
+    let coarse = split.sum(&multiply(&restrict, &product))?;
+    Ok(Coarsening { prolong: p, restrict, coarse, coarse_on_backend: None })
 }
 
 #[cfg(test)]
@@ -193,6 +257,31 @@ mod tests {
     }
 
     #[test]
+    fn owned_rows_aggregate_among_themselves() {
+        // A path of 9 whose rows 3..6 another process owns: rows 0..3 and 6..9 aggregate on
+        // their own couplings (the path's two ends, not joined through the rows between).
+        let a = laplacian(9);
+        let owned: Vec<bool> = (0..9).map(|i| !(3..6).contains(&i)).collect();
+        let aggregates_of = |block: &HostCsr| {
+            let (start, neighbours) = strong_neighbours(block, 0.25)?;
+            Ok(aggregate(&start, &neighbours))
+        };
+        let (agg, count) = owned_aggregates(&a, &owned, aggregates_of).unwrap();
+        // Block rows 0..6 (rows 0, 1, 2, 6, 7, 8): two paths of 3, one aggregate each.
+        let none = NO_AGGREGATE;
+        assert_eq!(agg, vec![0, 0, 0, none, none, none, 1, 1, 1]);
+        assert_eq!(count, 2);
+        let t = tentative_prolongator(&agg, count);
+        assert_eq!(t.indptr, vec![0, 1, 2, 3, 3, 3, 3, 4, 5, 6]);
+        assert_eq!(t.indices, vec![0, 0, 0, 1, 1, 1]);
+        assert!(t.values.iter().all(|&v| (v - 1.0 / 3f64.sqrt()).abs() < 1e-15));
+        // The smoothed prolongator keeps the rows it is given only.
+        let p = smooth_prolongator(&a, &diagonal(&a), &t, 0.5, Some(&owned));
+        assert!((3..6).all(|i| p.indptr[i] == p.indptr[i + 1]));
+        assert!(p.indptr[3] > 0 && p.indptr[9] > p.indptr[6]);
+    }
+
+    #[test]
     fn weak_connections_are_dropped() {
         let mut a = laplacian(3);
         a.values[1] = -1e-3; // a_01
@@ -208,7 +297,7 @@ mod tests {
         let (start, neighbours) = strong_neighbours(&a, 0.0).unwrap();
         let (agg, count) = aggregate(&start, &neighbours);
         let t = tentative_prolongator(&agg, count);
-        let p = smooth_prolongator(&a, &diagonal(&a), &t, 4.0 / 3.0 / 2.0);
+        let p = smooth_prolongator(&a, &diagonal(&a), &t, 4.0 / 3.0 / 2.0, None);
         // Interior rows of P reproduce the constant that T does (A 1 = 0 away from the ends).
         let sizes: Vec<f64> =
             (0..count).map(|g| agg.iter().filter(|&&x| x == g).count() as f64).collect();

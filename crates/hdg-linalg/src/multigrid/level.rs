@@ -19,15 +19,30 @@ pub(crate) struct CsrOperator<'a, T: Real, B: MultigridOps<T>> {
 
 impl<'a, T: Real, B: MultigridOps<T>> CsrOperator<'a, T, B> {
     /// `host` (square, positive diagonal) on the backend: `uploaded` where the backend already
-    /// holds it, else uploaded here.
-    pub(crate) fn new(backend: &'a B, host: &HostCsr, uploaded: Option<B::Csr>) -> Result<Self> {
+    /// holds it, else uploaded here. `owned`: the level is split among processes and `host`
+    /// holds this process's rows ([`hdg_core::SplitLevel`]): the other rows count as identity
+    /// rows (the Jacobi smoother then leaves their entries, which stay zero, as they are).
+    pub(crate) fn new(
+        backend: &'a B,
+        host: &HostCsr,
+        uploaded: Option<B::Csr>,
+        owned: Option<&[bool]>,
+    ) -> Result<Self> {
         if host.n != host.n_cols {
             return Err(CoreError::InvalidParameter {
                 name: "multigrid level",
                 reason: format!("a {} x {} matrix is not square", host.n, host.n_cols),
             });
         }
-        let diagonal = diagonal(host);
+        let mut diagonal = diagonal(host);
+        let is_owned = |i: usize| owned.is_none_or(|owned| owned[i]);
+        if owned.is_some() {
+            diagonal.par_iter_mut().enumerate().filter(|(i, _)| !is_owned(*i)).for_each(
+                |(_, d)| {
+                    *d = 1.0;
+                },
+            );
+        }
         if let Some(i) = diagonal.iter().position(|&d| !(d > 0.0 && d.is_finite())) {
             return Err(CoreError::Solver(format!(
                 "multigrid: coarse level of {} unknowns has diagonal entry {i} = {:e} (the \

@@ -16,6 +16,17 @@
 //! the bit), else on the host ([`aggregation::galerkin_products`]), and every matrix reaches the
 //! backend once.
 //!
+//! **A level split among processes** (a distributed run's first vertex level,
+//! [`MultigridOps::split_level`]): each process holds the rows it owns, aggregates them on the
+//! couplings among them alone, numbers its aggregates after the lower processes', and forms
+//! its share of the coarsening with the ghost rows of T and P from their owners
+//! ([`aggregation`]'s `split_galerkin_products`); the coarse level, summed over the
+//! processes, is whole on each. Its smoother's Jacobi treats the rows other processes own as
+//! identity rows (their entries stay zero), its spectrum bound is the largest over the
+//! processes. Where the aggregates inside the processes coarsen less than
+//! `SLOW_COARSENING`-fold, the level is gathered and aggregated whole; a split level solved
+//! exactly is gathered and joined.
+//!
 //! **Cycle.** A symmetric V-cycle: on every level l above the last,
 //!
 //! ```text
@@ -79,7 +90,10 @@ use hdg_core::{
 
 use crate::chebyshev::{product_update, SmoothingPolynomial};
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
-use aggregation::{aggregate, galerkin_products, strong_neighbours, tentative_prolongator};
+use aggregation::{
+    aggregate, galerkin_products, owned_aggregates, split_galerkin_products, strong_neighbours,
+    tentative_prolongator, NO_AGGREGATE,
+};
 use level::CsrOperator;
 
 /// How the trace level combines its smoother with the coarse correction.
@@ -272,13 +286,24 @@ struct PendingAggregation(Option<std::thread::JoinHandle<Result<Aggregates>>>);
 type Aggregates = (Vec<usize>, usize, f64);
 
 impl PendingAggregation {
-    /// Starts the aggregation of `matrix` if `wanted` (not for a last level).
-    fn start(matrix: &Arc<HostCsr>, settings: &MultigridSettings, wanted: bool) -> Self {
+    /// Starts the aggregation of `matrix` if `wanted` (not for a last level); of its rows
+    /// `owned` alone on a split level ([`owned_aggregates`]).
+    fn start(
+        matrix: &Arc<HostCsr>,
+        settings: &MultigridSettings,
+        wanted: bool,
+        owned: Option<Arc<[bool]>>,
+    ) -> Self {
         let (matrix, settings) = (Arc::clone(matrix), *settings);
         PendingAggregation(wanted.then(|| {
             std::thread::spawn(move || {
                 let started = Instant::now();
-                let (aggregates, count) = aggregates_of(&matrix, &settings)?;
+                let (aggregates, count) = match owned {
+                    Some(owned) => {
+                        owned_aggregates(&matrix, &owned, |block| aggregates_of(block, &settings))?
+                    }
+                    None => aggregates_of(&matrix, &settings)?,
+                };
                 Ok((aggregates, count, started.elapsed().as_secs_f64()))
             })
         }))
@@ -321,11 +346,17 @@ fn lambda_max<T: Real, B: MultigridOps<T>>(
     (steps, safety): (usize, f64),
     bound: f64,
     seed: u64,
+    owned: Option<&[bool]>,
 ) -> Result<f64> {
     if steps == 0 {
         return Ok(bound);
     }
-    let start = backend.copy_from_host(&pseudo_random::<T>(operator.dim(), seed))?;
+    let mut start = pseudo_random::<T>(operator.dim(), seed);
+    if let Some(owned) = owned {
+        // A split level's vectors are zero in the rows other processes own.
+        start.iter_mut().zip(owned.iter()).filter(|(_, &o)| !o).for_each(|(x, _)| *x = T::zero());
+    }
+    let start = backend.copy_from_host(&start)?;
     match lanczos_estimate(backend, operator, inner, &start, steps) {
         Ok(estimate) => Ok((estimate.lambda_max * safety).min(bound)),
         Err(CoreError::Solver(_)) => Ok(bound),
@@ -384,6 +415,19 @@ fn dense_inverse(a: &HostCsr, singular: bool) -> Result<HostCsr> {
     })
 }
 
+/// A coarsening computed on the host, its transfers uploaded.
+fn upload_coarsening<T: Real, B: MultigridOps<T>>(
+    backend: &B,
+    host: Coarsening<HostCsr>,
+) -> Result<Coarsening<B::Csr>> {
+    Ok(Coarsening {
+        prolong: backend.upload_csr(&host.prolong)?,
+        restrict: backend.upload_csr(&host.restrict)?,
+        coarse: host.coarse,
+        coarse_on_backend: None,
+    })
+}
+
 impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
     /// Builds the hierarchy for `trace`, the operator assembled on `topology`, with the vertex
     /// space `space` of the same discretization.
@@ -431,7 +475,10 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         let is_last =
             |n: usize, depth: usize| n <= settings.max_direct || depth + 2 >= settings.max_levels;
         let mut matrix = Arc::new(matrix);
-        let mut pending = PendingAggregation::start(&matrix, settings, !is_last(matrix.n, 0));
+        let owned_rows = |n: usize| backend.split_level(n).map(|level| Arc::clone(level.owned()));
+        let wanted = !is_last(matrix.n, 0);
+        let mut pending =
+            PendingAggregation::start(&matrix, settings, wanted, owned_rows(matrix.n));
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
         timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
         let t = Instant::now();
@@ -452,6 +499,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             (settings.trace_lanczos_steps, settings.lambda_safety),
             topology.faces_per_cell as f64,
             1,
+            None,
         )?;
         timed("trace level: block factors and lambda_max", t);
 
@@ -471,22 +519,61 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             phases[phase] += lap.elapsed().as_secs_f64();
             lap = Instant::now();
         };
+        let mut split_note = None;
         while matrix.n > 0 {
+            let last = is_last(matrix.n, levels.len());
+            let mut parts = backend.split_level(matrix.n);
+            if let (Some(level), true) = (parts, last) {
+                // Solved exactly: the level whole on every process.
+                matrix = Arc::new(level.sum(&matrix)?);
+                level.join();
+                parts = None;
+                split_note = Some("whole on every process (the last level)".to_string());
+            }
             nonzeros.push(matrix.indices.len());
-            let mut operator = CsrOperator::new(backend, &matrix, uploaded.take())?;
-            let jacobi = Jacobi::new(backend, &operator)?;
+            let owned = parts.map(|level| Arc::clone(level.owned()));
+            let mut operator =
+                CsrOperator::new(backend, &matrix, uploaded.take(), owned.as_deref())?;
+            let mut jacobi = Jacobi::new(backend, &operator)?;
             split(0);
-            if is_last(matrix.n, levels.len()) {
+            if last {
                 levels.push(VertexLevel { operator, jacobi });
                 break;
             }
-            let gershgorin = operator.gershgorin_bounds(true)?.1;
+            let mut gershgorin = operator.gershgorin_bounds(true)?.1;
+            if let Some(level) = parts {
+                gershgorin = level.max(gershgorin)?;
+            }
             let seed = 2 + levels.len() as u64;
             let steps = (settings.lanczos_steps, settings.lambda_safety);
-            let rho = lambda_max(backend, &operator, &jacobi, steps, gershgorin, seed)?;
+            let rho =
+                lambda_max(backend, &operator, &jacobi, steps, gershgorin, seed, owned.as_deref())?;
             split(1);
-            let (aggregates, count, seconds) = pending.finish()?;
+            let (mut aggregates, mut count, seconds) = pending.finish()?;
             host_aggregation += seconds;
+            if let Some(level) = parts {
+                let (first, total) = level.number(Ok(count))?;
+                aggregates.iter_mut().filter(|g| **g != NO_AGGREGATE).for_each(|g| *g += first);
+                count = total;
+                if count * SLOW_COARSENING > matrix.n {
+                    // Aggregates inside the processes coarsen too little (a part scattered
+                    // in pieces): the level is gathered and aggregated whole; its vectors stay
+                    // split in the cycle (its products keep the owned rows).
+                    matrix = Arc::new(level.sum(&matrix)?);
+                    operator = CsrOperator::new(backend, &matrix, None, None)?;
+                    jacobi = Jacobi::new(backend, &operator)?;
+                    (aggregates, count) = aggregates_of(&matrix, settings)?;
+                    parts = None;
+                    split_note = Some(format!(
+                        "gathered whole for its aggregation (inside the processes {total} \
+                         aggregates of {} unknowns)",
+                        matrix.n
+                    ));
+                } else {
+                    split_note =
+                        Some(format!("aggregated inside each process ({count} aggregates)"));
+                }
+            }
             if count == 0 || count * 10 > matrix.n * 9 {
                 return Err(CoreError::Solver(format!(
                     "multigrid: aggregation cannot coarsen a level of {} unknowns ({count} \
@@ -503,20 +590,22 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             let tentative = tentative_prolongator(&aggregates, count);
             // rho carries the safety factor: the smoothing step stays on the safe side.
             let omega_over_rho = 4.0 / 3.0 / rho;
-            // The backend's own products where it has them, else the host's (the same bits).
-            let coarsened =
-                backend.coarsen(&matrix, operator.matrix(), &tentative, omega_over_rho)?;
+            // A split level's products on the host with its ghost rows; else the backend's own
+            // products where it has them, else the host's (the same bits).
+            let coarsened = match parts {
+                Some(level) => {
+                    Some(split_galerkin_products(level, &matrix, &tentative, omega_over_rho)?)
+                        .map(|host| upload_coarsening(backend, host))
+                        .transpose()?
+                }
+                None => backend.coarsen(&matrix, operator.matrix(), &tentative, omega_over_rho)?,
+            };
             let Coarsening { prolong, restrict, coarse, coarse_on_backend } = match coarsened {
                 Some(on_backend) => on_backend,
-                None => {
-                    let host = galerkin_products(&matrix, &tentative, omega_over_rho);
-                    Coarsening {
-                        prolong: backend.upload_csr(&host.prolong)?,
-                        restrict: backend.upload_csr(&host.restrict)?,
-                        coarse: host.coarse,
-                        coarse_on_backend: None,
-                    }
-                }
+                None => upload_coarsening(
+                    backend,
+                    galerkin_products(&matrix, &tentative, omega_over_rho),
+                )?,
             };
             uploaded = coarse_on_backend;
             operator.coarsened()?;
@@ -524,8 +613,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             transfers.push(Transfer::Csr { restrict, prolong });
             levels.push(VertexLevel { operator, jacobi });
             matrix = Arc::new(coarse);
-            pending =
-                PendingAggregation::start(&matrix, settings, !is_last(matrix.n, levels.len()));
+            let wanted = !is_last(matrix.n, levels.len());
+            pending = PendingAggregation::start(&matrix, settings, wanted, owned_rows(matrix.n));
         }
         let direct = match matrix.n {
             0 => None,
@@ -543,6 +632,9 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             t,
         );
 
+        if let Some(note) = split_note {
+            notes.push(format!("first vertex level split among the processes: {note}"));
+        }
         let mut sizes = vec![trace.dim()];
         sizes.extend(levels.iter().map(|l| l.operator.dim()));
         let work = (0..sizes.len().max(2) - 1)
