@@ -90,11 +90,17 @@ pub trait SplitLevel {
     /// The sum over the processes of each one's `local` (all of the same shape), the same
     /// matrix on every process. A matrix of owned rows so becomes the whole level.
     fn sum(&self, local: &HostCsr) -> Result<HostCsr>;
+    /// The sum over the processes of each one's `local` (all of the same length), on every
+    /// process. A vector of owned entries (the others zero) so becomes the whole one.
+    fn sum_vector(&self, local: &[f64]) -> Result<Vec<f64>>;
+    /// The graph whose rows each process holds (its owned rows: `start`, `neighbours` in CSR
+    /// form over the level's rows, the others empty), joined: the whole graph on every process.
+    ///
+    /// # Errors
+    /// A graph beyond MPI's counts (2^31 - 1 entries), on every process alike.
+    fn gather_graph(&self, start: &[usize], neighbours: &[u32]) -> Result<(Vec<usize>, Vec<u32>)>;
     /// The largest `x` over the processes.
     fn max(&self, x: f64) -> Result<f64>;
-    /// Numbers this process's `count` items after those of the lower processes: its first
-    /// number and the total. An error on one process is every process's.
-    fn number(&self, count: Result<usize>) -> Result<(usize, usize)>;
     /// The level's vectors are whole on every process from now on (a level solved exactly
     /// needs every entry); its matrix must then be the whole one ([`SplitLevel::sum`]).
     fn join(&self);

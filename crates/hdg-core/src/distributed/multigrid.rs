@@ -14,25 +14,28 @@
 //! product followed by one allreduce of that level, the prolongation from it local.
 //!
 //! The hierarchy (`hdg_linalg::multigrid`) coarsens the split level where it lies
-//! ([`SplitLevel`], implemented by the level's layout in `ops.rs`): each rank aggregates its
-//! own vertices on the couplings among them (aggregates never cross ranks, as in hypre's and
-//! MueLu's uncoupled aggregation), forms the smoothed prolongator's owned rows with the ghost
-//! vertices' tentative rows from their owners, A P's owned rows with P's ghost rows from their
-//! owners, and its share of P^T A P; the shares are summed over the ranks
-//! ([`sum_over_ranks`]), so the second and coarser levels (a sixth of the first in 2D at k = 3,
-//! an eighth in 3D) are whole on every rank, formed bit for bit alike. Where the aggregates
-//! inside the ranks coarsen less than threefold (a part scattered in pieces: a random
-//! partition), the level is gathered whole for its aggregation instead, its vectors still
-//! split; a first level solved exactly (small meshes) is gathered and joined.
+//! ([`SplitLevel`], implemented by the level's layout in `ops.rs`): each rank finds its rows'
+//! strong couplings, the strength graph (4 bytes per coupling, no values) is gathered whole on
+//! every rank and aggregated there as on one process, each rank forms the smoothed
+//! prolongator's owned rows, A P's owned rows with P's ghost rows from their owners, and its
+//! share of P^T A P; the shares are summed over the ranks ([`sum_over_ranks`]), so the second
+//! and coarser levels (a sixth of the first in 2D at k = 3, an eighth in 3D) are whole on
+//! every rank, formed bit for bit alike. Aggregates inside each rank alone (uncoupled) were
+//! tried first: 4 to 6 more iterations on METIS parts of square meshes (20 -> 24 on 2 ranks, 26
+//! on 4, square:512 k = 3), none on block parts; the gathered graph keeps the one-process
+//! aggregates and iterations. A first level solved exactly (small meshes) is gathered and
+//! joined.
 //!
 //! Why: with the first vertex level whole on every rank, every rank gathered the whole A_1 (20
 //! bytes per nonzero from every rank), aggregated it and formed its whole coarsening, work and
 //! traffic that grew with the ranks and was most of the 2D setup on 4 GPUs (measured:
 //! BENCHMARKS.md, "Distributed runs"); earlier still every cycle summed the whole level over
-//! the ranks. What stays replicated: the levels from the second down (their setup and
-//! the second level's allreduce in each cycle) and a pass over the whole mesh's faces to
-//! number the vertices; the next steps are the second level split the same way, the coarsest
-//! gathered onto fewer ranks, or hypre's BoomerAMG on the split P1 matrix (not built).
+//! the ranks. What stays replicated: the first level's strength graph and its aggregation
+//! (serial, on a thread beside the backend's work), the levels from the second down (their
+//! setup and the second level's allreduce in each cycle) and a pass over the whole mesh's faces
+//! to number the vertices; the next steps are a parallel aggregation that keeps the
+//! iterations, the second level split the same way, the coarsest gathered onto fewer ranks, or
+//! hypre's BoomerAMG on the split P1 matrix (not built).
 use mpi::topology::Communicator as _;
 use mpi::traits::*;
 use mpi::Count;

@@ -22,7 +22,7 @@ use crate::backend::{
     BlockOps, FusedOps, HaloOps, MixedPrecisionOps, RecurrenceStep, SplitLevel, VectorOps,
 };
 use crate::csr::HostCsr;
-use crate::error::Result;
+use crate::error::{CoreError, Result};
 use crate::real::Real;
 
 /// The local backend `B` of one rank with global reductions over `comm`.
@@ -103,14 +103,39 @@ impl<I> SplitLevel for VertexLayout<I> {
     fn sum(&self, local: &HostCsr) -> Result<HostCsr> {
         super::sum_over_ranks(&self.comm, local)
     }
+    fn sum_vector(&self, local: &[f64]) -> Result<Vec<f64>> {
+        Ok(agree::sum(&self.comm, local))
+    }
+    fn gather_graph(&self, start: &[usize], neighbours: &[u32]) -> Result<(Vec<usize>, Vec<u32>)> {
+        let rows: Vec<u32> = (0..self.n as u32).filter(|&r| self.owned[r as usize]).collect();
+        let row = |r: u32| start[r as usize]..start[r as usize + 1];
+        let lengths: Vec<u32> = rows.iter().map(|&r| row(r).len() as u32).collect();
+        let total = agree::sum_count(&self.comm, lengths.iter().map(|&l| l as usize).sum());
+        if mpi::Count::try_from(total).is_err() {
+            return Err(CoreError::InvalidParameter {
+                name: "vertex level",
+                reason: format!("a strength graph of {total} entries: above MPI's counts"),
+            });
+        }
+        let columns: Vec<u32> =
+            rows.iter().flat_map(|&r| neighbours[row(r)].iter().copied()).collect();
+        let all_rows = agree::gather_all(&self.comm, &rows);
+        let all_lengths = agree::gather_all(&self.comm, &lengths);
+        let all_columns = agree::gather_all(&self.comm, &columns);
+        let mut length = vec![0usize; self.n];
+        all_rows.iter().zip(&all_lengths).for_each(|(&r, &l)| length[r as usize] = l as usize);
+        let whole_start = crate::sparse_rows::prefix_sums(length.into_iter());
+        let mut whole = vec![0u32; total];
+        let mut read = 0;
+        for (&r, &l) in all_rows.iter().zip(&all_lengths) {
+            let at = whole_start[r as usize];
+            whole[at..at + l as usize].copy_from_slice(&all_columns[read..read + l as usize]);
+            read += l as usize;
+        }
+        Ok((whole_start, whole))
+    }
     fn max(&self, x: f64) -> Result<f64> {
         Ok(agree::min_max(&self.comm, (x, x)).1)
-    }
-    fn number(&self, count: Result<usize>) -> Result<(usize, usize)> {
-        let count = agree(&self.comm, count)? as u64;
-        let counts = agree::gather_all(&self.comm, &[count]);
-        let first = counts[..self.comm.rank() as usize].iter().sum::<u64>() as usize;
-        Ok((first, counts.iter().sum::<u64>() as usize))
     }
     fn join(&self) {
         self.active.store(false, Ordering::Relaxed);

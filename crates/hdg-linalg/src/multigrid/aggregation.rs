@@ -31,13 +31,22 @@ const FREE: u32 = u32::MAX;
 ///
 /// Errors: a matrix of 2^32 rows or more.
 pub fn strong_neighbours(a: &HostCsr, theta: f64) -> Result<(Vec<usize>, Vec<u32>)> {
+    strong_neighbours_with(a, theta, &diagonal(a))
+}
+
+/// [`strong_neighbours`] with the matrix's diagonal given: on a level split among processes,
+/// `a` holds this process's rows (the others empty) and `diagonal` is the whole level's.
+pub(crate) fn strong_neighbours_with(
+    a: &HostCsr,
+    theta: f64,
+    diagonal: &[f64],
+) -> Result<(Vec<usize>, Vec<u32>)> {
     if u32::try_from(a.n).is_err() {
         return Err(CoreError::Solver(format!(
             "multigrid: a level of {} unknowns, beyond 32-bit indices",
             a.n
         )));
     }
-    let diagonal = &diagonal(a);
     let strong = |i: usize| {
         (a.indptr[i]..a.indptr[i + 1]).filter(move |&p| {
             let j = a.indices[p];
@@ -107,57 +116,20 @@ pub fn aggregate(start: &[usize], neighbours: &[u32]) -> (Vec<usize>, usize) {
     (aggregate.into_par_iter().map(|g| g as usize).collect(), count as usize)
 }
 
-/// The aggregate of an unknown that this process does not aggregate (a row of a split
-/// level that another process owns).
-pub const NO_AGGREGATE: usize = usize::MAX;
-
-/// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row, none in a row whose
-/// aggregate is [`NO_AGGREGATE`] (an aggregate's size counts the rows listed here: on a split
-/// level every aggregate lies within one process).
+/// `T[i][agg(i)] = 1 / sqrt(|agg(i)|)`: n x count, one entry per row.
 pub fn tentative_prolongator(aggregate: &[usize], count: usize) -> HostCsr {
     let size: Vec<AtomicUsize> = (0..count).map(|_| AtomicUsize::new(0)).collect();
-    aggregate.par_iter().filter(|&&g| g != NO_AGGREGATE).for_each(|&g| {
+    aggregate.par_iter().for_each(|&g| {
         size[g].fetch_add(1, Relaxed);
     });
     let size: Vec<usize> = size.into_iter().map(AtomicUsize::into_inner).collect();
-    let indices: Vec<usize> =
-        aggregate.par_iter().copied().filter(|&g| g != NO_AGGREGATE).collect();
     HostCsr {
         n: aggregate.len(),
         n_cols: count,
-        indptr: match indices.len() == aggregate.len() {
-            true => (0..=aggregate.len()).into_par_iter().collect(),
-            false => prefix_sums(aggregate.iter().map(|&g| (g != NO_AGGREGATE) as usize)),
-        },
-        values: indices.par_iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
-        indices,
+        indptr: (0..=aggregate.len()).into_par_iter().collect(),
+        indices: aggregate.to_vec(),
+        values: aggregate.par_iter().map(|&g| 1.0 / (size[g] as f64).sqrt()).collect(),
     }
-}
-
-/// The aggregates of the rows `owned` of a split level (`a` holding those rows), found on the
-/// couplings among them alone (aggregation inside each process, "uncoupled" as hypre and
-/// MueLu call it): `aggregates_of` applied to the owned block, numbered from 0, and
-/// [`NO_AGGREGATE`] for the other rows; and their number.
-pub(crate) fn owned_aggregates(
-    a: &HostCsr,
-    owned: &[bool],
-    aggregates_of: impl Fn(&HostCsr) -> Result<(Vec<usize>, usize)>,
-) -> Result<(Vec<usize>, usize)> {
-    let rows: Vec<usize> = (0..a.n).filter(|&i| owned[i]).collect();
-    let mut local = vec![NO_AGGREGATE; a.n];
-    rows.iter().enumerate().for_each(|(k, &i)| local[i] = k);
-    let block = assemble_rows(rows.len(), rows.len(), |k, accumulator| {
-        let i = rows[k];
-        for p in a.indptr[i]..a.indptr[i + 1] {
-            if let Some(&j) = local.get(a.indices[p]).filter(|&&j| j != NO_AGGREGATE) {
-                accumulator.add(j, a.values[p]);
-            }
-        }
-    });
-    let (block_aggregates, count) = aggregates_of(&block)?;
-    let mut aggregates = vec![NO_AGGREGATE; a.n];
-    rows.iter().zip(block_aggregates).for_each(|(&i, g)| aggregates[i] = g);
-    Ok((aggregates, count))
 }
 
 /// P = (I - c D^-1 A) T, c = omega / rho, rows in parallel: row i is (A T)'s row i times
@@ -197,22 +169,21 @@ pub fn galerkin_products(
     Coarsening { prolong: p, restrict, coarse, coarse_on_backend: None }
 }
 
-/// [`galerkin_products`] of a level split among processes (`split`; `a` and `tentative`
-/// holding this process's rows): each process forms P's owned rows, for which it needs the
-/// tentative rows of its ghost unknowns (the columns of its rows of A), then A P's owned rows,
-/// for which it needs P's ghost rows, and its share P_own^T (A P)_own of P^T A P; the shares
-/// are summed over the processes, so that every process holds the whole coarse matrix. P and
-/// P^T keep the owned rows (columns) only: the cycle's restriction sums them over the
-/// processes, its prolongation keeps the owned entries.
+/// [`galerkin_products`] of a level split among processes (`split`; `a` holding this
+/// process's rows, `tentative` every row: the aggregates are the whole level's): each process
+/// forms P's owned rows, then A P's owned rows, for which it needs P's ghost rows (from their
+/// owners), and its share P_own^T (A P)_own of P^T A P; the shares are summed over the
+/// processes, so that every process holds the whole coarse matrix. P and P^T keep the owned
+/// rows (columns) only: the cycle's restriction sums them over the processes, its
+/// prolongation keeps the owned entries.
 pub(crate) fn split_galerkin_products(
     split: &dyn SplitLevel,
     a: &HostCsr,
     tentative: &HostCsr,
     omega_over_rho: f64,
 ) -> Result<Coarsening<HostCsr>> {
-    let owned = split.owned();
-    let tentative = split.fill_ghost_rows(tentative)?;
-    let p = smooth_prolongator(a, &diagonal(a), &tentative, omega_over_rho, Some(owned));
+    let owned = Some(&split.owned()[..]);
+    let p = smooth_prolongator(a, &diagonal(a), tentative, omega_over_rho, owned);
     let product = multiply(a, &split.fill_ghost_rows(&p)?);
     let restrict = transpose(&p);
     let coarse = split.sum(&multiply(&restrict, &product))?;
@@ -254,31 +225,6 @@ mod tests {
                 assert!((tt.values[p] - want).abs() < 1e-15);
             }
         }
-    }
-
-    #[test]
-    fn owned_rows_aggregate_among_themselves() {
-        // A path of 9 whose rows 3..6 another process owns: rows 0..3 and 6..9 aggregate on
-        // their own couplings (the path's two ends, not joined through the rows between).
-        let a = laplacian(9);
-        let owned: Vec<bool> = (0..9).map(|i| !(3..6).contains(&i)).collect();
-        let aggregates_of = |block: &HostCsr| {
-            let (start, neighbours) = strong_neighbours(block, 0.25)?;
-            Ok(aggregate(&start, &neighbours))
-        };
-        let (agg, count) = owned_aggregates(&a, &owned, aggregates_of).unwrap();
-        // Block rows 0..6 (rows 0, 1, 2, 6, 7, 8): two paths of 3, one aggregate each.
-        let none = NO_AGGREGATE;
-        assert_eq!(agg, vec![0, 0, 0, none, none, none, 1, 1, 1]);
-        assert_eq!(count, 2);
-        let t = tentative_prolongator(&agg, count);
-        assert_eq!(t.indptr, vec![0, 1, 2, 3, 3, 3, 3, 4, 5, 6]);
-        assert_eq!(t.indices, vec![0, 0, 0, 1, 1, 1]);
-        assert!(t.values.iter().all(|&v| (v - 1.0 / 3f64.sqrt()).abs() < 1e-15));
-        // The smoothed prolongator keeps the rows it is given only.
-        let p = smooth_prolongator(&a, &diagonal(&a), &t, 0.5, Some(&owned));
-        assert!((3..6).all(|i| p.indptr[i] == p.indptr[i + 1]));
-        assert!(p.indptr[3] > 0 && p.indptr[9] > p.indptr[6]);
     }
 
     #[test]

@@ -17,15 +17,14 @@
 //! backend once.
 //!
 //! **A level split among processes** (a distributed run's first vertex level,
-//! [`MultigridOps::split_level`]): each process holds the rows it owns, aggregates them on the
-//! couplings among them alone, numbers its aggregates after the lower processes', and forms
-//! its share of the coarsening with the ghost rows of T and P from their owners
-//! ([`aggregation`]'s `split_galerkin_products`); the coarse level, summed over the
-//! processes, is whole on each. Its smoother's Jacobi treats the rows other processes own as
-//! identity rows (their entries stay zero), its spectrum bound is the largest over the
-//! processes. Where the aggregates inside the processes coarsen less than
-//! `SLOW_COARSENING`-fold, the level is gathered and aggregated whole; a split level solved
-//! exactly is gathered and joined.
+//! [`MultigridOps::split_level`]): each process holds the rows it owns. Its strength graph is
+//! gathered whole on every process and aggregated there as on one process (the same
+//! aggregates whatever the partition); each process forms its share of the coarsening from its
+//! rows, with P's ghost rows from their owners ([`aggregation`]'s `split_galerkin_products`),
+//! and the coarse level, summed over the processes, is whole on each. Its smoother's Jacobi
+//! treats the rows other processes own as identity rows (their entries stay zero), its
+//! spectrum bound is the largest over the processes. A split level solved exactly is
+//! gathered and joined.
 //!
 //! **Cycle.** A symmetric V-cycle: on every level l above the last,
 //!
@@ -85,14 +84,13 @@ use std::time::Instant;
 
 use hdg_core::{
     check_lengths, Coarsening, CoreError, HostCsr, MultigridOperator, MultigridOps, Preconditioner,
-    Real, Result, SmoothingCopy, TraceOperator, TraceTopology, VertexSpace,
+    Real, Result, SmoothingCopy, SplitLevel, TraceOperator, TraceTopology, VertexSpace,
 };
 
 use crate::chebyshev::{product_update, SmoothingPolynomial};
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
 use aggregation::{
-    aggregate, galerkin_products, owned_aggregates, split_galerkin_products, strong_neighbours,
-    tentative_prolongator, NO_AGGREGATE,
+    aggregate, galerkin_products, split_galerkin_products, strong_neighbours, tentative_prolongator,
 };
 use level::CsrOperator;
 
@@ -263,50 +261,79 @@ const SLOW_COARSENING: usize = 3;
 /// The aggregates of a level and their number ([`aggregation`], step 2).
 fn aggregates_of(matrix: &HostCsr, settings: &MultigridSettings) -> Result<(Vec<usize>, usize)> {
     let (start, neighbours) = strong_neighbours(matrix, settings.strength_threshold)?;
-    let (mut aggregates, mut count) = aggregate(&start, &neighbours);
-    if count * SLOW_COARSENING > matrix.n {
-        // Coarsening slower than SLOW_COARSENING (weak couplings everywhere: on SA's denser
-        // coarse levels in 3D) keeps levels large and dense; with every coupling strong the
-        // aggregates are whole neighbourhoods.
-        let (start, neighbours) = strong_neighbours(matrix, 0.0)?;
-        let (all, all_count) = aggregate(&start, &neighbours);
-        if all_count < count {
-            (aggregates, count) = (all, all_count);
-        }
+    let first = aggregate(&start, &neighbours);
+    or_every_coupling_strong(first, matrix.n, || strong_neighbours(matrix, 0.0))
+}
+
+/// `aggregates` (of a level of `n` unknowns, their number), or where they coarsen slower
+/// than SLOW_COARSENING (weak couplings everywhere: on SA's denser coarse levels in 3D, which
+/// would stay large and dense) the aggregates of the graph with every coupling strong
+/// (whole neighbourhoods), if fewer.
+fn or_every_coupling_strong(
+    aggregates: (Vec<usize>, usize),
+    n: usize,
+    every_coupling: impl FnOnce() -> Result<(Vec<usize>, Vec<u32>)>,
+) -> Result<(Vec<usize>, usize)> {
+    if aggregates.1 * SLOW_COARSENING <= n {
+        return Ok(aggregates);
     }
-    Ok((aggregates, count))
+    let (start, neighbours) = every_coupling()?;
+    let all = aggregate(&start, &neighbours);
+    Ok(if all.1 < aggregates.1 { all } else { aggregates })
+}
+
+/// The strength graph of a level split among processes (`matrix` holding this process's
+/// rows), whole on every process: each process finds its rows' strong couplings (with the
+/// whole diagonal, summed over the processes) and the rows are gathered. Collective. The
+/// aggregation that reads it is then the one-process run's, whatever the partition:
+/// aggregates inside each process (uncoupled, as hypre and MueLu offer) cost 4 to 6
+/// iterations on METIS parts of structured meshes, where index order packs the aggregates
+/// regularly and a part's jagged edge shifts that packing (`benchmarks/history/distributed.md`).
+fn split_strength_graph(
+    level: &dyn SplitLevel,
+    matrix: &HostCsr,
+    theta: f64,
+) -> Result<(Vec<usize>, Vec<u32>)> {
+    let whole_diagonal = level.sum_vector(&aggregation::diagonal(matrix))?;
+    let (start, neighbours) = aggregation::strong_neighbours_with(matrix, theta, &whole_diagonal)?;
+    level.gather_graph(&start, &neighbours)
 }
 
 /// A level's aggregation on a host thread of its own, so that the backend's work on the level
 /// (its upload, smoother and spectrum estimate) runs meanwhile: the aggregation reads only the
-/// host matrix, the backend only its own copy.
+/// host matrix (or a split level's gathered graph), the backend only its own copy.
 struct PendingAggregation(Option<std::thread::JoinHandle<Result<Aggregates>>>);
 
 /// The aggregate of every unknown, their number, and the seconds it took to find them.
 type Aggregates = (Vec<usize>, usize, f64);
 
 impl PendingAggregation {
-    /// Starts the aggregation of `matrix` if `wanted` (not for a last level); of its rows
-    /// `owned` alone on a split level ([`owned_aggregates`]).
+    /// Starts the aggregation of `matrix` if `wanted` (not for a last level). On a level split
+    /// among processes (`split`) its strength graph is gathered first, here (collective), and
+    /// the thread aggregates it; the slow-coarsening retry is then the caller's
+    /// ([`or_every_coupling_strong`] with [`split_strength_graph`]).
     fn start(
         matrix: &Arc<HostCsr>,
         settings: &MultigridSettings,
         wanted: bool,
-        owned: Option<Arc<[bool]>>,
-    ) -> Self {
+        split: Option<&dyn SplitLevel>,
+    ) -> Result<Self> {
+        if !wanted {
+            return Ok(PendingAggregation(None));
+        }
+        let started = Instant::now();
+        let graph = match split {
+            Some(level) => Some(split_strength_graph(level, matrix, settings.strength_threshold)?),
+            None => None,
+        };
         let (matrix, settings) = (Arc::clone(matrix), *settings);
-        PendingAggregation(wanted.then(|| {
-            std::thread::spawn(move || {
-                let started = Instant::now();
-                let (aggregates, count) = match owned {
-                    Some(owned) => {
-                        owned_aggregates(&matrix, &owned, |block| aggregates_of(block, &settings))?
-                    }
-                    None => aggregates_of(&matrix, &settings)?,
-                };
-                Ok((aggregates, count, started.elapsed().as_secs_f64()))
-            })
-        }))
+        Ok(PendingAggregation(Some(std::thread::spawn(move || {
+            let (aggregates, count) = match graph {
+                Some((start, neighbours)) => aggregate(&start, &neighbours),
+                None => aggregates_of(&matrix, &settings)?,
+            };
+            Ok((aggregates, count, started.elapsed().as_secs_f64()))
+        }))))
     }
 
     /// The aggregates, their number and the seconds the aggregation took.
@@ -475,10 +502,9 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
         let is_last =
             |n: usize, depth: usize| n <= settings.max_direct || depth + 2 >= settings.max_levels;
         let mut matrix = Arc::new(matrix);
-        let owned_rows = |n: usize| backend.split_level(n).map(|level| Arc::clone(level.owned()));
         let wanted = !is_last(matrix.n, 0);
         let mut pending =
-            PendingAggregation::start(&matrix, settings, wanted, owned_rows(matrix.n));
+            PendingAggregation::start(&matrix, settings, wanted, backend.split_level(matrix.n))?;
         let mut transfers = vec![Transfer::Faces(backend.upload_face_transfer(space)?)];
         timed(&format!("vertex level: E^T A E {galerkin_ms:.1} ms, and the transfers"), t);
         let t = Instant::now();
@@ -534,7 +560,7 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             let owned = parts.map(|level| Arc::clone(level.owned()));
             let mut operator =
                 CsrOperator::new(backend, &matrix, uploaded.take(), owned.as_deref())?;
-            let mut jacobi = Jacobi::new(backend, &operator)?;
+            let jacobi = Jacobi::new(backend, &operator)?;
             split(0);
             if last {
                 levels.push(VertexLevel { operator, jacobi });
@@ -549,31 +575,21 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             let rho =
                 lambda_max(backend, &operator, &jacobi, steps, gershgorin, seed, owned.as_deref())?;
             split(1);
-            let (mut aggregates, mut count, seconds) = pending.finish()?;
+            let (aggregates, count, seconds) = pending.finish()?;
             host_aggregation += seconds;
-            if let Some(level) = parts {
-                let (first, total) = level.number(Ok(count))?;
-                aggregates.iter_mut().filter(|g| **g != NO_AGGREGATE).for_each(|g| *g += first);
-                count = total;
-                if count * SLOW_COARSENING > matrix.n {
-                    // Aggregates inside the processes coarsen too little (a part scattered
-                    // in pieces): the level is gathered and aggregated whole; its vectors stay
-                    // split in the cycle (its products keep the owned rows).
-                    matrix = Arc::new(level.sum(&matrix)?);
-                    operator = CsrOperator::new(backend, &matrix, None, None)?;
-                    jacobi = Jacobi::new(backend, &operator)?;
-                    (aggregates, count) = aggregates_of(&matrix, settings)?;
-                    parts = None;
+            let (aggregates, count) = match parts {
+                Some(level) => {
+                    let every_coupling = || split_strength_graph(level, &matrix, 0.0);
+                    let (aggregates, count) =
+                        or_every_coupling_strong((aggregates, count), matrix.n, every_coupling)?;
                     split_note = Some(format!(
-                        "gathered whole for its aggregation (inside the processes {total} \
-                         aggregates of {} unknowns)",
-                        matrix.n
+                        "coarsened where it lies, its strength graph gathered for the \
+                         one-process aggregation ({count} aggregates)"
                     ));
-                } else {
-                    split_note =
-                        Some(format!("aggregated inside each process ({count} aggregates)"));
+                    (aggregates, count)
                 }
-            }
+                None => (aggregates, count),
+            };
             if count == 0 || count * 10 > matrix.n * 9 {
                 return Err(CoreError::Solver(format!(
                     "multigrid: aggregation cannot coarsen a level of {} unknowns ({count} \
@@ -594,9 +610,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             // products where it has them, else the host's (the same bits).
             let coarsened = match parts {
                 Some(level) => {
-                    Some(split_galerkin_products(level, &matrix, &tentative, omega_over_rho)?)
-                        .map(|host| upload_coarsening(backend, host))
-                        .transpose()?
+                    let host = split_galerkin_products(level, &matrix, &tentative, omega_over_rho)?;
+                    Some(upload_coarsening(backend, host)?)
                 }
                 None => backend.coarsen(&matrix, operator.matrix(), &tentative, omega_over_rho)?,
             };
@@ -614,7 +629,8 @@ impl<'a, T: Real, B: MultigridOps<T>> Multigrid<'a, T, B> {
             levels.push(VertexLevel { operator, jacobi });
             matrix = Arc::new(coarse);
             let wanted = !is_last(matrix.n, levels.len());
-            pending = PendingAggregation::start(&matrix, settings, wanted, owned_rows(matrix.n));
+            let parts = backend.split_level(matrix.n);
+            pending = PendingAggregation::start(&matrix, settings, wanted, parts)?;
         }
         let direct = match matrix.n {
             0 => None,
