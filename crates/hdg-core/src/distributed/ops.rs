@@ -122,16 +122,18 @@ impl<I> SplitLevel for VertexLayout<I> {
         let all_rows = agree::gather_all(&self.comm, &rows);
         let all_lengths = agree::gather_all(&self.comm, &lengths);
         let all_columns = agree::gather_all(&self.comm, &columns);
-        let mut length = vec![0usize; self.n];
-        all_rows.iter().zip(&all_lengths).for_each(|(&r, &l)| length[r as usize] = l as usize);
-        let whole_start = crate::sparse_rows::prefix_sums(length.into_iter());
-        let mut whole = vec![0u32; total];
+        // Each row's length and where its columns arrived; then the rows copied in parallel.
+        let (mut length, mut from) = (vec![0usize; self.n], vec![0usize; self.n]);
         let mut read = 0;
         for (&r, &l) in all_rows.iter().zip(&all_lengths) {
-            let at = whole_start[r as usize];
-            whole[at..at + l as usize].copy_from_slice(&all_columns[read..read + l as usize]);
+            (length[r as usize], from[r as usize]) = (l as usize, read);
             read += l as usize;
         }
+        let whole_start = crate::sparse_rows::prefix_sums(length.into_iter());
+        let mut whole = vec![0u32; total];
+        crate::sparse_rows::for_each_group(&mut whole, &whole_start, |r, row, _: &mut ()| {
+            row.copy_from_slice(&all_columns[from[r]..from[r] + row.len()]);
+        });
         Ok((whole_start, whole))
     }
     fn max(&self, x: f64) -> Result<f64> {
