@@ -108,7 +108,16 @@ pub fn constant_left_free(
         on_domain_boundary(mesh, f)
             && matches!(problem.condition(mesh.boundary_tag(f)), BoundaryCondition::Robin { .. })
     });
-    if any_dirichlet || any_robin || any_reaction {
+    constant_free_unless(problem, any_dirichlet || any_robin || any_reaction)
+}
+
+/// [`constant_left_free`] once it is known whether something fixes the constant (`fixed`: a
+/// Dirichlet or Robin face, or c > 0 somewhere).
+///
+/// # Errors
+/// As [`constant_left_free`].
+pub fn constant_free_unless(problem: &Problem, fixed: bool) -> Result<bool> {
+    if fixed {
         Ok(false)
     } else if problem.mean_zero {
         Ok(true)

@@ -145,15 +145,22 @@ impl<'a, T: Real> Discretization<'a, T> {
     /// constant 1 / sqrt(|K^|) and the others have mean zero, so (u_h, 1)_K =
     /// |K| U_0 / sqrt(|K^|).
     pub fn mean_of(&self, u: &[T]) -> f64 {
+        let (integral, measure) = self.integral_of(u, 0..self.mesh.n_cells());
+        integral / measure
+    }
+
+    /// (u_h, 1) over the cells `cells` and their measure (see [`Self::mean_of`]): a rank's
+    /// owned cells in a distributed run.
+    pub fn integral_of(&self, u: &[T], cells: std::ops::Range<usize>) -> (f64, f64) {
         let (mesh, n) = (self.mesh, self.tables.n);
         let scale = 1.0 / self.tables.reference_measure.sqrt();
         let (mut integral, mut measure) = (0.0, 0.0);
-        for c in 0..mesh.n_cells() {
+        for c in cells {
             let volume = mesh.cell_measure(c);
             integral += volume * scale * u[c * n].as_f64();
             measure += volume;
         }
-        integral / measure
+        (integral, measure)
     }
 }
 

@@ -105,6 +105,18 @@ fn plate_with(ring_kappa: f64) -> (Mesh, Problem) {
     (read.mesh, problem)
 }
 
+/// u = cos(pi x) cos(pi y) (cos(pi z)): mean zero, zero normal derivative on every side;
+/// Neumann data everywhere, c = 0, mean(u_h) = 0 asked for (a singular trace system).
+fn pure_neumann(dim: usize) -> Problem {
+    use std::f64::consts::PI;
+    let u = |x: &[f64]| x.iter().map(|&xi| (PI * xi).cos()).product::<f64>();
+    let mut builder = Problem::builder().source(move |x| x.len() as f64 * PI * PI * u(x));
+    for tag in 1..=2 * dim as u32 {
+        builder = builder.neumann(tag, |_, _| 0.0);
+    }
+    builder.exact(u).mean_zero(true).build()
+}
+
 /// A partition with every cell in a random part, from a fixed seed.
 fn random(cells: usize, parts: usize) -> Partition {
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -323,6 +335,23 @@ fn worker() {
             distributed(&solver, Partitioner::Given(p.clone()));
             compare_within(&world, solver, Partitioner::Given(p), MG_SLACK);
         }
+        "neumann" => {
+            // Pure Neumann with mean zero: the singular system solved in the complement of the
+            // constants over every rank (pcg-mg's cycle in f64, block Jacobi on the plate's
+            // sides too), u_h shifted by the mean over every rank's cells.
+            for k in 1..=3 {
+                let solver = Solver::new(Arc::new(square(16)), pure_neumann(2)).order(k);
+                compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
+            }
+            let cube = Arc::new(hdg::generate::unit_cube(4).unwrap());
+            let solver = Solver::new(cube, pure_neumann(3)).order(2);
+            compare_within(&world, solver, Partitioner::Metis, MG_SLACK);
+            let vertex_levels = Solver::new(Arc::new(square(40)), pure_neumann(2)).order(1);
+            compare_within(&world, vertex_levels, Partitioner::Metis, MG_SLACK);
+            let mesh = square(10);
+            let p = last_empty(mesh.n_cells(), np);
+            compare(&world, block_jacobi(mesh, pure_neumann(2), 2), Partitioner::Given(p));
+        }
         "random-mg" => {
             let mesh = square(12);
             let p = random(mesh.n_cells(), np);
@@ -452,6 +481,7 @@ cases! {
     multigrid_cube_k1_to_3: "cube-mg" on 1, 2, 3, 4;
     multigrid_plate_with_regions: "plate-mg" on 2, 3;
     multigrid_random_partition: "random-mg" on 2, 4;
+    pure_neumann_with_mean_zero: "neumann" on 1, 2, 3, 4;
     multigrid_distributed_vertex_level: "vertex-mg" on 1, 2, 3, 4;
     a_rank_without_cells: "empty-rank" on 2, 3;
     a_failing_rank_fails_every_rank: "failure" on 1, 2, 3, 4;

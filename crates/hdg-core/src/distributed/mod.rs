@@ -18,6 +18,9 @@
 //!   are replicated on every rank (`multigrid.rs` says why and what it costs).
 //! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
 //!   run on the part; error norms are summed over owned cells and reduced.
+//! - **Pure Neumann** (c = 0, mean(u_h) = 0 asked for): as on one process, the right-hand side
+//!   loses its constant component and the solver works in the complement of the constants (both
+//!   over every rank), and u_h is shifted by its mean over every rank's owned cells.
 //! - **Failures.** Each step ends in [`agree()`]: a failure on one rank is every rank's error.
 //!
 //! MPI is used from the thread that initialised it only ([`mpi::initialize`]: a single-thread

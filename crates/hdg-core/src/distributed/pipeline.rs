@@ -144,6 +144,37 @@ fn timed<R>(
     crate::pipeline::timed(progress, stage, slot, || agree::agree(comm, work()))
 }
 
+/// The constant trace on this rank's owned rows (ghost rows zero; empty without cells), with
+/// the right-hand side made orthogonal to it over every rank: z . rhs = 0 holds only up to
+/// quadrature and rounding. Collective (one allreduce, after every rank's own part agreed).
+fn orthogonal_to_constants<T: Real, B: Backend<T> + HaloOps<T>>(
+    comm: &Communicator,
+    backend: &B,
+    halo: &Halo<B::Indices>,
+    local: &mut Option<Local<'_, T, B>>,
+) -> Result<Vec<f64>> {
+    let mine = local
+        .as_ref()
+        .map(|l| -> Result<(Vec<f64>, f64, f64)> {
+            let mut z = backend.copy_from_host(&l.disc.constant_trace())?;
+            halo.clear_ghosts::<T, B>(backend, &mut z)?;
+            let z: Vec<f64> = backend.to_host(&z)?.iter().map(|x| x.as_f64()).collect();
+            let rhs = backend.to_host(&l.rhs)?;
+            let zr = z.iter().zip(&rhs).map(|(a, b)| a * b.as_f64()).sum();
+            let zz = z.iter().map(|a| a * a).sum();
+            Ok((z, zr, zz))
+        })
+        .transpose();
+    let (z, zr, zz) = agree::agree(comm, mine)?.unwrap_or_default();
+    let sums = agree::sum(comm, &[zr, zz]);
+    if let Some(l) = local {
+        let lowered: Vec<T> = z.iter().map(|&x| T::from_f64_lossy(x)).collect();
+        let z_on_backend = backend.copy_from_host(&lowered)?;
+        backend.axpy(T::from_f64_lossy(-sums[0] / sums[1]), &z_on_backend, &mut l.rhs)?;
+    }
+    Ok(z)
+}
+
 /// Solves `problem` on `mesh` (the whole mesh, the same on every rank) distributed over the
 /// ranks of `comm` by `partition`, each rank running its part on `backend`, with the trace
 /// solver `solver`. Every rank calls it with the same arguments (its backend aside); every
@@ -187,19 +218,13 @@ where
                 ),
             });
         }
-        // What only the whole mesh tells: the tags of the conditions, a free constant.
+        // What only the whole mesh tells: the tags of the conditions.
         problem.validate_on(mesh)?;
-        if !crate::boundary::constant_fixed(mesh, problem) {
-            return Err(CoreError::InvalidParameter {
-                name: "boundary conditions",
-                reason: "no Dirichlet or Robin face and no c > 0 given as a number: a pure \
-                         Neumann problem is not distributed yet (run it on one process)"
-                    .into(),
-            });
-        }
         Ok(())
     })();
     agree::agree(comm, checked)?;
+    // A Dirichlet or Robin face anywhere, or c > 0 given as a number, fixes the constant.
+    let fixed_by_data = crate::boundary::constant_fixed(mesh, problem);
     let mut phases =
         SetupPhases { checks: start.elapsed().as_secs_f64(), ..SetupPhases::default() };
     let part = agree::agree(comm, MeshPart::new(mesh, partition, rank).map_err(CoreError::from))?;
@@ -217,6 +242,20 @@ where
         Ok((disc, prep))
     });
     let setup = agree::agree(comm, setup.transpose())?;
+    // Else c > 0 on some rank's cell does; else the constant is free (pure Neumann), and with
+    // mean(u_h) = 0 asked for the operator is singular with the constants as its null space:
+    // the right-hand side loses its constant component, the solver works in the complement,
+    // and u_h is shifted to mean zero (as on one process).
+    let singular = match fixed_by_data {
+        true => false,
+        false => {
+            let reaction = setup.as_ref().is_some_and(|(disc, _)| {
+                disc.reaction[..part.owned_cells].iter().any(|&c| c > T::zero())
+            });
+            let any_reaction = agree::sum_count(comm, reaction as usize) > 0;
+            agree::agree(comm, crate::boundary::constant_free_unless(problem, any_reaction))?
+        }
+    };
     let n_f = crate::reference::reference_element(mesh.cell_type(), order)?.n_face();
     let rows = |disc: &Discretization<'_, T>| -> (Vec<u64>, Vec<u32>) {
         disc.topology
@@ -248,6 +287,15 @@ where
             })
             .transpose()
     })?;
+    // The constant trace on owned rows (ghost rows zero), and the right-hand side made
+    // orthogonal to it: z . rhs = 0 holds only up to quadrature and rounding.
+    let mut local = local;
+    let constant_trace = match singular {
+        true => {
+            Some(agree::agree(comm, orthogonal_to_constants(comm, backend, &halo, &mut local))?)
+        }
+        false => None,
+    };
 
     // The trace solve, over every rank.
     progress.started(Stage::Solve);
@@ -276,6 +324,7 @@ where
         vertex_space: vertex_space.as_ref().map(|(space, _)| space),
         dim,
         order,
+        constant_trace: constant_trace.as_deref(),
     };
     let ops = DistributedOps::new(backend, comm, &halo);
     let mut trace = backend.zeros(halo.len())?;
@@ -310,7 +359,29 @@ where
 
     // Recovery, postprocessing and the errors on the part.
     let fields = timed(comm, progress, Stage::Recover, &mut t.recover, || {
-        local.as_ref().map(|l| backend.recover(&l.disc, &l.prep, &l.condensed, &trace)).transpose()
+        let fields = local
+            .as_ref()
+            .map(|l| backend.recover(&l.disc, &l.prep, &l.condensed, &trace))
+            .transpose();
+        if !singular {
+            return fields;
+        }
+        // The solve fixed the constant only up to rounding: shift the trace (ghost rows too)
+        // by the mean of u_h over every rank's owned cells, and recover again. (Every rank
+        // agrees on each step before the sum: a failure on one is every rank's.)
+        let fields = agree::agree(comm, fields)?;
+        let integral = match (&local, &fields) {
+            (Some(l), Some(f)) => backend
+                .fields_to_host(f)
+                .map(|host| l.disc.integral_of(&host.u, 0..part.owned_cells)),
+            _ => Ok((0.0, 0.0)),
+        };
+        let (integral, measure) = agree::agree(comm, integral)?;
+        let sums = agree::sum(comm, &[integral, measure]);
+        let Some(l) = &local else { return Ok(fields) };
+        let z = backend.copy_from_host(&l.disc.constant_trace())?;
+        backend.axpy(T::from_f64_lossy(-sums[0] / sums[1]), &z, &mut trace)?;
+        backend.recover(&l.disc, &l.prep, &l.condensed, &trace).map(Some)
     })?;
     let full_trace = match (&local, keep_solution) {
         (Some(l), true) => Some(crate::diagnostics::full_trace(&l.disc, &backend.to_host(&trace)?)),

@@ -26,6 +26,10 @@ pub struct DistributedSetup<'a> {
     pub dim: usize,
     /// Polynomial order.
     pub order: usize,
+    /// Where the operator is singular with the constants as its null space (pure Neumann with
+    /// c = 0 and mean(u_h) = 0 asked for): the constant trace on the rank's rows, zero on its
+    /// ghost rows (the right-hand side is already orthogonal to it).
+    pub constant_trace: Option<&'a [f64]>,
 }
 
 /// A trace solver over the ranks of a distributed run, the same on every rank (`hdg-linalg`'s
