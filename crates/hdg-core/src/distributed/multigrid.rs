@@ -158,7 +158,7 @@ where
     /// the products of its owned trace rows (the incidence of its vertex space lists no
     /// others; on the device for CUDA), the rows of vertices that other ranks own travel to
     /// them ([`rows_to_owners`]), and the level is split
-    /// ([`DistributedOps::split_vertex_level`]): a rank returns its owned rows, and the
+    /// (`DistributedOps::split_vertex_level`): a rank returns its owned rows, and the
     /// hierarchy coarsens the level where it lies (`hdg_linalg::multigrid`). On one rank, the
     /// whole level.
     fn vertex_level(
