@@ -267,79 +267,49 @@ pub fn rows_to_owners(comm: &Communicator, local: &HostCsr, owner: &[u32]) -> Re
     }))
 }
 
-/// The sum of every rank's `local` (all of the same shape), on every rank, in two steps:
-/// each rank sums one range of rows (every rank sends it its entries of those rows, and the
-/// entries of a row are added in rank order, each rank's in its own order), then every rank
-/// gathers the summed ranges. Every rank so holds the same bits, and each entry travels to
-/// one rank before the (smaller) sums travel to all: the whole level's raw entries gathered
-/// on every rank, and summed there, cost each rank the work and the traffic of all of them.
+/// The sum of every rank's `local` (all of the same shape), on every rank: every rank's
+/// non-empty rows are gathered on every rank (one gather each of their numbers, lengths,
+/// columns and values) and summed there, rows in parallel, the entries of a row in rank order
+/// and each rank's in its own order: every rank so holds the same bits. For shares whose rows
+/// barely overlap (each rank's share of the coarse level P^T A P: its aggregates' rows) this
+/// is one collective step, where summing by row ranges first sent every share's entries to the
+/// rank of their range (measured: that all-to-all and the serial unpacking around it cost as
+/// much as the gather itself).
 ///
 /// # Errors
-/// A rank's share of the entries above MPI's counts (2^31 - 1).
+/// More entries over all ranks than MPI's counts (2^31 - 1), on every rank alike.
 pub fn sum_over_ranks(comm: &Communicator, local: &HostCsr) -> Result<HostCsr> {
-    let (size, n) = (comm.size() as usize, local.n);
-    let bound = |r: usize| r * n / size;
-    let count = |len: usize| {
-        Count::try_from(len).map_err(|_| CoreError::InvalidParameter {
+    use rayon::prelude::*;
+    let n = local.n;
+    let rows: Vec<u32> = (0..n as u32)
+        .into_par_iter()
+        .filter(|&r| local.indptr[r as usize + 1] > local.indptr[r as usize])
+        .collect();
+    let lengths: Vec<u32> = rows
+        .par_iter()
+        .map(|&r| (local.indptr[r as usize + 1] - local.indptr[r as usize]) as u32)
+        .collect();
+    let total = agree::sum_count(comm, local.indices.len());
+    if Count::try_from(total).is_err() {
+        return Err(CoreError::InvalidParameter {
             name: "vertex level",
-            reason: format!("{len} entries to send to one rank: above MPI's counts"),
-        })
-    };
-    // Rank r sums rows bound(r)..bound(r + 1): this rank's row lengths, columns and values
-    // there, contiguous in its CSR.
-    let (lengths, columns) = compact(local);
-    let row_counts =
-        (0..size).map(|r| count(bound(r + 1) - bound(r))).collect::<Result<Vec<_>>>()?;
-    // A refusal on one rank is every rank's (before any rank waits in an exchange).
-    let entry_counts = agree::agree(
-        comm,
-        (0..size)
-            .map(|r| count(local.indptr[bound(r + 1)] - local.indptr[bound(r)]))
-            .collect::<Result<Vec<_>>>(),
-    )?;
-    let mut incoming: Vec<Count> = vec![0; size];
-    comm.all_to_all_into(&entry_counts[..], &mut incoming[..]);
-    let mine = bound(comm.rank() as usize)..bound(comm.rank() as usize + 1);
-    let received_rows = vec![mine.len() as Count; size];
-    let their_lengths = agree::all_to_all(comm, &lengths, &row_counts, &received_rows);
-    let their_columns = agree::all_to_all(comm, &columns, &entry_counts, &incoming);
-    let their_values = agree::all_to_all(comm, &local.values, &entry_counts, &incoming);
-    // Where each sender's entries of each of my rows start.
-    let mut starts = vec![0usize; size * (mine.len() + 1)];
-    let mut offset = 0;
-    for s in 0..size {
-        let first = s * (mine.len() + 1);
-        for i in 0..mine.len() {
-            starts[first + i] = offset;
-            offset += their_lengths[s * mine.len() + i] as usize;
-        }
-        starts[first + mine.len()] = offset;
+            reason: format!("{total} entries gathered on every rank: above MPI's counts"),
+        });
     }
-    let summed = crate::sparse_rows::assemble_rows(mine.len(), local.n_cols, |row, accumulator| {
-        for s in 0..size {
-            let first = s * (mine.len() + 1) + row;
-            for e in starts[first]..starts[first + 1] {
-                accumulator.add(their_columns[e] as usize, their_values[e]);
-            }
-        }
-    });
-    // Every rank gathers the summed ranges, in rank order: the rows in order.
-    let (lengths, columns) = compact(&summed);
-    agree::agree(comm, count(columns.len()))?;
+    let columns: Vec<u32> = local.indices.par_iter().map(|&c| c as u32).collect();
+    let all_rows = agree::gather_all(comm, &rows);
     let all_lengths = agree::gather_all(comm, &lengths);
     let all_columns = agree::gather_all(comm, &columns);
-    let values = agree::gather_all(comm, &summed.values);
-    let mut indptr = Vec::with_capacity(n + 1);
-    indptr.push(0);
-    for &len in &all_lengths {
-        indptr.push(indptr[indptr.len() - 1] + len as usize);
-    }
-    let indices = all_columns.into_iter().map(|c| c as usize).collect();
-    Ok(HostCsr { n, n_cols: local.n_cols, indptr, indices, values })
-}
-
-/// A CSR matrix's row lengths and columns as u32, what its messages carry.
-fn compact(a: &HostCsr) -> (Vec<u32>, Vec<u32>) {
-    let lengths = a.indptr.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
-    (lengths, a.indices.iter().map(|&c| c as u32).collect())
+    let all_values = agree::gather_all(comm, &local.values);
+    // Each gathered row's entries, and the gathered rows of each row in rank order.
+    let starts = crate::sparse_rows::prefix_sums(all_lengths.iter().map(|&l| l as usize));
+    let (first, gathered) =
+        crate::sparse_rows::invert(all_rows.len(), n, |k| Some(all_rows[k] as usize));
+    Ok(crate::sparse_rows::assemble_rows(n, local.n_cols, |r, accumulator| {
+        for &k in &gathered[first[r]..first[r + 1]] {
+            for e in starts[k as usize]..starts[k as usize + 1] {
+                accumulator.add(all_columns[e] as usize, all_values[e]);
+            }
+        }
+    }))
 }
