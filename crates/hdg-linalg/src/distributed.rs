@@ -40,29 +40,32 @@ fn settings(setup: &DistributedSetup<'_>, single_precision: bool) -> MultigridSe
     }
 }
 
-/// CG with `mg` over the ranks; on a singular operator (pure Neumann) with the constants
-/// projected out of each correction, as on one process.
-fn pcg_mg_with<'o, T, B, P>(
+/// CG with a multigrid in the solve's own precision over the ranks; on a singular operator
+/// (pure Neumann) with the constants projected out of each correction, as on one process.
+fn same_precision_pcg_mg<T, B>(
     suite: &Suite,
-    ops: &DistributedOps<'o, B, B::Indices>,
+    ops: &DistributedOps<'_, B, B::Indices>,
     operator: &DistributedOperator<'_, T, B, B::Operator>,
     setup: &DistributedSetup<'_>,
-    mg: &P,
-    notes: &[String],
-    (rhs, x): (&<B as VectorOps<T>>::Vector, &mut <B as VectorOps<T>>::Vector),
+    rhs: &<B as VectorOps<T>>::Vector,
+    x: &mut <B as VectorOps<T>>::Vector,
 ) -> Result<SolveReport>
 where
     T: Real,
-    B: Backend<T> + HaloOps<T>,
-    P: hdg_core::Preconditioner<T, DistributedOps<'o, B, B::Indices>>,
+    B: Backend<T> + HaloOps<T> + MultigridOps<T>,
+    B::Operator: MultigridOperator<T, B>,
 {
+    let mg = Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
+    let sizes = mg.level_sizes();
+    check_levels(ops, &sizes)?;
+    let notes = notes::<T, B>(ops, &sizes, mg.notes());
     match setup.constant_trace {
         Some(z) => {
             let z: Vec<T> = z.iter().map(|&v| T::from_f64_lossy(v)).collect();
-            let projected = crate::ProjectOut::new(ops, mg, ops.copy_from_host(&z)?)?;
-            pcg_with(suite, ops, operator, &projected, notes, rhs, x)
+            let projected = crate::ProjectOut::new(ops, &mg, ops.copy_from_host(&z)?)?;
+            pcg_with(suite, ops, operator, &projected, &notes, rhs, x)
         }
-        None => pcg_with(suite, ops, operator, mg, notes, rhs, x),
+        None => pcg_with(suite, ops, operator, &mg, &notes, rhs, x),
     }
 }
 
@@ -70,13 +73,6 @@ fn space<'s>(setup: &DistributedSetup<'s>) -> Result<&'s hdg_core::VertexSpace> 
     setup
         .vertex_space
         .ok_or_else(|| CoreError::Solver("pcg-mg: the distributed run made no vertex space".into()))
-}
-
-/// A replicated vertex level whose size is every rank's trace length could not be told from
-/// the trace vectors by its reductions (`DistributedOps`): refused rather than wrong (on every
-/// rank alike).
-fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
-    check_sizes(ops, sizes)
 }
 
 /// The notes of a distributed multigrid: its own, and how its first vertex level is laid out.
@@ -104,7 +100,10 @@ where
     notes
 }
 
-fn check_sizes<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
+/// A replicated vertex level whose size is every rank's trace length could not be told from
+/// the trace vectors by its reductions (`DistributedOps`): refused rather than wrong (on every
+/// rank alike).
+fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result<()> {
     let clash = sizes[1..].contains(&ops.halo.len());
     let clashes = hdg_core::distributed::agree::sum_count(ops.comm, clash as usize);
     match clashes == hdg_core::distributed::size(ops.comm) {
@@ -130,12 +129,7 @@ where
         rhs: &<B as VectorOps<f32>>::Vector,
         x: &mut <B as VectorOps<f32>>::Vector,
     ) -> Result<SolveReport> {
-        let mg =
-            Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings(setup, false))?;
-        let sizes = mg.level_sizes();
-        check_levels(ops, &sizes)?;
-        let notes = notes::<f32, B>(ops, &sizes, mg.notes());
-        pcg_mg_with(suite, ops, operator, setup, &mg, &notes, (rhs, x))
+        same_precision_pcg_mg(suite, ops, operator, setup, rhs, x)
     }
 }
 
@@ -162,12 +156,7 @@ where
         if setup.constant_trace.is_some() {
             // A rounded copy of a singular operator has a slightly different null space (the
             // cycle would feed CG inconsistent corrections): the whole cycle in f64.
-            let settings = settings(setup, false);
-            let mg = Multigrid::new(ops, operator, space(setup)?, setup.topology, &settings)?;
-            let sizes = mg.level_sizes();
-            check_levels(ops, &sizes)?;
-            let notes = notes::<f64, B>(ops, &sizes, mg.notes());
-            return pcg_mg_with(suite, ops, operator, setup, &mg, &notes, (rhs, x));
+            return same_precision_pcg_mg(suite, ops, operator, setup, rhs, x);
         }
         let low = operator.demote()?;
         let mg = Multigrid::<f32, DistributedOps<'_, B, I>>::new(
