@@ -13,6 +13,7 @@
 //!
 //! Everything runs through [`VectorOps`]: only scalars come back to the host.
 use hdg_core::{CoreError, FusedOps, Preconditioner, Real, Result, TraceOperator};
+use rayon::prelude::*;
 
 use crate::cg::{run_cg, CgSettings, CgStep, Flow};
 
@@ -205,17 +206,25 @@ pub fn gershgorin_estimate<T: Real, O: TraceOperator<T> + ?Sized>(
     })
 }
 
-/// A deterministic pseudo-random start vector in [-1, 1) (xorshift), so that the power
-/// iteration has components along every eigenvector with probability one and runs are
-/// reproducible. Built on the host once and uploaded: setup, not a round trip per step.
-fn start_vector<T: Real>(n: usize) -> Vec<T> {
-    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+/// A deterministic pseudo-random vector in [-1, 1) for the start of a spectrum estimate, so
+/// that it has components along every eigenvector with probability one and runs are
+/// reproducible. Entry i is a hash of (`seed`, i) (SplitMix64's finalizer), not the i-th draw
+/// of a sequence: the entries are computed in parallel (a serial generator took longer than
+/// the Lanczos steps on a trace level of 1e7 unknowns), and entry i is the same for every
+/// thread count and on every process of a split level. Built on the host and uploaded once.
+pub(crate) fn pseudo_random<T: Real>(n: usize, seed: u64) -> Vec<T> {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let key = mix(seed.wrapping_mul(GOLDEN));
     (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            T::from_f64_lossy((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+        .into_par_iter()
+        .map(|i| {
+            let bits = mix(key.wrapping_add((i as u64).wrapping_add(1).wrapping_mul(GOLDEN))) >> 11;
+            T::from_f64_lossy(bits as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
         })
         .collect()
 }
@@ -248,7 +257,7 @@ pub fn power_iteration<T: Real, B: FusedOps<T>>(
         });
     }
     let n = operator.dim();
-    let mut v = backend.copy_from_host(&start_vector::<T>(n))?;
+    let mut v = backend.copy_from_host(&pseudo_random::<T>(n, 0))?;
     let mut y = backend.zeros(n)?;
     let mut w = backend.zeros(n)?;
     let (mut applications, mut reductions) = (0, 0);
@@ -287,4 +296,28 @@ pub fn power_iteration<T: Real, B: FusedOps<T>>(
         operator_applications: applications,
         reductions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pseudo_random;
+
+    /// The start vectors: in [-1, 1), spread over it, different per seed, and the same entries
+    /// whatever the thread count and the length (entry i depends on (seed, i) only).
+    #[test]
+    fn pseudo_random_entries_depend_on_seed_and_index_only() {
+        let n = 100_003;
+        let v = pseudo_random::<f64>(n, 7);
+        assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let below = v.iter().filter(|&&x| x < -0.5).count() as f64 / n as f64;
+        assert!(mean.abs() < 0.01 && (below - 0.25).abs() < 0.01, "mean {mean}, below {below}");
+        let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        assert_eq!(one_thread.install(|| pseudo_random::<f64>(n, 7)), v);
+        assert_eq!(pseudo_random::<f64>(1000, 7)[..], v[..1000]);
+        let other = pseudo_random::<f64>(n, 8);
+        assert!(v.iter().zip(&other).filter(|(a, b)| a == b).count() < 10);
+        let single = pseudo_random::<f32>(1000, 7);
+        assert!(single.iter().zip(&v).all(|(&s, &d)| s == d as f32));
+    }
 }

@@ -88,6 +88,7 @@ use hdg_core::{
 };
 
 use crate::chebyshev::{product_update, SmoothingPolynomial};
+use crate::spectrum::pseudo_random;
 use crate::{lanczos_estimate, BlockJacobi, Jacobi};
 use aggregation::{
     aggregate, galerkin_products, split_galerkin_products, strong_neighbours, tentative_prolongator,
@@ -345,21 +346,6 @@ impl PendingAggregation {
             .join()
             .map_err(|_| CoreError::Solver("multigrid: the aggregation's thread panicked".into()))?
     }
-}
-
-/// Deterministic pseudo-random values in [-1, 1] (xorshift64*): start vectors for the
-/// spectrum estimates, the same on every backend.
-fn pseudo_random<T: Real>(n: usize, seed: u64) -> Vec<T> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let bits = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
-            T::from_f64_lossy(bits as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-        })
-        .collect()
 }
 
 /// lambda_max of M^-1 A: Lanczos from a pseudo-random start, times the safety factor, capped
