@@ -11,8 +11,19 @@ use rayon::prelude::*;
 
 use crate::csr::HostCsr;
 
-/// Rows per parallel task.
+/// Rows per parallel task at most.
 const ROWS_PER_TASK: usize = 4096;
+
+/// Tasks per thread at least, where the rows allow: a small matrix of long rows (a coarse
+/// level's P^T (A P): some hundred rows of thousands of products each) would otherwise be one
+/// task on one thread.
+const TASKS_PER_THREAD: usize = 4;
+
+/// Rows per task for `n` rows: [`ROWS_PER_TASK`], or fewer where that leaves threads idle. The
+/// rows are independent, so the split changes no bit of the result.
+fn rows_per_task(n: usize) -> usize {
+    ROWS_PER_TASK.min(n.div_ceil(TASKS_PER_THREAD * rayon::current_num_threads())).max(1)
+}
 
 /// The rows of one task: its row lengths, columns and values.
 struct RowBlock {
@@ -79,12 +90,13 @@ pub fn assemble_rows(
     n_cols: usize,
     row: impl Fn(usize, &mut Accumulator) + Sync,
 ) -> HostCsr {
-    let blocks: Vec<RowBlock> = (0..n.div_ceil(ROWS_PER_TASK))
+    let per_task = rows_per_task(n);
+    let blocks: Vec<RowBlock> = (0..n.div_ceil(per_task))
         .into_par_iter()
         .map(|task| {
             ACCUMULATOR.with_borrow_mut(|accumulator| {
                 accumulator.reset(n_cols);
-                let rows = task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(n);
+                let rows = task * per_task..((task + 1) * per_task).min(n);
                 let mut block = RowBlock {
                     lengths: Vec::with_capacity(rows.len()),
                     indices: Vec::new(),
@@ -220,6 +232,44 @@ pub fn invert(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A few long rows (as a coarse level's P^T (A P)) are split into tasks of one row, many
+    /// rows into tasks of ROWS_PER_TASK; the matrix is the same, every bit, on one thread and
+    /// on several, and its rows are the ones asked for.
+    #[test]
+    fn assembled_rows_do_not_depend_on_the_task_split() {
+        let row = |i: usize, accumulator: &mut Accumulator| {
+            for k in 0..500 {
+                let j = (i * 31 + k * 17) % 97;
+                accumulator.add(j, 1.0 / (1 + i + k) as f64);
+            }
+        };
+        let pool = |threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        for n in [3, 40, 9000] {
+            let one = pool(1).install(|| assemble_rows(n, 97, row));
+            let several = pool(8).install(|| assemble_rows(n, 97, row));
+            assert_eq!(
+                (one.indptr.clone(), one.indices.clone()),
+                (several.indptr, several.indices)
+            );
+            assert!(one
+                .values
+                .iter()
+                .zip(&several.values)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert_eq!(one.n, n);
+            let i = n - 1;
+            let mut want = vec![0.0; 97];
+            for k in 0..500 {
+                want[(i * 31 + k * 17) % 97] += 1.0 / (1 + i + k) as f64;
+            }
+            for p in one.indptr[i]..one.indptr[i + 1] {
+                assert_eq!(one.values[p], want[one.indices[p]]);
+            }
+        }
+        assert_eq!(pool(8).install(|| rows_per_task(40)), 2);
+        assert_eq!(pool(8).install(|| rows_per_task(1_000_000)), ROWS_PER_TASK);
+    }
 
     #[test]
     fn inverting_a_map_lists_each_groups_entries_in_order() {
