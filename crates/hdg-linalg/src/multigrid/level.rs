@@ -100,7 +100,7 @@ impl<T: Real, B: MultigridOps<T>> TraceOperator<T> for CsrOperator<'_, T, B> {
         self.backend.csr_apply(&self.matrix, x, y)
     }
     fn diagonal(&self) -> Result<B::Vector> {
-        let values: Vec<T> = self.diagonal.iter().map(|&d| T::from_f64_lossy(d)).collect();
+        let values: Vec<T> = self.diagonal.par_iter().map(|&d| T::from_f64_lossy(d)).collect();
         self.backend.copy_from_host(&values)
     }
     fn block_size(&self) -> usize {

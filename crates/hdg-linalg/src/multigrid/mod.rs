@@ -387,40 +387,82 @@ const PSEUDO_INVERSE_CUTOFF: f64 = 1e-6;
 
 /// The dense inverse of a small SPD matrix, as a CSR matrix with every entry; with `singular`,
 /// the pseudo-inverse of a symmetric positive semi-definite one (from its eigenvectors).
+///
+/// On one thread: at these sizes (at most `max_direct` unknowns) faer's parallel kernels spend
+/// longer waking a machine's threads than computing (see the benchmark document).
 fn dense_inverse(a: &HostCsr, singular: bool) -> Result<HostCsr> {
+    use faer::dyn_stack::{MemBuffer, MemStack};
+    use faer::linalg::cholesky::llt;
+    use faer::{Accum, Mat, Par};
     let n = a.n;
-    let mut dense = faer::Mat::<f64>::zeros(n, n);
+    let mut dense = Mat::<f64>::zeros(n, n);
     for i in 0..n {
         for p in a.indptr[i]..a.indptr[i + 1] {
             dense[(i, a.indices[p])] = a.values[p];
         }
     }
-    let inverse = if singular {
-        let eigen = dense.self_adjoint_eigen(faer::Side::Lower).map_err(|e| {
+    let par = Par::Seq;
+    let mut inverse = Mat::<f64>::zeros(n, n);
+    if singular {
+        let mut s = faer::diag::Diag::<f64>::zeros(n);
+        let mut u = Mat::<f64>::zeros(n, n);
+        let scratch = faer::linalg::evd::self_adjoint_evd_scratch::<f64>(
+            n,
+            faer::linalg::evd::ComputeEigenvectors::Yes,
+            par,
+            Default::default(),
+        );
+        faer::linalg::evd::self_adjoint_evd(
+            dense.as_ref(),
+            s.as_mut(),
+            Some(u.as_mut()),
+            par,
+            MemStack::new(&mut MemBuffer::new(scratch)),
+            Default::default(),
+        )
+        .map_err(|e| {
             CoreError::Solver(format!(
                 "multigrid: no eigendecomposition of the coarsest level ({n} unknowns): {e:?}"
             ))
         })?;
-        let (u, s) = (eigen.U(), eigen.S());
+        let s = s.column_vector();
         let largest = (0..n).map(|i| s[i]).fold(0.0f64, f64::max);
-        let mut pinv = faer::Mat::<f64>::zeros(n, n);
-        for k in (0..n).filter(|&k| s[k] > PSEUDO_INVERSE_CUTOFF * largest) {
-            for j in 0..n {
-                let ujk = u[(j, k)] / s[k];
-                for i in 0..n {
-                    pinv[(i, j)] += u[(i, k)] * ujk;
-                }
-            }
-        }
-        pinv
+        let kept: Vec<usize> = (0..n).filter(|&k| s[k] > PSEUDO_INVERSE_CUTOFF * largest).collect();
+        // U_kept diag(1 / s_kept) U_kept^T.
+        let basis = Mat::from_fn(n, kept.len(), |i, c| u[(i, kept[c])]);
+        let scaled = Mat::from_fn(n, kept.len(), |i, c| u[(i, kept[c])] / s[kept[c]]);
+        faer::linalg::matmul::matmul(
+            inverse.as_mut(),
+            Accum::Replace,
+            scaled.as_ref(),
+            basis.transpose(),
+            1.0,
+            par,
+        );
     } else {
-        let llt = dense.llt(faer::Side::Lower).map_err(|e| {
+        let scratch = llt::factor::cholesky_in_place_scratch::<f64>(n, par, Default::default())
+            .or(llt::inverse::inverse_scratch::<f64>(n, par));
+        let mut buffer = MemBuffer::new(scratch);
+        llt::factor::cholesky_in_place(
+            dense.as_mut(),
+            Default::default(),
+            par,
+            MemStack::new(&mut buffer),
+            Default::default(),
+        )
+        .map_err(|e| {
             CoreError::Solver(format!(
                 "multigrid: the coarsest level ({n} unknowns) is not positive definite ({e:?})"
             ))
         })?;
-        faer::linalg::solvers::DenseSolveCore::inverse(&llt)
-    };
+        // The lower triangle of (L L^T)^-1, mirrored.
+        llt::inverse::inverse(inverse.as_mut(), dense.as_ref(), par, MemStack::new(&mut buffer));
+        for j in 0..n {
+            for i in 0..j {
+                inverse[(i, j)] = inverse[(j, i)];
+            }
+        }
+    }
     Ok(HostCsr {
         n,
         n_cols: n,
@@ -800,5 +842,94 @@ impl<T: Real, B: MultigridOps<T>> Preconditioner<T, B> for Multigrid<'_, T, B> {
             (true, _) | (false, Cycle::Additive) => smoothing,
             (false, Cycle::Multiplicative) => 2 * smoothing + 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path graph's Laplacian on n vertices plus `shift` on the diagonal, as CSR.
+    fn path_laplacian(n: usize, shift: f64) -> HostCsr {
+        let (mut indptr, mut indices, mut values) = (vec![0], Vec::new(), Vec::new());
+        for i in 0..n {
+            let neighbours = [i.checked_sub(1), (i + 1 < n).then_some(i + 1)];
+            for j in neighbours
+                .iter()
+                .flatten()
+                .copied()
+                .chain([i])
+                .collect::<std::collections::BTreeSet<_>>()
+            {
+                indices.push(j);
+                let degree = neighbours.iter().flatten().count() as f64;
+                values.push(if j == i { degree + shift } else { -1.0 });
+            }
+            indptr.push(indices.len());
+        }
+        HostCsr { n, n_cols: n, indptr, indices, values }
+    }
+
+    fn dense(m: &HostCsr) -> Vec<Vec<f64>> {
+        let mut d = vec![vec![0.0; m.n_cols]; m.n];
+        for (i, row) in d.iter_mut().enumerate() {
+            for p in m.indptr[i]..m.indptr[i + 1] {
+                row[m.indices[p]] = m.values[p];
+            }
+        }
+        d
+    }
+
+    fn product(a: &[Vec<f64>], b: &[Vec<f64>]) -> Vec<Vec<f64>> {
+        let n = a.len();
+        (0..n).map(|i| (0..n).map(|j| (0..n).map(|k| a[i][k] * b[k][j]).sum()).collect()).collect()
+    }
+
+    #[test]
+    fn dense_inverse_inverts_and_is_symmetric() {
+        for n in [1, 2, 37, 130] {
+            let a = path_laplacian(n, 0.5);
+            let inverse = dense_inverse(&a, false).unwrap();
+            assert_eq!((inverse.n, inverse.indices.len()), (n, n * n));
+            let x = dense(&inverse);
+            let identity = product(&dense(&a), &x);
+            for i in 0..n {
+                for j in 0..n {
+                    // Both triangles: the factorisation's inverse holds one, mirrored.
+                    assert_eq!(x[i][j].to_bits(), x[j][i].to_bits(), "n = {n}: ({i}, {j})");
+                    let expected = if i == j { 1.0 } else { 0.0 };
+                    assert!(
+                        (identity[i][j] - expected).abs() < 1e-12,
+                        "n = {n}: A A^-1 ({i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dense_inverse_of_a_singular_level_is_its_pseudo_inverse() {
+        // A Neumann Laplacian: the constants are its null space.
+        let n = 60;
+        let a = path_laplacian(n, 0.0);
+        let pinv = dense(&dense_inverse(&a, true).unwrap());
+        let ad = dense(&a);
+        let apa = product(&product(&ad, &pinv), &ad);
+        for i in 0..n {
+            let row_sum: f64 = pinv[i].iter().sum();
+            assert!(row_sum.abs() < 1e-9, "the pseudo-inverse maps the constants to zero");
+            for j in 0..n {
+                assert!((apa[i][j] - ad[i][j]).abs() < 1e-10, "A A^+ A = A at ({i}, {j})");
+                assert!((pinv[i][j] - pinv[j][i]).abs() < 1e-10);
+            }
+        }
+    }
+
+    #[test]
+    fn dense_inverse_reports_an_indefinite_level() {
+        let mut a = path_laplacian(5, 0.5);
+        a.values.iter_mut().for_each(|v| *v = -*v);
+        let err = dense_inverse(&a, false).unwrap_err().to_string();
+        assert!(err.contains("not positive definite"), "{err}");
     }
 }
