@@ -203,10 +203,19 @@ extern "C" __global__ void promote_add(u64 n, const f32* __restrict__ x, f64* __
 // (L^-1 in place, then L^-T L^-1 in place), so that a solve is a matrix-vector product with
 // no division.
 
-template <typename T>
-__device__ void cholesky_block(unsigned n, T* a, int* info) {
+// A block's size: a run-time `unsigned`, or `Fixed<B>`, known at compile time, where the loops
+// below unroll completely and a block copied into a local array stays in registers.
+template <unsigned B>
+struct Fixed {
+    __device__ constexpr operator unsigned() const { return B; }
+};
+
+template <typename T, typename N>
+__device__ void cholesky_block(N n, T* a, int* info) {
+#pragma unroll
     for (unsigned j = 0; j < n; ++j) {
         T d = a[j * n + j];
+#pragma unroll
         for (unsigned k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
         if (!(d > T(0))) {
             a[j * n + j] = d;
@@ -216,8 +225,10 @@ __device__ void cholesky_block(unsigned n, T* a, int* info) {
         d = sqrt(d);
         a[j * n + j] = d;
         T inv = T(1) / d;
+#pragma unroll
         for (unsigned i = j + 1; i < n; ++i) {
             T s = a[i * n + j];
+#pragma unroll
             for (unsigned k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
             a[i * n + j] = s * inv;
         }
@@ -226,36 +237,64 @@ __device__ void cholesky_block(unsigned n, T* a, int* info) {
 }
 
 // The lower triangle of `a` holds L; on return `a` holds (L L^T)^-1, whole.
-template <typename T>
-__device__ void invert_from_cholesky(unsigned n, T* a) {
+template <typename T, typename N>
+__device__ void invert_from_cholesky(N n, T* a) {
     // X = L^-1, column by column from the left: column j of X needs L's columns >= j only.
+#pragma unroll
     for (unsigned j = 0; j < n; ++j) {
         a[j * n + j] = T(1) / a[j * n + j];
+#pragma unroll
         for (unsigned i = j + 1; i < n; ++i) {
             T s = T(0);
+#pragma unroll
             for (unsigned k = j; k < i; ++k) s += a[i * n + k] * a[k * n + j];
             a[i * n + j] = -s / a[i * n + i];
         }
     }
     // X^T X, row by row from the top, the diagonal last in each row: entry (i, j) needs X's
     // rows >= i only.
+#pragma unroll
     for (unsigned i = 0; i < n; ++i) {
+#pragma unroll
         for (unsigned j = 0; j <= i; ++j) {
             T s = T(0);
+#pragma unroll
             for (unsigned k = i; k < n; ++k) s += a[k * n + i] * a[k * n + j];
             a[i * n + j] = s;
         }
+#pragma unroll
         for (unsigned j = 0; j < i; ++j) a[j * n + i] = a[i * n + j];
     }
 }
 
+// Any block size, in place in global memory (the tetrahedra's large blocks).
 template <typename T>
-__device__ void factor_blocks(u64 n_blocks, unsigned b, T* __restrict__ blocks,
-                              int* __restrict__ info) {
+__device__ void factor_blocks_any(u64 n_blocks, unsigned b, T* __restrict__ blocks,
+                                  int* __restrict__ info) {
     GRID_STRIDE(blk, n_blocks) {
         T* block = blocks + blk * b * b;
         cholesky_block<T>(b, block, info + blk);
         if (info[blk] == 0) invert_from_cholesky<T>(b, block);
+    }
+}
+
+// B known at compile time: the block read once into registers, factored and inverted there
+// with the same operations in the same order, written back once (in place in global memory,
+// every one of the ~B^3 / 2 steps was a load or store of its own).
+template <typename T, unsigned B>
+__device__ void factor_blocks_fixed(u64 n_blocks, T* __restrict__ blocks,
+                                    int* __restrict__ info) {
+    GRID_STRIDE(blk, n_blocks) {
+        T* block = blocks + blk * (B * B);
+        T a[B * B];
+#pragma unroll
+        for (unsigned i = 0; i < B * B; ++i) a[i] = block[i];
+        int status;
+        cholesky_block<T>(Fixed<B>(), a, &status);
+        if (status == 0) invert_from_cholesky<T>(Fixed<B>(), a);
+        info[blk] = status;
+#pragma unroll
+        for (unsigned i = 0; i < B * B; ++i) block[i] = a[i];
     }
 }
 
@@ -294,9 +333,9 @@ __device__ void solve_blocks_any(u64 n_blocks, unsigned b, const T* __restrict__
 }
 
 #define BLOCKS(T)                                                                              \
-    extern "C" __global__ void factor_blocks_##T(u64 n_blocks, unsigned b, T* blocks,         \
-                                                 int* info) {                                  \
-        factor_blocks<T>(n_blocks, b, blocks, info);                                           \
+    extern "C" __global__ void factor_blocks_##T##_any(u64 n_blocks, unsigned b, T* blocks,   \
+                                                       int* info) {                            \
+        factor_blocks_any<T>(n_blocks, b, blocks, info);                                       \
     }                                                                                          \
     extern "C" __global__ void solve_blocks_##T##_any(u64 n_blocks, unsigned b,               \
                                                       const T* factors, const T* r, T* z) {    \
@@ -311,7 +350,23 @@ BLOCKS(f64)
         solve_blocks_fixed<T, B>(n_blocks, factors, r, z);                                     \
     }
 
+#define FACTOR_FIXED(T, B)                                                                     \
+    extern "C" __global__ void factor_blocks_##T##_b##B(u64 n_blocks, T* blocks, int* info) {  \
+        factor_blocks_fixed<T, B>(n_blocks, blocks, info);                                     \
+    }
+
+FOR_EACH_BLOCK_SIZE(FACTOR_FIXED, f32)
+FOR_EACH_BLOCK_SIZE(FACTOR_FIXED, f64)
 FOR_EACH_BLOCK_SIZE(SOLVE_FIXED, f32)
 FOR_EACH_BLOCK_SIZE(SOLVE_FIXED, f64)
 FOR_EACH_TETRAHEDRON_BLOCK_SIZE(SOLVE_FIXED, f32)
 FOR_EACH_TETRAHEDRON_BLOCK_SIZE(SOLVE_FIXED, f64)
+
+// y = value everywhere (an array of one value, as constant coefficients give, made on the
+// device instead of copied).
+#define FILL(T)                                                                                \
+    extern "C" __global__ void fill_##T(u64 n, T value, T* y) {                                \
+        GRID_STRIDE(i, n) y[i] = value;                                                        \
+    }
+FILL(f32)
+FILL(f64)

@@ -9,6 +9,7 @@ use std::ffi::c_void;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cust::context::{Context, CurrentContext};
@@ -23,6 +24,7 @@ use hdg_core::{CoreError, Real, Result};
 use rayon::prelude::*;
 
 use crate::cublas::Cublas;
+use crate::element_kernels::ElementModules;
 use crate::nvrtc::Nvrtc;
 use crate::settings::CudaSettings;
 use crate::staging::{Staging, STAGED_BYTES};
@@ -220,6 +222,49 @@ struct KernelHandle(cust::sys::CUfunction);
 unsafe impl Send for KernelHandle {}
 
 /// What the backend and its operators share: the context, the stream, the kernels.
+/// A value made on a thread of its own with the device's context current, started with the
+/// backend (driver work on the host, such as loading modules or pinning memory, that so runs
+/// while the caller builds the mesh), and waited for where first needed.
+pub(crate) struct Preloaded<T> {
+    pending: Mutex<Option<JoinHandle<WithContext<T>>>>,
+    value: OnceLock<Result<T>>,
+}
+
+/// What a preloading thread returns: the value with the thread's handle on the context, which
+/// the tuple drops after the value (fields drop in order), so the value is freed while the
+/// context lives.
+type WithContext<T> = (Result<T>, Context);
+
+impl<T: Send + 'static> Preloaded<T> {
+    /// Starts `make` on a thread with `context` (the device's primary context) current.
+    pub(crate) fn start(
+        context: &Context,
+        make: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Self {
+        let context = context.clone();
+        let pending = std::thread::spawn(move || {
+            let value = CurrentContext::set_current(&context)
+                .map_err(|e| cuda_error("cannot make the CUDA context current", e))
+                .and_then(|()| make());
+            (value, context)
+        });
+        Preloaded { pending: Mutex::new(Some(pending)), value: OnceLock::new() }
+    }
+
+    /// The value, waiting for its thread the first time.
+    pub(crate) fn get(&self) -> &Result<T> {
+        self.value.get_or_init(|| {
+            let thread = self.pending.lock().ok().and_then(|mut pending| pending.take());
+            let thread =
+                thread.ok_or_else(|| CoreError::Backend("a preloaded value was lost".into()))?;
+            let (value, _context) = thread
+                .join()
+                .map_err(|_| CoreError::Backend("a preloading thread panicked".into()))?;
+            value
+        })
+    }
+}
+
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
     /// cuBLAS, loaded on first use (`CudaBackend::cublas`), or why it could not be.
@@ -227,10 +272,12 @@ pub(crate) struct Gpu {
     /// NVRTC, loaded on first use (`CudaBackend::nvrtc`), or why it could not be.
     nvrtc: OnceLock<std::result::Result<Nvrtc, CoreError>>,
     pub(crate) scratch: Mutex<Scratch>,
-    /// The page-locked buffers of large copies, allocated on first use.
-    staging: Mutex<Option<Staging>>,
+    /// The page-locked buffers of large copies, allocated from the backend's start.
+    staging: Preloaded<Mutex<Staging>>,
     /// The modules of [`FIXED_KERNELS`], in its order.
     modules: Vec<Module>,
+    /// The element stages' modules, loading on a thread of their own from the backend's start.
+    pub(crate) element_modules: ElementModules,
     /// The modules compiled at run time ([`Gpu::add_compiled`]), one kernel each.
     compiled: Mutex<Vec<Module>>,
     /// Every kernel looked up so far, by name: a lookup walks the modules one by one.
@@ -373,16 +420,12 @@ impl Gpu {
         Ok(buffer)
     }
 
-    /// The staging buffers of large copies ([`crate::staging`]), allocated on first use.
-    fn staging(&self) -> Result<MutexGuard<'_, Option<Staging>>> {
-        let mut staging = self
-            .staging
+    /// The staging buffers of large copies ([`crate::staging`]).
+    fn staging(&self) -> Result<MutexGuard<'_, Staging>> {
+        let staging = self.staging.get().as_ref().map_err(Clone::clone)?;
+        staging
             .lock()
-            .map_err(|_| CoreError::Backend("the staging buffers' lock is poisoned".into()))?;
-        if staging.is_none() {
-            *staging = Some(Staging::new()?);
-        }
-        Ok(staging)
+            .map_err(|_| CoreError::Backend("the staging buffers' lock is poisoned".into()))
     }
 
     /// A device buffer holding a copy of `data` (large ones staged: [`crate::staging`]).
@@ -394,11 +437,47 @@ impl Gpu {
             .map_err(|e| alloc_error::<T>(data.len(), e))?;
         if std::mem::size_of_val(data) < STAGED_BYTES {
             buffer.copy_from(data).map_err(|e| cuda_error("host-to-device copy failed", e))?;
-        } else if let Some(staging) = self.staging()?.as_mut() {
+        } else {
+            let mut staging = self.staging()?;
             // SAFETY: the buffer, just allocated in this context, holds the bytes of `data`
             // and lives (unused elsewhere) until the staged copy has completed.
             unsafe { staging.upload(&self.stream, bytemuck::cast_slice(data), address(&buffer))? };
         }
+        Ok(buffer)
+    }
+
+    /// A device buffer of `data`: filled on the device where every entry has the same bits (a
+    /// constant coefficient per cell, say), else `layout(data)` uploaded. A constant array is
+    /// its own transpose, so `layout` (a reordering of the entries) is skipped with the copy.
+    pub(crate) fn upload_or_fill<T: DeviceReal>(
+        &self,
+        data: &[T],
+        layout: impl FnOnce(&[T]) -> Option<Vec<T>>,
+    ) -> Result<DeviceBuffer<T>> {
+        let bits = |v: &T| v.as_f64().to_bits();
+        let uniform = data.first().filter(|first| {
+            let first = bits(first);
+            data.par_iter().with_min_len(1 << 14).all(|v| bits(v) == first)
+        });
+        let Some(&value) = uniform else {
+            return match layout(data) {
+                Some(reordered) => self.upload(&reordered),
+                None => self.upload(data),
+            };
+        };
+        self.bind()?;
+        // SAFETY: every entry is written by fill below before anything reads it.
+        let buffer = unsafe { DeviceBuffer::uninitialized(data.len()) }
+            .map_err(|e| alloc_error::<T>(data.len(), e))?;
+        let (n, yp) = (data.len() as u64, address(&buffer));
+        // SAFETY: fill_T(u64 n, T value, T* y): y holds n entries; grid-stride loop.
+        unsafe {
+            self.launch(
+                &format!("fill_{}", T::SUFFIX),
+                elementwise_blocks(data.len()),
+                &[arg(&n), arg(&value), arg(&yp)],
+            )?
+        };
         Ok(buffer)
     }
 
@@ -417,7 +496,8 @@ impl Gpu {
             buffer
                 .copy_to(&mut host[..])
                 .map_err(|e| cuda_error("device-to-host copy failed", e))?;
-        } else if let Some(staging) = self.staging()?.as_mut() {
+        } else {
+            let mut staging = self.staging()?;
             // SAFETY: the buffer of this context holds the bytes of `host` and lives until the
             // staged copy has returned (borrowed); the backend's work is on this one stream.
             unsafe {
@@ -590,8 +670,9 @@ impl CudaBackend {
             cublas: OnceLock::new(),
             nvrtc: OnceLock::new(),
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
-            staging: Mutex::new(None),
+            staging: Preloaded::start(&context, || Staging::new().map(Mutex::new)),
             modules,
+            element_modules: ElementModules::start(&context, (major, minor)),
             compiled: Mutex::new(Vec::new()),
             functions: Mutex::new(HashMap::new()),
             stream,

@@ -6,8 +6,9 @@
 //!
 //! These kernels need their own launch configurations (block size per stage and order, up to
 //! 227 KB of dynamic shared memory, a persistent grid sized by occupancy), so they live in
-//! modules of their own, loaded by [`ElementKernels::load`] (the sm_90 SASS on compute
-//! capability 9.0, the portable PTX elsewhere) and launched here on the backend's stream.
+//! modules of their own (the sm_90 SASS on compute capability 9.0, the portable PTX elsewhere),
+//! loaded once per device on a thread started with the backend ([`ElementModules`]) and
+//! launched here on the backend's stream.
 //!
 //! # Kernel names
 //!
@@ -21,13 +22,16 @@
 //! as in `condense_bordered_f64_tet6` or `recover_thread_f32_tri3`
 //! ([`crate::design::kernel_name`]); the stage is also the file (`condense_bordered` its own).
 use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use cust::context::Context;
 use cust::device::DeviceAttribute;
 use cust::function::{BlockSize, Function, FunctionAttribute};
 use cust::module::Module;
 use hdg_core::{CoreError, Result};
 
-use crate::device::{cuda_error, kernel_image, CudaBackend, KernelImage};
+use crate::device::{cuda_error, kernel_image, CudaBackend, KernelImage, Preloaded};
 
 /// The kernel files of the element stages, each compiled by build.rs on its own (so that
 /// changing one does not recompile the others' minutes of ptxas), in the order of [`file_of`].
@@ -72,10 +76,52 @@ fn file_of(name: &str) -> usize {
     }
 }
 
+/// The modules of [`FILES`], in its order: the embedded images for compute capability
+/// `(major, minor)`, or the experimental SASS of `kernel_dir` where it has a file's.
+fn load_modules(kernel_dir: Option<&Path>, (major, minor): (i32, i32)) -> Result<Vec<Module>> {
+    let sass = (major, minor) == (9, 0);
+    FILES
+        .iter()
+        .map(|f| match experimental_cubin(kernel_dir, f.file)? {
+            Some(bytes) if sass => Module::from_cubin(bytes, &[]).map_err(|e| {
+                cuda_error(format!("cannot load the experimental SASS of {}", f.file), e)
+            }),
+            _ => f.load(major, minor).map(|(module, _)| module),
+        })
+        .collect()
+}
+
+/// The element stages' modules of a device, loaded once, from the backend's start
+/// ([`Preloaded`]: some 10 ms of driver work for the SASS, longer for PTX), from the kernel
+/// directory of the environment's settings ([`crate::CudaSettings::auto`]). A backend with
+/// another kernel directory loads its own.
+pub(crate) struct ElementModules {
+    kernel_dir: Option<PathBuf>,
+    modules: Preloaded<Arc<Vec<Module>>>,
+}
+
+impl ElementModules {
+    /// Starts loading the modules into `context` (the device's primary context).
+    pub(crate) fn start(context: &Context, capability: (i32, i32)) -> Self {
+        let kernel_dir = crate::CudaSettings::auto().kernel_dir;
+        let dir = kernel_dir.clone();
+        let modules = Preloaded::start(context, move || {
+            load_modules(dir.as_deref(), capability).map(Arc::new)
+        });
+        ElementModules { kernel_dir, modules }
+    }
+
+    /// The modules for `kernel_dir` where it is the start's directory (waiting for them), else
+    /// None.
+    fn get(&self, kernel_dir: Option<&Path>) -> Option<Result<Arc<Vec<Module>>>> {
+        (kernel_dir == self.kernel_dir.as_deref()).then(|| self.modules.get().clone())
+    }
+}
+
 /// The loaded modules and what the launches need to know about the device.
 pub(crate) struct ElementKernels {
     /// One per entry of [`FILES`].
-    modules: Vec<Module>,
+    modules: Arc<Vec<Module>>,
     /// Streaming multiprocessors.
     sms: u32,
     /// Shared memory a block may use after opting in (bytes).
@@ -114,15 +160,11 @@ impl ElementKernels {
         let max_shared_optin = optin.max(48 * 1024) as usize;
         let sass = (major, minor) == (9, 0);
         let image = if sass { "sm_90 SASS" } else { "compute_75 PTX" };
-        let modules = FILES
-            .iter()
-            .map(|f| match experimental_cubin(backend.settings().kernel_dir.as_deref(), f.file)? {
-                Some(bytes) if sass => Module::from_cubin(bytes, &[]).map_err(|e| {
-                    cuda_error(format!("cannot load the experimental SASS of {}", f.file), e)
-                }),
-                _ => f.load(major, minor).map(|(module, _)| module),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let kernel_dir = backend.settings().kernel_dir.as_deref();
+        let modules = match gpu.element_modules.get(kernel_dir) {
+            Some(modules) => modules?,
+            None => Arc::new(load_modules(kernel_dir, (major, minor))?),
+        };
         Ok(ElementKernels { modules, sms, max_shared_optin, image, backend: backend.clone() })
     }
 

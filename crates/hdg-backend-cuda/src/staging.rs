@@ -5,8 +5,9 @@
 //! through its own page-locked memory with one host thread. From [`STAGED_BYTES`] on the
 //! backend stages it itself: two page-locked buffers of [`CHUNK_BYTES`], the device's copy of
 //! one chunk running while the host's threads (Rayon, [`PIECE_BYTES`] each) copy the other,
-//! so the copy runs near the link's rate. The buffers are allocated on the first large copy
-//! and kept (32 MiB of page-locked host memory per backend).
+//! so the copy runs near the link's rate. The buffers are allocated on a thread of their own
+//! from the backend's start (`crate::device::Preloaded`: pinning memory takes the driver some
+//! milliseconds) and kept (32 MiB of page-locked host memory per backend).
 use std::ffi::c_void;
 
 use cust::event::{Event, EventFlags};

@@ -319,16 +319,29 @@ where
         c.solve_blocks(&hfac, b, &r, &mut hz).unwrap();
         assert_close(&format!("solve_blocks b = {b}"), &download(&g, &dz), &hz, tol, max_abs(&hz));
     }
-    // A block that is not positive definite: block 3 of 5, pivot 1.
-    let mut a = random_spd_blocks::<T>(2, 5, 7);
-    a[3 * 4 + 3] = T::from_f64_lossy(-100.0);
-    let mut d = upload(&g, &a);
-    let err = g.factor_blocks(&mut d, 2).unwrap_err();
-    let msg = err.to_string();
-    assert!(
-        matches!(err, CoreError::Solver(_)) && msg.contains("block 3") && msg.contains("pivot 1"),
-        "{msg}"
-    );
+    // A block that is not positive definite: block 3 of 5, pivot 1, in registers (2, 10) and in
+    // place (12), with the pivot's value (the CPU's, to rounding).
+    let pivot_value = |msg: &str| -> f64 {
+        let value = msg.rsplit("= ").next().and_then(|v| v.strip_suffix(')'));
+        value.and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    };
+    for b in [2, 10, 12] {
+        let mut a = random_spd_blocks::<T>(b, 5, 7);
+        a[3 * b * b + b + 1] = T::from_f64_lossy(-100.0);
+        let mut d = upload(&g, &a);
+        let err = g.factor_blocks(&mut d, b).unwrap_err();
+        let msg = err.to_string();
+        let cpu = c.factor_blocks(&mut a.clone(), b).unwrap_err().to_string();
+        let (value, expected) = (pivot_value(&msg), pivot_value(&cpu));
+        assert!(
+            matches!(err, CoreError::Solver(_))
+                && msg.contains("block 3")
+                && msg.contains("pivot 1")
+                && expected < -50.0
+                && (value - expected).abs() <= 1e-5 * expected.abs(),
+            "b = {b}: {msg} (CPU: {cpu})"
+        );
+    }
 }
 
 #[test]

@@ -692,9 +692,10 @@ pub(crate) fn prepare<T: DeviceReal>(
         geometry,
         orientations,
         faces,
-        kappa: gpu.upload(&disc.kappa)?,
-        reaction: gpu.upload(&disc.reaction)?,
-        tau: gpu.upload(&to_element_fastest(&disc.tau, n_cells))?,
+        // Constant coefficients (one value in every cell) are filled on the device.
+        kappa: gpu.upload_or_fill(&disc.kappa, |_| None)?,
+        reaction: gpu.upload_or_fill(&disc.reaction, |_| None)?,
+        tau: gpu.upload_or_fill(&disc.tau, |tau| Some(to_element_fastest(tau, n_cells)))?,
         weighted: match &disc.point_coefficients {
             Some(points) => Some(DeviceWeighted::upload(backend, disc, points)?),
             None => None,

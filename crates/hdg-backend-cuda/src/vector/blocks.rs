@@ -1,5 +1,6 @@
 //! Block Jacobi on the device: batched Cholesky factorisation and inversion of the diagonal
-//! blocks, and the block solve (unrolled for the block sizes of `crate::block_sizes`).
+//! blocks (in registers) and the block solve (unrolled), for the block sizes of
+//! `crate::block_sizes`; larger blocks in place in device memory.
 use cust::memory::CopyDestination;
 use hdg_core::{check_lengths, whole_blocks, BlockOps, CoreError, Result};
 
@@ -17,16 +18,19 @@ impl<T: DeviceReal> BlockOps<T> for CudaBackend {
         let info = self.gpu.zeros::<i32>(n_blocks)?;
         let (n64, b, bp, ip) =
             (n_blocks as u64, block_size as u32, blocks.address(), address(&info));
-        let kernel = format!("factor_blocks_{}", T::SUFFIX);
-        // SAFETY: factor_blocks(u64 n_blocks, unsigned b, T* blocks, int* info): blocks holds
-        // n_blocks * b * b entries (checked above), info n_blocks ints.
-        unsafe {
-            self.gpu.launch(
-                &kernel,
-                elementwise_blocks(n_blocks),
-                &[arg(&n64), arg(&b), arg(&bp), arg(&ip)],
-            )?
-        };
+        let grid = elementwise_blocks(n_blocks);
+        // Blocks of a compiled size are factored in registers; larger ones in place.
+        if (1..=MAX_BLOCK_SIZE).contains(&block_size) {
+            let kernel = format!("factor_blocks_{}_b{block_size}", T::SUFFIX);
+            // SAFETY: factor_blocks_T_bB(u64 n_blocks, T* blocks, int* info): blocks holds
+            // n_blocks * B * B entries (checked above), info n_blocks ints.
+            unsafe { self.gpu.launch(&kernel, grid, &[arg(&n64), arg(&bp), arg(&ip)])? };
+        } else {
+            let kernel = format!("factor_blocks_{}_any", T::SUFFIX);
+            // SAFETY: factor_blocks_T_any(u64 n_blocks, unsigned b, T* blocks, int* info):
+            // sizes as above.
+            unsafe { self.gpu.launch(&kernel, grid, &[arg(&n64), arg(&b), arg(&bp), arg(&ip)])? };
+        }
         let info = self.gpu.download(&info)?;
         if let Some(bad) = info.iter().position(|&v| v != 0) {
             let pivot = (info[bad] - 1) as usize;
