@@ -221,7 +221,6 @@ struct KernelHandle(cust::sys::CUfunction);
 // current (every launch binds it first); the handles are only read after insertion.
 unsafe impl Send for KernelHandle {}
 
-/// What the backend and its operators share: the context, the stream, the kernels.
 /// A value made on a thread of its own with the device's context current, started with the
 /// backend (driver work on the host, such as loading modules or pinning memory, that so runs
 /// while the caller builds the mesh), and waited for where first needed.
@@ -265,6 +264,7 @@ impl<T: Send + 'static> Preloaded<T> {
     }
 }
 
+/// What the backend and its operators share: the context, the stream, the kernels.
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
     /// cuBLAS, loaded on first use (`CudaBackend::cublas`), or why it could not be.
@@ -666,13 +666,18 @@ impl CudaBackend {
                 "page-locked reduction results are not addressable from the device: {status:?}"
             )));
         }
+        let settings = CudaSettings::auto();
         let gpu = Gpu {
             cublas: OnceLock::new(),
             nvrtc: OnceLock::new(),
             scratch: Mutex::new(Scratch { partials, counter, results, results_device }),
             staging: Preloaded::start(&context, || Staging::new().map(Mutex::new)),
             modules,
-            element_modules: ElementModules::start(&context, (major, minor)),
+            element_modules: ElementModules::start(
+                &context,
+                (major, minor),
+                settings.kernel_dir.clone(),
+            ),
             compiled: Mutex::new(Vec::new()),
             functions: Mutex::new(HashMap::new()),
             stream,
@@ -685,7 +690,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             gpu: Arc::new(gpu),
             trace_operator: TraceOperatorKind::Dbf,
-            settings: Arc::new(CudaSettings::auto()),
+            settings: Arc::new(settings),
         })
     }
 

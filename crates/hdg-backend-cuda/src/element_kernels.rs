@@ -93,17 +93,21 @@ fn load_modules(kernel_dir: Option<&Path>, (major, minor): (i32, i32)) -> Result
 
 /// The element stages' modules of a device, loaded once, from the backend's start
 /// ([`Preloaded`]: some 10 ms of driver work for the SASS, longer for PTX), from the kernel
-/// directory of the environment's settings ([`crate::CudaSettings::auto`]). A backend with
-/// another kernel directory loads its own.
+/// directory of the backend's first settings. A backend given another kernel directory
+/// ([`CudaBackend::with_settings`]) loads its own.
 pub(crate) struct ElementModules {
     kernel_dir: Option<PathBuf>,
     modules: Preloaded<Arc<Vec<Module>>>,
 }
 
 impl ElementModules {
-    /// Starts loading the modules into `context` (the device's primary context).
-    pub(crate) fn start(context: &Context, capability: (i32, i32)) -> Self {
-        let kernel_dir = crate::CudaSettings::auto().kernel_dir;
+    /// Starts loading the modules of `kernel_dir` into `context` (the device's primary
+    /// context).
+    pub(crate) fn start(
+        context: &Context,
+        capability: (i32, i32),
+        kernel_dir: Option<PathBuf>,
+    ) -> Self {
         let dir = kernel_dir.clone();
         let modules = Preloaded::start(context, move || {
             load_modules(dir.as_deref(), capability).map(Arc::new)
