@@ -129,11 +129,28 @@ fn solve_over_two_ranks_matches_one_process() {
 
 #[test]
 #[ignore = "needs MPI (mpirun): .ci/run runs it"]
+fn direct_and_mixed_solvers_over_three_ranks_match_one_process() {
+    // The factorisation gathers the whole matrix on rank 0; mixed precision refines over the
+    // ranks. Both reach the one-process run's errors.
+    for solver in ["direct", "mixed"] {
+        let args = ["solve", "--mesh", "square:12", "--order", "3", "--solver", solver, "--json"];
+        let (code, out, err) = one_process(&args);
+        assert_eq!(code, 0, "{solver}: {err}");
+        let alone = json(&out);
+        let (code, out, err) = mpirun(3, &args);
+        assert_eq!(code, 0, "{solver}: {out}{err}");
+        let over_mpi = json(&out);
+        assert_same_errors(&over_mpi, &alone);
+        assert_eq!(over_mpi["solver"], alone["solver"], "{over_mpi}");
+        assert_ranks(&over_mpi, 3);
+    }
+}
+
+#[test]
+#[ignore = "needs MPI (mpirun): .ci/run runs it"]
 fn refusals_under_mpirun_are_said_once_and_every_rank_fails() {
     let base = ["solve", "--mesh", "square:4", "--order", "1"];
-    let cases: [(&[&str], &str); 5] = [
-        // A sparse factorisation is not distributed: the library says which solvers are.
-        (&["--solver", "direct"], "pcg-block-jacobi"),
+    let cases: [(&[&str], &str); 4] = [
         (&["--solver", "cg", "--plot", "u.png"], "--plot draws the whole solution"),
         (&["--solver", "cg", "--export-matrix", "a.mtx"], "--export-matrix"),
         // This build has no CUDA backend: refused once, on every rank alike.

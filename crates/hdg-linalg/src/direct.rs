@@ -144,6 +144,59 @@ fn factor_and_solve(csr: &HostCsr, b: &mut [f64]) -> Result<Vec<String>> {
     ])
 }
 
+/// Where a direct solve's matrix and vectors meet the host: the operator's own export in one
+/// process ([`WholeOperator`]), or the rows of every rank gathered on one of them in a
+/// distributed run. The process that holds the matrix factors it; the others take part in the
+/// vectors' travel and in [`HostSystem::agree`].
+pub trait HostSystem<T: Real, B: VectorOps<T>> {
+    /// The matrix, where this process factors it.
+    fn matrix(&self) -> Option<&HostCsr>;
+    /// `v` on the host, where this process factors.
+    ///
+    /// # Errors
+    /// The backend's copy.
+    fn vector_to_host(&self, backend: &B, v: &B::Vector) -> Result<Option<Vec<f64>>>;
+    /// The solution (given where this process factored) as this process's vector.
+    ///
+    /// # Errors
+    /// The backend's copy.
+    fn vector_from_host(&self, backend: &B, x: Option<&[f64]>) -> Result<B::Vector>;
+    /// The factorisation's outcome (its notes) on every process: where it failed on one, the
+    /// error on all.
+    ///
+    /// # Errors
+    /// The factorisation's, on any process.
+    fn agree(&self, notes: Result<Vec<String>>) -> Result<Vec<String>>;
+}
+
+/// The operator's own CSR export: a direct solve in one process.
+pub struct WholeOperator(pub HostCsr);
+
+impl<T: Real, B: VectorOps<T>> HostSystem<T, B> for WholeOperator {
+    fn matrix(&self) -> Option<&HostCsr> {
+        Some(&self.0)
+    }
+
+    fn vector_to_host(&self, backend: &B, v: &B::Vector) -> Result<Option<Vec<f64>>> {
+        Ok(Some(backend.to_host(v)?.iter().map(|v| v.as_f64()).collect()))
+    }
+
+    fn vector_from_host(&self, backend: &B, x: Option<&[f64]>) -> Result<B::Vector> {
+        let x: Vec<T> = x.unwrap_or_default().iter().map(|&v| T::from_f64_lossy(v)).collect();
+        backend.copy_from_host(&x)
+    }
+
+    fn agree(&self, notes: Result<Vec<String>>) -> Result<Vec<String>> {
+        notes
+    }
+}
+
+/// Why a pure Neumann problem (c = 0, the constants its null space) has no direct solve.
+pub(crate) const SINGULAR_REFUSAL: &str =
+    "the sparse Cholesky factorisation needs a positive definite matrix, and a pure Neumann \
+     problem with c = 0 has the constants as its null space: use an iterative solver (pcg-mg, \
+     the default, works in their complement)";
+
 impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for DirectCholesky {
     fn name(&self) -> String {
         Self::NAME.into()
@@ -158,12 +211,7 @@ impl<T: Real, B: Assembler<T>> TraceSolver<T, B> for DirectCholesky {
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport> {
         if disc.constant_null_space {
-            return Err(CoreError::Solver(
-                "the sparse Cholesky factorisation needs a positive definite matrix, and a pure \
-                 Neumann problem with c = 0 has the constants as its null space: use an \
-                 iterative solver (pcg-mg, the default, works in their complement)"
-                    .into(),
-            ));
+            return Err(CoreError::Solver(SINGULAR_REFUSAL.into()));
         }
         DirectCholesky::solve(backend, operator, rhs, x)
     }
@@ -182,6 +230,20 @@ impl DirectCholesky {
         rhs: &B::Vector,
         x: &mut B::Vector,
     ) -> Result<SolveReport> {
+        Self::solve_on(backend, operator, || Ok(WholeOperator(operator.to_host_csr()?)), rhs, x)
+    }
+
+    /// [`DirectCholesky::solve`] with the matrix and vectors on the host as `system` says
+    /// (made once the right-hand side is known not to be zero): the operator's own export, or
+    /// a distributed run's rows gathered on one rank. The residual check runs on the backend
+    /// with the operator.
+    pub fn solve_on<T: Real, B: VectorOps<T>, S: HostSystem<T, B>>(
+        backend: &B,
+        operator: &dyn TraceOperator<T, Vector = B::Vector>,
+        system: impl FnOnce() -> Result<S>,
+        rhs: &B::Vector,
+        x: &mut B::Vector,
+    ) -> Result<SolveReport> {
         let mut report = SolveReport::default();
         let b_norm = rhs_norm(backend, operator, rhs, x, &mut report)?;
         if b_norm == 0.0 {
@@ -189,25 +251,14 @@ impl DirectCholesky {
             report.converged = true;
             return Ok(report);
         }
-        let csr = operator.to_host_csr()?;
-        if csr.n != operator.dim() {
-            return Err(CoreError::Solver(format!(
-                "direct Cholesky: the CSR export has {} rows, the operator {}",
-                csr.n,
-                operator.dim()
-            )));
-        }
-        validate(&csr)?;
-        let mut b: Vec<f64> = backend.to_host(rhs)?.iter().map(|v| v.as_f64()).collect();
-        report.notes = factor_and_solve(&csr, &mut b)?;
-        if b.iter().any(|v| !v.is_finite()) {
-            return Err(CoreError::Solver(
-                "direct Cholesky: the solution is not finite (singular to working precision)"
-                    .into(),
-            ));
-        }
-        let solution: Vec<T> = b.iter().map(|&v| T::from_f64_lossy(v)).collect();
-        let solution = backend.copy_from_host(&solution)?;
+        let system = system()?;
+        let mut b = system.vector_to_host(backend, rhs)?;
+        let notes = match (system.matrix(), b.as_mut()) {
+            (Some(csr), Some(b)) => factor_checked(csr, b),
+            _ => Ok(Vec::new()),
+        };
+        report.notes = system.agree(notes)?;
+        let solution = system.vector_from_host(backend, b.as_deref())?;
         backend.copy(&solution, x)?;
         let mut r = backend.zeros(operator.dim())?;
         report.relative_residual =
@@ -216,4 +267,23 @@ impl DirectCholesky {
         report.converged = report.relative_residual.is_finite();
         Ok(report)
     }
+}
+
+/// `csr` checked, factorised and solved for `b` in place; the notes of [`factor_and_solve`].
+fn factor_checked(csr: &HostCsr, b: &mut [f64]) -> Result<Vec<String>> {
+    if csr.n != b.len() {
+        return Err(CoreError::Solver(format!(
+            "direct Cholesky: the CSR export has {} rows, the right-hand side {}",
+            csr.n,
+            b.len()
+        )));
+    }
+    validate(csr)?;
+    let notes = factor_and_solve(csr, b)?;
+    if b.iter().any(|v| !v.is_finite()) {
+        return Err(CoreError::Solver(
+            "direct Cholesky: the solution is not finite (singular to working precision)".into(),
+        ));
+    }
+    Ok(notes)
 }

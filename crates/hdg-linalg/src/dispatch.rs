@@ -115,9 +115,7 @@ impl<B: SolverBackend> SolverPrecision<B> for f64 {
     fn trace_solver(settings: &SolverSettings) -> Result<Box<dyn TraceSolver<f64, B>>> {
         let tolerance = settings.tolerance_in(Precision::F64);
         Ok(match settings.choice {
-            SolverChoice::Mixed => {
-                Box::new(MixedPrecisionRefinement { tolerance, ..Default::default() })
-            }
+            SolverChoice::Mixed => Box::new(MixedPrecisionRefinement::with_tolerance(tolerance)),
             _ => Box::new(settings.suite(Precision::F64)),
         })
     }
@@ -128,7 +126,7 @@ impl<B: SolverBackend> SolverPrecision<B> for f32 {
         match settings.choice {
             SolverChoice::Mixed => Err(CoreError::InvalidParameter {
                 name: "solver",
-                reason: "mixed precision refines an f64 solution: choose the f64 precision".into(),
+                reason: crate::mixed::MIXED_NEEDS_F64.into(),
             }),
             _ => Ok(Box::new(settings.suite(Precision::F32))),
         }

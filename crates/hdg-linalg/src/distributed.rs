@@ -2,24 +2,28 @@
 //! unchanged over `hdg_core::distributed`'s operations and operator; `pcg-mg` builds its
 //! hierarchy on the rank's rows, the first vertex level split among the ranks and coarsened
 //! where it lies, the coarser ones replicated (`hdg_core::distributed`'s multigrid), its
-//! V-cycle in f32 in an f64 solve as on one process. Not distributed: the
-//! direct solver (it needs the whole matrix on one process) and mixed-precision refinement;
-//! the trace smoother's bfloat16 copy (`MultigridSettings::compressed_smoothing`) is not
-//! used.
+//! V-cycle in f32 in an f64 solve as on one process; mixed-precision refinement runs over the
+//! ranks as on one process (its f32 copy is each rank's rows rounded); the direct solver
+//! factors the whole matrix on rank 0, its rows gathered there in the one-process run's
+//! numbering (`GatheredRows`), and sends each rank its rows of the solution. The trace
+//! smoother's bfloat16 copy (`MultigridSettings::compressed_smoothing`) is not used.
 use hdg_core::distributed::{
-    DistributedOperator, DistributedOps, DistributedSetup, DistributedSolver,
+    agree, DistributedOperator, DistributedOps, DistributedSetup, DistributedSolver, GatheredRows,
 };
 use hdg_core::{
-    Backend, CoreError, DemoteOperator, HaloOps, KrylovSolver, MixedPrecisionOps,
+    Backend, CoreError, DemoteOperator, HaloOps, HostCsr, KrylovSolver, MixedPrecisionOps,
     MultigridOperator, MultigridOps, Real, Result, SolveReport, VectorOps,
 };
 
+use crate::direct::{HostSystem, SINGULAR_REFUSAL};
+use crate::mixed::MIXED_NEEDS_F64;
 use crate::multigrid::{Multigrid, MultigridSettings};
 use crate::suite::pcg_with;
-use crate::{SinglePrecision, SolverChoice, Suite};
+use crate::{DirectCholesky, MixedPrecisionRefinement, SinglePrecision, SolverChoice, Suite};
 
-/// The multigrid of a distributed `pcg-mg` in the solve's precision `Self`.
-pub trait DistributedMultigrid<B: Backend<Self> + HaloOps<Self>>: Real {
+/// What a distributed solve does in its precision `Self`: `pcg-mg` (its V-cycle in f32 inside
+/// an f64 solve) and mixed-precision refinement (f64 only).
+pub trait DistributedPrecision<B: Backend<Self> + HaloOps<Self>>: Real {
     /// CG with the multigrid preconditioner over the ranks.
     fn pcg_mg(
         suite: &Suite,
@@ -29,6 +33,85 @@ pub trait DistributedMultigrid<B: Backend<Self> + HaloOps<Self>>: Real {
         rhs: &<B as VectorOps<Self>>::Vector,
         x: &mut <B as VectorOps<Self>>::Vector,
     ) -> Result<SolveReport>;
+
+    /// Iterative refinement in f64 with f32 inner solves, over the ranks.
+    fn mixed(
+        suite: &Suite,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        operator: &DistributedOperator<'_, Self, B, B::Operator>,
+        rhs: &<B as VectorOps<Self>>::Vector,
+        x: &mut <B as VectorOps<Self>>::Vector,
+    ) -> Result<SolveReport>;
+}
+
+/// The rows of every rank gathered on rank 0: a direct solve's host system in a distributed
+/// run.
+struct Gathered<'a> {
+    rows: GatheredRows<'a>,
+    matrix: Option<HostCsr>,
+}
+
+impl<T, B> HostSystem<T, DistributedOps<'_, B, B::Indices>> for Gathered<'_>
+where
+    T: Real,
+    B: HaloOps<T>,
+{
+    fn matrix(&self) -> Option<&HostCsr> {
+        self.matrix.as_ref()
+    }
+
+    fn vector_to_host(
+        &self,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        v: &<B as VectorOps<T>>::Vector,
+    ) -> Result<Option<Vec<f64>>> {
+        let local = agree(ops.comm, ops.local.to_host(v))?;
+        Ok(self.rows.vector(&local.iter().map(|v| v.as_f64()).collect::<Vec<_>>()))
+    }
+
+    fn vector_from_host(
+        &self,
+        ops: &DistributedOps<'_, B, B::Indices>,
+        x: Option<&[f64]>,
+    ) -> Result<<B as VectorOps<T>>::Vector> {
+        let local: Vec<T> = self.rows.scatter(x).into_iter().map(T::from_f64_lossy).collect();
+        ops.local.copy_from_host(&local)
+    }
+
+    fn agree(&self, notes: Result<Vec<String>>) -> Result<Vec<String>> {
+        let comm = self.rows.comm();
+        let notes = agree(comm, notes)?.join("\n");
+        let notes = hdg_core::distributed::agree::broadcast_text(comm, 0, &notes);
+        let mut notes: Vec<String> = notes.lines().map(String::from).collect();
+        notes.push(format!(
+            "the trace matrix gathered on rank 0 from {} ranks",
+            hdg_core::distributed::size(comm)
+        ));
+        Ok(notes)
+    }
+}
+
+/// The sparse factorisation over the ranks: the whole matrix on rank 0 (refused for a
+/// singular operator, as on one process).
+fn direct<T, B>(
+    ops: &DistributedOps<'_, B, B::Indices>,
+    operator: &DistributedOperator<'_, T, B, B::Operator>,
+    setup: &DistributedSetup<'_>,
+    rhs: &<B as VectorOps<T>>::Vector,
+    x: &mut <B as VectorOps<T>>::Vector,
+) -> Result<SolveReport>
+where
+    T: Real,
+    B: Backend<T> + HaloOps<T>,
+{
+    if setup.constant_trace.is_some() {
+        return Err(CoreError::Solver(SINGULAR_REFUSAL.into()));
+    }
+    let system = || {
+        let (rows, matrix) = operator.gather_on_root(setup.row_faces)?;
+        Ok(Gathered { rows, matrix })
+    };
+    DirectCholesky::solve_on(ops, operator, system, rhs, x)
 }
 
 fn settings(setup: &DistributedSetup<'_>, single_precision: bool) -> MultigridSettings {
@@ -116,7 +199,7 @@ fn check_levels<B, I>(ops: &DistributedOps<'_, B, I>, sizes: &[usize]) -> Result
     }
 }
 
-impl<B> DistributedMultigrid<B> for f32
+impl<B> DistributedPrecision<B> for f32
 where
     B: Backend<f32> + HaloOps<f32> + MultigridOps<f32>,
     B::Operator: MultigridOperator<f32, B>,
@@ -131,9 +214,19 @@ where
     ) -> Result<SolveReport> {
         same_precision_pcg_mg(suite, ops, operator, setup, rhs, x)
     }
+
+    fn mixed(
+        _: &Suite,
+        _: &DistributedOps<'_, B, B::Indices>,
+        _: &DistributedOperator<'_, f32, B, B::Operator>,
+        _: &<B as VectorOps<f32>>::Vector,
+        _: &mut <B as VectorOps<f32>>::Vector,
+    ) -> Result<SolveReport> {
+        Err(CoreError::InvalidParameter { name: "solver", reason: MIXED_NEEDS_F64.into() })
+    }
 }
 
-impl<B, I> DistributedMultigrid<B> for f64
+impl<B, I> DistributedPrecision<B> for f64
 where
     B: Backend<f64>
         + HaloOps<f64, Indices = I>
@@ -171,11 +264,22 @@ where
         let notes = notes::<f32, B>(ops, &sizes, mg.notes());
         pcg_with(suite, ops, operator, &SinglePrecision::new(&mg), &notes, rhs, x)
     }
+
+    fn mixed(
+        suite: &Suite,
+        ops: &DistributedOps<'_, B, I>,
+        operator: &DistributedOperator<'_, f64, B, B::Operator>,
+        rhs: &<B as VectorOps<f64>>::Vector,
+        x: &mut <B as VectorOps<f64>>::Vector,
+    ) -> Result<SolveReport> {
+        MixedPrecisionRefinement::with_tolerance(suite.tolerance)
+            .solve_demoted(ops, operator, rhs, x)
+    }
 }
 
 impl<T, B> DistributedSolver<T, B> for Suite
 where
-    T: DistributedMultigrid<B>,
+    T: DistributedPrecision<B>,
     B: Backend<T> + HaloOps<T> + MultigridOps<T>,
     B::Operator: MultigridOperator<T, B>,
 {
@@ -197,14 +301,8 @@ where
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport> {
         match self.choice {
-            SolverChoice::Direct | SolverChoice::Mixed => Err(CoreError::InvalidParameter {
-                name: "solver",
-                reason: format!(
-                    "the {} solver does not run distributed (it needs the whole trace matrix \
-                     on one process)",
-                    self.choice
-                ),
-            }),
+            SolverChoice::Direct => direct(ops, operator, setup, rhs, x),
+            SolverChoice::Mixed => T::mixed(self, ops, operator, rhs, x),
             SolverChoice::PcgMg => T::pcg_mg(self, ops, operator, setup, rhs, x),
             _ => KrylovSolver::solve(self, ops, operator, rhs, x),
         }

@@ -13,7 +13,7 @@ mod direct;
 mod gmres;
 mod mixed;
 mod pipelined;
-pub use direct::DirectCholesky;
+pub use direct::{DirectCholesky, HostSystem, WholeOperator};
 pub use gmres::Gmres;
 pub use mixed::{refine, MixedPrecisionRefinement};
 pub use pipelined::PipelinedCg;

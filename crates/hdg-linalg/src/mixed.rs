@@ -164,6 +164,40 @@ pub fn refine<B: MixedPrecisionOps>(
     Ok(report)
 }
 
+/// Why an f32 solve has no mixed-precision refinement.
+pub(crate) const MIXED_NEEDS_F64: &str =
+    "mixed precision refines an f64 solution: choose the f64 precision";
+
+impl MixedPrecisionRefinement {
+    /// Stopping at `tolerance`, the other settings [`Default`]'s.
+    pub fn with_tolerance(tolerance: f64) -> Self {
+        MixedPrecisionRefinement { tolerance, ..Default::default() }
+    }
+
+    /// Demotes `operator` once (its cost is in the notes), then runs [`refine`] with it.
+    ///
+    /// # Errors
+    /// The demotion's; [`refine`]'s.
+    pub fn solve_demoted<B, O>(
+        &self,
+        backend: &B,
+        operator: &O,
+        rhs: &<B as VectorOps<f64>>::Vector,
+        x: &mut <B as VectorOps<f64>>::Vector,
+    ) -> Result<SolveReport>
+    where
+        B: MixedPrecisionOps,
+        O: DemoteOperator<B, Vector = <B as VectorOps<f64>>::Vector>,
+    {
+        let t0 = Instant::now();
+        let low = operator.demote()?;
+        let demote_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut report = refine::<B>(backend, operator, &low, rhs, x, self)?;
+        report.notes.push(format!("operator demoted to f32 in {demote_ms:.3} ms"));
+        Ok(report)
+    }
+}
+
 impl<B> TraceSolver<f64, B> for MixedPrecisionRefinement
 where
     B: Assembler<f64> + MixedPrecisionOps,
@@ -173,7 +207,7 @@ where
         "mixed".into()
     }
 
-    /// Demotes the operator once (its cost is in the notes), then runs [`refine`].
+    /// [`MixedPrecisionRefinement::solve_demoted`].
     fn solve(
         &self,
         backend: &B,
@@ -182,11 +216,6 @@ where
         rhs: &<B as VectorOps<f64>>::Vector,
         x: &mut <B as VectorOps<f64>>::Vector,
     ) -> Result<SolveReport> {
-        let t0 = Instant::now();
-        let low = operator.demote()?;
-        let demote_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let mut report = refine::<B>(backend, operator, &low, rhs, x, self)?;
-        report.notes.push(format!("operator demoted to f32 in {demote_ms:.3} ms"));
-        Ok(report)
+        self.solve_demoted(backend, operator, rhs, x)
     }
 }

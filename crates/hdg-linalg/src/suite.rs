@@ -446,10 +446,12 @@ where
         rhs: &<B as VectorOps<T>>::Vector,
         x: &mut <B as VectorOps<T>>::Vector,
     ) -> Result<SolveReport> {
-        if self.choice == SolverChoice::PcgMg {
-            T::pcg_mg(self, backend, disc, plan, operator, rhs, x)
-        } else {
-            KrylovSolver::<T, B>::solve(self, backend, operator, rhs, x)
+        match self.choice {
+            SolverChoice::PcgMg => T::pcg_mg(self, backend, disc, plan, operator, rhs, x),
+            SolverChoice::Direct => {
+                TraceSolver::<T, B>::solve(&DirectCholesky, backend, disc, operator, rhs, x)
+            }
+            _ => KrylovSolver::<T, B>::solve(self, backend, operator, rhs, x),
         }
     }
 }

@@ -170,6 +170,19 @@ fn compare_runs(
     partitioner: Partitioner,
     slack: f64,
 ) {
+    compare_iterations(world, serial, ranks, partitioner, slack, 2)
+}
+
+/// [`compare_runs`] with the distributed run's iterations within `+extra` of the one
+/// process's.
+fn compare_iterations(
+    world: &distributed::Communicator,
+    serial: &Solver,
+    ranks: &Solver,
+    partitioner: Partitioner,
+    slack: f64,
+    extra: usize,
+) {
     let serial = serial.run(&mut Silent).unwrap();
     let serial_solution = serial.solution.unwrap();
     let run = ranks.run_distributed_with(world, &partitioner, &mut Silent).unwrap();
@@ -178,7 +191,7 @@ fn compare_runs(
     assert_eq!(report.cells, serial.report.cells);
     assert_eq!(report.trace_dofs, serial.report.trace_dofs);
     assert!(
-        report.solve.iterations <= serial.report.solve.iterations + 2,
+        report.solve.iterations <= serial.report.solve.iterations + extra,
         "{} iterations distributed, {} in one process",
         report.solve.iterations,
         serial.report.solve.iterations
@@ -381,6 +394,65 @@ fn worker() {
                 Solver::new(Arc::new(square(16)), mixed(2)).order(2).precision(hdg::Precision::F32);
             compare_single(&world, single);
         }
+        "direct" => {
+            // The sparse factorisation of the matrix gathered on rank 0: the one-process
+            // factorisation's solution to 1e-10 in 2D and 3D, with regions and Neumann/Robin
+            // tags, on a random partition and with a rank that owns no cells; in f32 too.
+            let direct = |mesh: Mesh, problem: Problem, k: usize| {
+                Solver::new(Arc::new(mesh), problem).order(k).solver(SolverChoice::Direct)
+            };
+            for k in 1..=3 {
+                compare(&world, direct(square(8), mixed(2), k), Partitioner::Metis);
+                let cube = hdg::generate::unit_cube(3).unwrap();
+                compare(&world, direct(cube, mixed(3), k), Partitioner::Metis);
+            }
+            let (mesh, problem) = plate();
+            compare(&world, direct(mesh, problem, 2), Partitioner::Metis);
+            let mesh = square(10);
+            let p = random(mesh.n_cells(), np);
+            compare(&world, direct(mesh, mixed(2), 2), Partitioner::Given(p));
+            let mesh = square(10);
+            let p = last_empty(mesh.n_cells(), np);
+            compare(&world, direct(mesh, mixed(2), 2), Partitioner::Given(p));
+            let single = direct(square(8), mixed(2), 2).precision(hdg::Precision::F32);
+            compare_single(&world, single);
+            // A singular operator (pure Neumann) is refused as on one process, on every rank.
+            let neumann = direct(square(8), pure_neumann(2), 2);
+            let alone = neumann.run(&mut Silent).unwrap_err().to_string();
+            let error = neumann.run_distributed(&world, &mut Silent).unwrap_err().to_string();
+            assert!(
+                alone.contains("null space") && error.contains("null space"),
+                "{alone} / {error}"
+            );
+        }
+        "mixed" => {
+            // Mixed-precision refinement over the ranks (f64 residuals, f32 inner solves on
+            // each rank's rows rounded) against the one-process refinement. Its iterations are
+            // the inner f32 solves' (hundreds with Jacobi), whose roundings differ with the
+            // order of the sums over the ranks: within 5% of the one process's.
+            let refined = |mesh: Mesh, problem: Problem, k: usize| {
+                Solver::new(Arc::new(mesh), problem).order(k).solver(SolverChoice::Mixed)
+            };
+            let compare_refined = |solver: Solver, partitioner: Partitioner| {
+                let extra = solver.run(&mut Silent).unwrap().report.solve.iterations / 20;
+                compare_iterations(&world, &solver, &solver, partitioner, 0.0, extra)
+            };
+            for k in 1..=3 {
+                compare_refined(refined(square(8), mixed(2), k), Partitioner::Metis);
+            }
+            let cube = hdg::generate::unit_cube(3).unwrap();
+            compare_refined(refined(cube, mixed(3), 2), Partitioner::Metis);
+            let (mesh, problem) = plate();
+            compare_refined(refined(mesh, problem, 2), Partitioner::Metis);
+            let mesh = square(10);
+            let p = last_empty(mesh.n_cells(), np);
+            compare_refined(refined(mesh, mixed(2), 2), Partitioner::Given(p));
+            // In f32 there is nothing to refine: refused as on one process.
+            let single = refined(square(8), mixed(2), 2).precision(hdg::Precision::F32);
+            let alone = single.run(&mut Silent).unwrap_err().to_string();
+            let error = single.run_distributed(&world, &mut Silent).unwrap_err().to_string();
+            assert!(alone.contains("f64") && error.contains("f64"), "{alone} / {error}");
+        }
         "random" => {
             let mesh = square(10);
             let p = random(mesh.n_cells(), np);
@@ -479,6 +551,8 @@ cases! {
     cube_tetrahedra_k1_to_3: "cube" on 1, 2, 3, 4;
     plate_with_regions_neumann_robin: "plate" on 1, 2, 3, 4;
     random_partition: "random" on 2, 3, 4;
+    direct_factorisation_on_rank_0: "direct" on 1, 2, 3, 4;
+    mixed_precision_refinement: "mixed" on 1, 2, 3, 4;
     every_distributed_solver_and_f32: "solvers" on 3;
     multigrid_square_k1_to_3: "square-mg" on 1, 2, 3, 4;
     multigrid_cube_k1_to_3: "cube-mg" on 1, 2, 3, 4;

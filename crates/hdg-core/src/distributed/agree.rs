@@ -25,17 +25,23 @@ pub fn agree<R>(comm: &Communicator, local: Result<R>) -> Result<R> {
     if first == size {
         return local;
     }
-    let root = comm.process_at_rank(first);
-    let mut message = match &local {
-        Err(e) if comm.rank() == first => e.to_string().into_bytes(),
-        _ => Vec::new(),
+    let message = match &local {
+        Err(e) if comm.rank() == first => e.to_string(),
+        _ => String::new(),
     };
-    let mut len = message.len() as u64;
-    root.broadcast_into(&mut len);
-    message.resize(len as usize, 0);
-    root.broadcast_into(&mut message[..]);
-    let message = String::from_utf8_lossy(&message).into_owned();
+    let message = broadcast_text(comm, first as usize, &message);
     Err(CoreError::Distributed { rank: first as usize, message })
+}
+
+/// `text` of rank `root` on every rank (what the others pass is ignored).
+pub fn broadcast_text(comm: &Communicator, root: usize, text: &str) -> String {
+    let root = comm.process_at_rank(root as i32);
+    let mut bytes = text.as_bytes().to_vec();
+    let mut len = bytes.len() as u64;
+    root.broadcast_into(&mut len);
+    bytes.resize(len as usize, 0);
+    root.broadcast_into(&mut bytes[..]);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Every rank's `local`, concatenated in rank order, on every rank.

@@ -16,6 +16,9 @@
 //! - **Multigrid.** The trace level is distributed like the solvers' vectors; the first vertex
 //!   level is split by vertex ownership and coarsened where it lies, the coarser vertex levels
 //!   are replicated on every rank (`multigrid.rs` says why and what it costs).
+//! - **Direct solves.** The sparse factorisation gathers the owned rows on rank 0 in the
+//!   one-process run's numbering ([`GatheredRows`]), factors there and sends each rank its rows
+//!   of the solution.
 //! - **Afterwards.** The ghost faces receive their owners' trace; recovery and postprocessing
 //!   run on the part; error norms are summed over owned cells and reduced.
 //! - **Pure Neumann** (c = 0, mean(u_h) = 0 asked for): as on one process, the right-hand side
@@ -26,6 +29,7 @@
 //! MPI is used from the thread that initialised it only ([`mpi::initialize`]: a single-thread
 //! MPI); the backends' worker threads never communicate.
 pub mod agree;
+mod gather;
 mod halo;
 mod multigrid;
 mod operator;
@@ -34,6 +38,7 @@ mod pipeline;
 mod solver;
 
 pub use agree::agree;
+pub use gather::GatheredRows;
 pub use halo::Halo;
 pub use mpi;
 pub use multigrid::{rows_to_owners, sum_over_ranks};

@@ -6,7 +6,7 @@
 //! takes its part in every collective operation.
 use std::sync::Mutex;
 
-use super::{agree, Communicator, DistributedOps, Halo};
+use super::{agree, Communicator, DistributedOps, GatheredRows, Halo};
 use crate::backend::{DemoteOperator, HaloOps, MixedPrecisionOps, TraceOperator, VectorOps};
 use crate::csr::HostCsr;
 use crate::error::{CoreError, Result};
@@ -120,6 +120,17 @@ where
         self.halo.clear_ghosts::<T, B>(self.backend, y)
     }
 
+    /// The whole operator on rank 0 (None elsewhere), in the one-process run's numbering, and
+    /// how its vectors travel ([`GatheredRows`]); `row_faces` names the whole mesh's face of
+    /// each of the rank's rows. Every rank calls it.
+    ///
+    /// # Errors
+    /// The local matrix's export, or rows that do not fit together; the same on every rank.
+    pub fn gather_on_root(&self, row_faces: &[u64]) -> Result<(GatheredRows<'a>, Option<HostCsr>)> {
+        let local = agree(self.comm, self.local.get().map(|a| a.to_host_csr()).transpose())?;
+        GatheredRows::gather(self.comm, local.as_ref(), row_faces, &self.owned, self.block_size)
+    }
+
     /// `v` with its ghost rows set to those of the identity's (1 on the diagonal, 0 elsewhere):
     /// a (block) Jacobi preconditioner then maps the solvers' zero ghost rows to zeros. The
     /// ghost entries are written on the backend (one scatter); `v` holds `block` x `block`
@@ -217,8 +228,8 @@ where
     fn to_host_csr(&self) -> Result<HostCsr> {
         Err(CoreError::InvalidParameter {
             name: "solver",
-            reason: "the distributed trace operator has no host matrix on one rank (a direct \
-                     solve needs the whole matrix: run on one process)"
+            reason: "the distributed trace operator has no host matrix on one rank (the \
+                     whole matrix is gathered on rank 0 by gather_on_root)"
                 .into(),
         })
     }

@@ -321,6 +321,7 @@ where
     let no_rows = TraceTopology::empty(fpc);
     let setup = DistributedSetup {
         topology: local.as_ref().map_or(&no_rows, |l| &l.disc.topology),
+        row_faces: &row_faces,
         vertex_space: vertex_space.as_ref().map(|(space, _)| space),
         dim,
         order,

@@ -19,6 +19,9 @@ use crate::topology::TraceTopology;
 pub struct DistributedSetup<'a> {
     /// The rank's trace topology (empty on a rank without cells).
     pub topology: &'a TraceTopology,
+    /// The face of the whole mesh of each of the rank's trace rows (its free faces, in order):
+    /// the rows' names across the ranks ([`super::GatheredRows`]).
+    pub row_faces: &'a [u64],
     /// The whole vertex space seen from the rank's rows, where the solver asked for one
     /// ([`DistributedSolver::vertex_space`]).
     pub vertex_space: Option<&'a VertexSpace>,

@@ -23,7 +23,7 @@ pub mod output;
 use hdg_core::distributed::mpi::topology::Communicator as _;
 use hdg_core::distributed::mpi::traits::*;
 use hdg_core::{CoreError, HaloOps, Precision, Progress};
-use hdg_linalg::{SolverBackend, SolverChoice, Suite};
+use hdg_linalg::{SolverBackend, Suite};
 use hdg_mesh::{Mesh, Partition};
 
 pub use hdg_core::distributed::{mpi, Communicator, DistributedReport, DistributedRun, RankReport};
@@ -107,8 +107,8 @@ impl Solver {
     /// same on every rank; the solution is this rank's part's.
     ///
     /// # Errors
-    /// As [`Solver::run`], the same on every rank; a solver that is not distributed yet
-    /// (direct, mixed precision).
+    /// As [`Solver::run`], the same on every rank. Every trace solver runs distributed; the
+    /// direct one gathers the whole trace matrix on rank 0 and factors it there.
     ///
     /// On the CUDA backend each rank takes one GPU of its node: device [`node_rank`] modulo
     /// the devices it sees (so `mpirun -np 4` on a node of 4 GPUs uses each once), or the
@@ -131,21 +131,9 @@ impl Solver {
         partitioner: &Partitioner,
         progress: &mut dyn Progress,
     ) -> Result<DistributedRun, Error> {
-        let settings = self.solver_choice();
         let refuse = |reason: String| -> Error {
             CoreError::InvalidParameter { name: "distributed run", reason }.into()
         };
-        match settings.choice {
-            SolverChoice::Direct | SolverChoice::Mixed => {
-                return Err(refuse(format!(
-                    "the {} solver does not run distributed (distributed: pcg-mg, cg, \
-                     pcg-jacobi, pcg-block-jacobi, pipelined-cg, chebyshev, cheb-pcg, \
-                     cg-chebyshev, gmres)",
-                    settings.choice
-                )))
-            }
-            _ => {}
-        }
         let partition = partitioner.partition(comm, self.mesh())?;
         match self.backend_choice() {
             Backend::Cpu => {
