@@ -528,6 +528,19 @@ fn worker() {
             // Pure Neumann with mean zero (the cycle in f64, the constants projected out).
             let cpu = Solver::new(Arc::new(square(40)), pure_neumann(2)).order(2);
             compare_runs(&world, &cpu, &on_cuda(cpu.clone()), Partitioner::Metis, MG_SLACK);
+            // The factorisation of the device ranks' rows gathered on rank 0, and refinement
+            // over the ranks with each rank's rows rounded to f32 on its device.
+            for choice in [SolverChoice::Direct, SolverChoice::Mixed] {
+                let cpu = Solver::new(Arc::new(square(12)), mixed(2)).order(2).solver(choice);
+                let serial = cpu.run(&mut Silent).unwrap().report.solve.iterations;
+                let cuda = on_cuda(cpu.clone());
+                compare_iterations(&world, &cpu, &cuda, Partitioner::Metis, 0.0, serial / 20);
+                let cube = hdg::generate::unit_cube(3).unwrap();
+                let cpu = Solver::new(Arc::new(cube), mixed(3)).order(2).solver(choice);
+                let serial = cpu.run(&mut Silent).unwrap().report.solve.iterations;
+                let cuda = on_cuda(cpu.clone());
+                compare_iterations(&world, &cpu, &cuda, Partitioner::Metis, 0.0, serial / 20);
+            }
         }
         other => panic!("unknown case {other}"),
     }

@@ -131,9 +131,6 @@ impl Solver {
         partitioner: &Partitioner,
         progress: &mut dyn Progress,
     ) -> Result<DistributedRun, Error> {
-        let refuse = |reason: String| -> Error {
-            CoreError::InvalidParameter { name: "distributed run", reason }.into()
-        };
         let partition = partitioner.partition(comm, self.mesh())?;
         match self.backend_choice() {
             Backend::Cpu => {
@@ -158,7 +155,13 @@ impl Solver {
                 hdg_backend_cuda::availability().map(|_| ()),
             )
             .err()
-            .map_or_else(|| refuse("this build has no CUDA backend".into()), Error::from)),
+            .map_or_else(
+                || {
+                    let reason = "this build has no CUDA backend".into();
+                    CoreError::InvalidParameter { name: "distributed run", reason }.into()
+                },
+                Error::from,
+            )),
         }
     }
 
