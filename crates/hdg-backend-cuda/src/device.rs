@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cust::context::{Context, CurrentContext};
+use cust::context::{Context, CurrentContext, ResourceLimit};
 use cust::device::{Device, DeviceAttribute};
 use cust::error::CudaError;
 use cust::memory::{
@@ -264,6 +264,9 @@ impl<T: Send + 'static> Preloaded<T> {
     }
 }
 
+/// Local memory for kernels' stacks that [`Gpu::release_local_memory`] leaves held (bytes).
+const LOCAL_MEMORY_KEPT: usize = 64 << 20;
+
 /// What the backend and its operators share: the context, the stream, the kernels.
 pub(crate) struct Gpu {
     // Fields drop in declaration order: everything that lives in the context goes before it.
@@ -397,6 +400,27 @@ impl Gpu {
         // The module first: a kernel in the cache must have its module alive.
         self.compiled.lock().map_err(|_| poisoned())?.push(module);
         self.functions.lock().map_err(|_| poisoned())?.insert(key.to_string(), function);
+        Ok(())
+    }
+
+    /// Gives back the local memory the driver holds for the largest stack frame launched so
+    /// far. The driver holds the per-thread stack size for every thread the device can run at
+    /// once (the default 1 KB on a device of 270,336 resident threads: 264 MiB, whether a
+    /// kernel needs it or not); a launch grows it to what its kernel needs and it stays there.
+    /// The context starts with the stack size at 0, and this sets it back to 0 (once the queued
+    /// work is done) after the stages whose kernels keep scratch arrays on the stack (the
+    /// multigrid's row accumulator, 1.5 KB; the element stages' thread designs), so that their
+    /// reservation does not stay through the solve. A reservation below
+    /// [`LOCAL_MEMORY_KEPT`] stays: giving it back waits for the stream and costs about 0.4 ms,
+    /// and the next launch that needs it grows it again.
+    pub(crate) fn release_local_memory(&self) -> Result<()> {
+        self.bind()?;
+        let limit = CurrentContext::get_resource_limit(ResourceLimit::StackSize)
+            .map_err(|e| cuda_error("stack size query failed", e))?;
+        if limit * self.resident_threads > LOCAL_MEMORY_KEPT {
+            CurrentContext::set_resource_limit(ResourceLimit::StackSize, 0)
+                .map_err(|e| cuda_error("resetting the stack size failed", e))?;
+        }
         Ok(())
     }
 
@@ -666,6 +690,9 @@ impl CudaBackend {
                 "page-locked reduction results are not addressable from the device: {status:?}"
             )));
         }
+        // No local memory held for kernels that need none ([`Gpu::release_local_memory`]).
+        CurrentContext::set_resource_limit(ResourceLimit::StackSize, 0)
+            .map_err(|e| cuda_error("setting the stack size failed", e))?;
         let settings = CudaSettings::auto();
         let gpu = Gpu {
             cublas: OnceLock::new(),
@@ -769,6 +796,14 @@ impl CudaBackend {
         self.gpu.synchronize()
     }
 
+    /// Gives back the local memory the device context holds for the largest stack frame of
+    /// the kernels launched so far (stack size times the threads the device holds at once:
+    /// 264 MiB per KB on a device of 132 SMs). The pipeline's stages do it themselves after
+    /// kernels with stack arrays; a program that launches its own in this context can too.
+    pub fn release_local_memory(&self) -> Result<()> {
+        self.gpu.release_local_memory()
+    }
+
     /// The stream every operation is queued on (for CUDA events in benchmarks).
     pub fn stream(&self) -> &Stream {
         &self.gpu.stream
@@ -864,8 +899,9 @@ impl CudaBackend {
     ///
     /// Resolution limits:
     /// - an allocation that lives shorter than the interval can be missed (the pipeline's
-    ///   buffers live for whole stages, milliseconds at least; kernels' own scratch inside a
-    ///   launch, such as local memory, is reserved at context level and shows in the baseline);
+    ///   buffers live for whole stages, milliseconds at least; the local memory of a kernel's
+    ///   stack is reserved by the context from its launch until the stage that launched it
+    ///   gives it back, and is in the peak);
     /// - the figure is the driver's footprint, device-wide: allocations rounded up to the
     ///   driver's granularity (2 MiB pages for large buffers), plus anything another context
     ///   or process allocates meanwhile (run alone for clean numbers);

@@ -456,14 +456,15 @@ impl<T: DeviceReal> MultigridOps<T> for CudaBackend {
         Ok(Some(coarsening))
     }
 
-    /// The f64 values go: only the level's coarsening read them.
+    /// The f64 values go: only the level's coarsening read them. So does the local memory of
+    /// its kernels' row accumulators (a stack array; [`gather_rows`]).
     fn release_coarsening_values(&self, matrix: &mut DeviceCsr<T>) -> Result<()> {
         if let Some(exact) = matrix.exact.take() {
             // The coarsening's kernels must have read them before they are freed.
             self.gpu.synchronize()?;
             drop(exact);
         }
-        Ok(())
+        self.gpu.release_local_memory()
     }
 
     fn csr_apply(
@@ -792,6 +793,9 @@ impl<T: DeviceReal> DeviceDbf<T> {
             gpu.synchronize()?;
         }
         clock.lap("gather");
+        // The row accumulator's local memory: the level may be the last, never coarsened (a
+        // coarsening gives it back in MultigridOps::release_coarsening_values).
+        gpu.release_local_memory()?;
         match gathered {
             Some(matrix) => Ok(VertexLevel::Device(matrix)),
             // A row beyond the kernel's accumulator: the host assembles from the same blocks.

@@ -199,6 +199,8 @@ pub(crate) fn condense<T: DeviceReal>(
     backend.condense_with(disc, prep, prep.design(ElementStage::Condense)?, &mut out)?;
     first_failure(backend, &out.info, &out.pivots)?;
     out.scratch = None;
+    // The thread design's matrices live on the stack: their local memory is given back.
+    backend.gpu.release_local_memory()?;
     Ok(out)
 }
 

@@ -58,6 +58,9 @@ pub(crate) fn postprocess<T: DeviceReal>(
         &mut post,
     )?;
     first_failure(backend, &post.info, &post.pivots)?;
+    // The thread designs' matrices live on the stack: the local memory held for them since the
+    // recovery (the stage before) is given back.
+    backend.gpu.release_local_memory()?;
     Ok(post)
 }
 
