@@ -127,6 +127,25 @@ impl<T: DeviceReal> DeviceCondensed<T> {
         self.n_cells
     }
 
+    /// K_e and b_e freed (empty from now on), once the trace matrix holds its own copy: at 2D
+    /// k = 3 they are 208 bytes per trace unknown. The matrix-free operator, which reads them,
+    /// refuses a condensation without them.
+    pub(crate) fn release_trace_matrices(&mut self) {
+        // The assembly's kernels must have read them first; a failed wait keeps them (its
+        // error comes back at the stream's next wait).
+        if self.backend.gpu.synchronize().is_err() {
+            return;
+        }
+        // SAFETY (both): a buffer of length 0 allocates nothing (cust makes no driver call for
+        // it, so it cannot fail) and is never read.
+        if let (Ok(matrices), Ok(loads)) =
+            unsafe { (DeviceBuffer::uninitialized(0), DeviceBuffer::uninitialized(0)) }
+        {
+            self.trace_matrices = matrices;
+            self.trace_loads = loads;
+        }
+    }
+
     /// Fills K_e, b_e, Z and u0 with NaN (every bit set), so that an entry a kernel fails to
     /// write cannot pass for the result of an earlier run in the same memory (tests and
     /// benchmarks poison outputs before [`CudaBackend::condense_with`]).

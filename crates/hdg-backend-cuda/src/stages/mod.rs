@@ -145,6 +145,18 @@ impl<T: DeviceReal> Assembler<T> for CudaBackend {
     ) -> Result<(DeviceTraceOperator<T>, DeviceVector<T>)> {
         assemble::assemble(self, disc, prep, condensed)
     }
+
+    /// The DBF matrix holds its own copy of every entry: K_e and b_e go (the recovery reads Z
+    /// and u0 alone). The matrix-free operator reads them in every product: kept.
+    fn release_assembly_inputs(
+        &self,
+        condensed: &mut DeviceCondensed<T>,
+        operator: &DeviceTraceOperator<T>,
+    ) {
+        if operator.as_dbf().is_some() {
+            condensed.release_trace_matrices();
+        }
+    }
 }
 
 impl<T: DeviceReal> Postprocessor<T> for CudaBackend {
