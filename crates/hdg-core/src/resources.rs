@@ -13,24 +13,34 @@ use crate::error::{CoreError, Result};
 use crate::CellType;
 
 /// Bytes the pipeline holds at least for `n_cells` cells of `cell_type` at order `order` with
-/// values of `value_bytes` bytes (8 for f64), saturating at `u64::MAX`.
+/// values of `value_bytes` bytes (8 for f64), saturating at `u64::MAX`. Both backends free K_e
+/// and b_e once the trace matrix is assembled, so the peak is the larger of two phases: the
+/// assembly (K_e, b_e, Z, u0, the matrix and the right-hand side) and the solve and recovery
+/// (Z, u0, the fields, the matrix and the solver's vectors).
 pub fn pipeline_bytes(cell_type: CellType, n_cells: u64, order: usize, value_bytes: u64) -> u64 {
-    let sizes = Sizes::new(cell_type, n_cells, order, value_bytes);
-    sizes.cells.saturating_add(sizes.matrix).saturating_add(sizes.vectors)
+    let s = Sizes::new(cell_type, n_cells, order, value_bytes);
+    let assembly = s.cells.saturating_add(s.element_matrices).saturating_add(s.matrix);
+    let solve = s.cells.saturating_add(s.fields).saturating_add(s.matrix);
+    assembly.saturating_add(s.rhs).max(solve.saturating_add(s.vectors))
 }
 
 /// [`pipeline_bytes`] without the assembled trace matrix: what a matrix-free trace operator
-/// holds.
+/// holds, which reads K_e and b_e in every product and keeps them.
 pub fn matrix_free_bytes(cell_type: CellType, n_cells: u64, order: usize, value_bytes: u64) -> u64 {
-    let sizes = Sizes::new(cell_type, n_cells, order, value_bytes);
-    sizes.cells.saturating_add(sizes.vectors)
+    let s = Sizes::new(cell_type, n_cells, order, value_bytes);
+    s.cells.saturating_add(s.element_matrices).saturating_add(s.fields).saturating_add(s.vectors)
 }
 
-/// The three parts of the estimate: per cell, the trace matrix, the trace vectors.
+/// The parts of the estimate: per cell what every stage keeps (the mesh, the geometry, tau, the
+/// recovery's Z and u0), K_e and b_e, the fields; the trace matrix, the solver's trace vectors
+/// and the right-hand side.
 struct Sizes {
     cells: u64,
+    element_matrices: u64,
+    fields: u64,
     matrix: u64,
     vectors: u64,
+    rhs: u64,
 }
 
 impl Sizes {
@@ -42,18 +52,23 @@ impl Sizes {
         let faces_per_cell = d + 1;
         let nl = faces_per_cell * n_f;
         let slots = if d == 2 { 5 } else { 7 };
-        let per_cell_values = nl * nl + nl + n * nl + n + n + d * n + n_post + faces_per_cell;
+        let kept_values = n * nl + n + faces_per_cell;
         let geometry = 1 + d * d + faces_per_cell * (1 + d);
-        let per_cell_bytes = per_cell_values * value_bytes
+        let per_cell_bytes = kept_values * value_bytes
             + geometry * value_bytes
             + (d + 1) * d * 8 // cell vertex coordinates
             + (d + 1) * 8 + faces_per_cell * 9; // mesh: vertex and face indices, orientations
                                                 // Faces: each interior face is shared by two cells.
         let faces = n_cells.saturating_mul(faces_per_cell).div_ceil(2);
+        let per_cell = |values: u64| n_cells.saturating_mul(values * value_bytes);
+        let per_face = |values: u64| faces.saturating_mul(values * value_bytes);
         Sizes {
             cells: n_cells.saturating_mul(per_cell_bytes),
-            matrix: faces.saturating_mul(slots * n_f * n_f * value_bytes),
-            vectors: faces.saturating_mul(12 * n_f * value_bytes),
+            element_matrices: per_cell(nl * nl + nl),
+            fields: per_cell(n + d * n + n_post),
+            matrix: per_face(slots * n_f * n_f),
+            vectors: per_face(12 * n_f),
+            rhs: per_face(n_f),
         }
     }
 }
@@ -101,17 +116,28 @@ mod tests {
     /// The estimate against hand counts, and saturation instead of overflow.
     #[test]
     fn estimates_count_what_the_pipeline_holds() {
-        // Triangles, k = 1: n = 3, n_f = 2, nl = 6, n' = 6; values per cell 36 + 6 + 18 + 3 +
-        // 3 + 6 + 6 + 3 = 81, geometry 14, so 81 * 8 + 14 * 8 + 48 + 24 + 27 bytes a cell;
-        // 3 faces per 2 cells of (5 * 4 + 24) * 8 bytes.
-        let per_cell = 81 * 8 + 14 * 8 + 48 + 24 + 27;
-        let per_face = (5 * 4 + 24) * 8;
-        assert_eq!(pipeline_bytes(CellType::Triangle, 2, 1, 8), 2 * per_cell + 3 * per_face);
-        // Matrix-free: no DBF block row (5 slots of 2 x 2 values) per face.
-        let per_face_vectors = 24 * 8;
+        // Triangles, k = 1: n = 3, n_f = 2, nl = 6, n' = 6. Kept per cell: Z 18 + u0 3 + tau 3
+        // values, geometry 14 values, 48 + 24 + 27 bytes of mesh; K_e and b_e 36 + 6 values;
+        // fields 3 + 6 + 6. Per face (3 per 2 cells): the matrix 5 x 4 values, 12 vectors of 2,
+        // the right-hand side 2.
+        let kept = 24 * 8 + 14 * 8 + 48 + 24 + 27;
+        let (element, fields) = (42 * 8, 15 * 8);
+        let (matrix, vectors, rhs) = (20 * 8, 24 * 8, 2 * 8);
+        let assembly = 2 * (kept + element) + 3 * (matrix + rhs);
+        let solve = 2 * (kept + fields) + 3 * (matrix + vectors);
+        assert_eq!((assembly, solve), (2006, 2102));
+        assert_eq!(pipeline_bytes(CellType::Triangle, 2, 1, 8), assembly.max(solve));
+        // At k = 3 the assembly's K_e outweighs the solve's vectors and fields.
+        let (k3_assembly, k3_solve) = (
+            2 * ((133 * 8 + 14 * 8 + 99) + 156 * 8) + 3 * ((80 + 4) * 8),
+            2 * ((133 * 8 + 14 * 8 + 99) + 45 * 8) + 3 * ((80 + 48) * 8),
+        );
+        assert!(k3_assembly > k3_solve);
+        assert_eq!(pipeline_bytes(CellType::Triangle, 2, 3, 8), k3_assembly);
+        // Matrix-free: K_e, b_e and the fields with the vectors, no DBF block row.
         assert_eq!(
             matrix_free_bytes(CellType::Triangle, 2, 1, 8),
-            2 * per_cell + 3 * per_face_vectors
+            2 * (kept + element + fields) + 3 * vectors
         );
         assert_eq!(pipeline_bytes(CellType::Tetrahedron, u64::MAX / 2, 8, 8), u64::MAX);
         let big = pipeline_bytes(CellType::Triangle, 2 * 100_000u64.pow(2), 3, 8);
