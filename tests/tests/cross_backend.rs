@@ -934,6 +934,37 @@ fn memory_watch_sees_allocations_and_a_solve() {
     assert!(peak.peak_bytes() > 0 && per_dof < 1e5, "{peak:?}");
 }
 
+/// Device memory in use now (after the queued work), bytes.
+fn memory_in_use(g: &CudaBackend) -> usize {
+    let watch = g.watch_memory(Duration::from_millis(1)).expect("memory watch starts");
+    watch.stop().expect("memory watch stops").baseline_used_bytes
+}
+
+/// The f64 pipeline of `mesh` and `problem` at order `k` with pcg-mg to 1e-10 on `backend`.
+fn pcg_mg_run<B>(
+    backend: &B,
+    mesh: &Mesh,
+    problem: &Problem,
+    k: usize,
+) -> pipeline::PipelineOutput<f64, B>
+where
+    B: hdg_core::Backend<f64> + hdg_core::MultigridOps<f64>,
+    f64: MultigridPrecision<B>,
+    B::Operator: MultigridOperator<f64, B>,
+{
+    let suite = Suite::new(SolverChoice::PcgMg, 1e-10, 500);
+    pipeline::solve::<f64, B>(
+        backend,
+        mesh,
+        problem,
+        k,
+        &suite,
+        PipelineOptions::default(),
+        &mut Silent,
+    )
+    .unwrap()
+}
+
 /// The local memory the device context holds for kernels' stack arrays (stack size times the
 /// threads the device holds at once: 264 MiB per KB on 132 SMs) is given back by the stages
 /// that launch them: a pcg-mg run whose vertex level is assembled on the device (the row
@@ -944,28 +975,14 @@ fn memory_watch_sees_allocations_and_a_solve() {
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn the_stages_give_back_the_local_memory_of_their_stacks() {
     let g = device();
-    let in_use = || {
-        let watch = g.watch_memory(Duration::from_millis(1)).expect("memory watch starts");
-        watch.stop().expect("memory watch stops").baseline_used_bytes
-    };
     g.release_local_memory().unwrap();
-    let before = in_use();
+    let before = memory_in_use(&g);
     let mesh = generate::unit_square(64, Diagonal::Right).unwrap();
     let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
-    let suite = Suite::new(SolverChoice::PcgMg, 1e-10, 500);
-    let out = pipeline::solve::<f64, CudaBackend>(
-        &g,
-        &mesh,
-        &problem,
-        2,
-        &suite,
-        PipelineOptions::default(),
-        &mut Silent,
-    )
-    .unwrap();
+    let out = pcg_mg_run(&g, &mesh, &problem, 2);
     assert!(out.report.solve.converged, "{:?}", out.report.solve);
     drop(out);
-    let after = in_use();
+    let after = memory_in_use(&g);
     let kept = after.saturating_sub(before) as f64 / (1u64 << 20) as f64;
     eprintln!(
         "device memory in use: {before} bytes before the run, {after} after ({kept:.1} MiB kept)"
@@ -981,47 +998,24 @@ fn the_stages_give_back_the_local_memory_of_their_stacks() {
 #[ignore = "needs a CUDA device; run with --ignored on a GPU machine"]
 fn the_element_trace_matrices_go_after_the_assembly() {
     let g = device();
-    let in_use = || {
-        let watch = g.watch_memory(Duration::from_millis(1)).expect("memory watch starts");
-        watch.stop().expect("memory watch stops").baseline_used_bytes
-    };
     let mesh = generate::unit_square(256, Diagonal::Right).unwrap();
     let problem = Problem::manufactured(Manufactured::Sine, 1.0, 0.0);
     let disc = Discretization::<f64>::new(&mesh, &problem, 3).unwrap();
     let prep = hdg_core::LocalSolver::<f64>::prepare(&g, &disc).unwrap();
     let mut condensed = hdg_core::LocalSolver::<f64>::condense(&g, &disc, &prep).unwrap();
     let (operator, _) = hdg_core::Assembler::<f64>::assemble(&g, &disc, &prep, &condensed).unwrap();
-    let before = in_use();
+    let before = memory_in_use(&g);
     hdg_core::Assembler::<f64>::release_assembly_inputs(&g, &mut condensed, &operator);
-    let freed = before.saturating_sub(in_use());
+    let freed = before.saturating_sub(memory_in_use(&g));
     let nl = disc.tables.n_local_trace();
     let expected = mesh.n_cells() * (nl * nl + nl) * 8;
     eprintln!("square:256, k = 3: {freed} bytes freed, K_e and b_e are {expected}");
     assert!(freed as f64 >= 0.95 * expected as f64, "{freed} bytes freed of {expected}");
     drop((operator, condensed, prep));
 
-    let suite = Suite::new(SolverChoice::PcgMg, 1e-10, 500);
-    let gpu = pipeline::solve::<f64, CudaBackend>(
-        &g,
-        &mesh,
-        &problem,
-        3,
-        &suite,
-        PipelineOptions::default(),
-        &mut Silent,
-    )
-    .unwrap();
+    let gpu = pcg_mg_run(&g, &mesh, &problem, 3);
     assert!(gpu.report.solve.converged, "{:?}", gpu.report.solve);
-    let cpu = pipeline::solve::<f64, CpuBackend>(
-        &CpuBackend,
-        &mesh,
-        &problem,
-        3,
-        &suite,
-        PipelineOptions::default(),
-        &mut Silent,
-    )
-    .unwrap();
+    let cpu = pcg_mg_run(&CpuBackend, &mesh, &problem, 3);
     let (d, c) = (gpu.report.errors.unwrap(), cpu.report.errors.unwrap());
     // As the drawn cases compare them: against max(error, 1) (module documentation).
     assert!((d.u - c.u).abs() <= 1e-8 && (d.q - c.q).abs() <= 1e-8, "{d:?} vs {c:?}");
