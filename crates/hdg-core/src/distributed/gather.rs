@@ -124,25 +124,22 @@ impl<'a> GatheredRows<'a> {
         })
     }
 
-    /// A vector of the whole system (given on rank 0, ignored elsewhere) as this rank's trace
-    /// vector: its owned rows from it, its ghost rows zero. Every rank calls it.
+    /// A vector of the whole system (given on rank 0, ignored elsewhere; zeros where rank 0 has
+    /// none) as this rank's trace vector: its owned rows from it, its ghost rows zero. Every
+    /// rank calls it.
     pub fn scatter(&self, whole: Option<&[f64]>) -> Vec<f64> {
         let root = self.comm.process_at_rank(ROOT);
         let mut mine = vec![0.0; self.owned_rows.len()];
-        match (self.comm.rank() == ROOT, whole) {
-            (true, Some(whole)) => {
-                let send: Vec<f64> = self.place.iter().map(|&p| whole[p]).collect();
-                let displacements = agree::displacements(&self.counts);
-                let send = Partition::new(&send[..], &self.counts[..], displacements);
-                root.scatter_varcount_into_root(&send, &mut mine[..]);
-            }
-            (true, None) => {
-                let zeros = vec![0.0; self.place.len()];
-                let displacements = agree::displacements(&self.counts);
-                let send = Partition::new(&zeros[..], &self.counts[..], displacements);
-                root.scatter_varcount_into_root(&send, &mut mine[..]);
-            }
-            (false, _) => root.scatter_varcount_into(&mut mine[..]),
+        if self.comm.rank() == ROOT {
+            let send: Vec<f64> = match whole {
+                Some(whole) => self.place.iter().map(|&p| whole[p]).collect(),
+                None => vec![0.0; self.place.len()],
+            };
+            let displacements = agree::displacements(&self.counts);
+            let send = Partition::new(&send[..], &self.counts[..], displacements);
+            root.scatter_varcount_into_root(&send, &mut mine[..]);
+        } else {
+            root.scatter_varcount_into(&mut mine[..]);
         }
         let mut local = vec![0.0; self.local_len];
         self.owned_rows.iter().zip(mine).for_each(|(&row, v)| local[row] = v);
